@@ -1,0 +1,59 @@
+"""What a moetune study keeps in Optuna storage: the contract between tuner, reports and export.
+
+The storage is the truth. Everything a report or an export needs is read from here, never from
+Ray's result folders, so a study in a shared PostgreSQL database is complete on its own.
+
+Study level (``study.user_attrs``):
+    SPEC         the validated study spec as a dict (``StudySpec.to_dict()``).
+    OBJECTIVES   ``[[name, "minimize"|"maximize"], ...]`` in the order of ``trial.values``;
+                 also set as ``study.metric_names``.
+    CONSTRAINTS  ``{name: limit}`` from the spec's ``[constraints]`` table.
+    VALIDATION   results of ``moetune validate`` (transfer confidence), when run.
+
+Trial level (``trial.user_attrs``), written for every trial that started training:
+    RECIPE       ``Recipe.to_dict()``: the full recipe, fixed values included.
+    MODEL_ARGS   ``ModelArgs.to_dict()``.
+    METRICS      ``TrainResult.to_dict()`` without the curves (inf/NaN as strings).
+    EVAL_CURVE   ``[[tokens_seen, val_loss], ...]`` at each evaluation.
+    TRAIN_CURVE  compact train-loss curve, ``[[tokens_seen, loss], ...]`` (at most ~200 points).
+    SEED, CORPUS_HASH, TORCH_VERSION, DEVICE, NODE   to re-run the trial outside the service.
+    OUTCOME      one of OUTCOMES.
+    REASON       why a trial is not a plain success: "diverged at step 12", "out of memory",
+                 "constraint max_peak_memory_gb: 5.1 > 4.0", "pruned by ASHA at 50000 tokens",
+                 "interrupted", or the last lines of a traceback.
+
+Optuna state per outcome:
+    complete    TrialState.COMPLETE, values = objectives, every constraint <= 0.
+    infeasible  TrialState.COMPLETE, values = objectives (worst-case finite values when the run
+                diverged or ran out of memory), at least one constraint > 0. Constraints are set
+                with ``trial.set_constraint(name, value)`` (feasible iff value <= 0) so that
+                Optuna's samplers learn to avoid the region.
+    pruned      TrialState.PRUNED (intermediate values kept as the EVAL_CURVE attr).
+    fail        TrialState.FAIL (exception or interrupted driver), REASON holds why.
+"""
+
+from __future__ import annotations
+
+SPEC = "moetune.spec"
+OBJECTIVES = "moetune.objectives"
+CONSTRAINTS = "moetune.constraints"
+VALIDATION = "moetune.validation"
+
+RECIPE = "recipe"
+MODEL_ARGS = "model_args"
+METRICS = "metrics"
+EVAL_CURVE = "eval_curve"
+TRAIN_CURVE = "train_curve"
+SEED = "seed"
+CORPUS_HASH = "corpus_hash"
+TORCH_VERSION = "torch_version"
+DEVICE = "device"
+NODE = "node"
+OUTCOME = "outcome"
+REASON = "reason"
+
+OUTCOMES = ("complete", "infeasible", "pruned", "fail")
+
+# Constraint names used besides the spec's own limits (value 1.0 = violated, -1.0 = satisfied).
+DIVERGED = "diverged"
+OUT_OF_MEMORY = "out_of_memory"
