@@ -1,9 +1,10 @@
-"""ModelArgs: the architecture of a DeepSeek-V3-style MoE, keyed exactly like DeepSeek-V3's JSON configs.
+"""ModelArgs: a DeepSeek-V3-style MoE's architecture, keyed exactly like upstream's JSON configs.
 
 `ModelArgs(**json.load(open("config_671B.json")))` works: every key of upstream's
 `inference/configs/*.json` is a field here with upstream's name and default. Fields below the
-"# training-only" marker are ours: switches for what upstream hard-codes (the gate's balancing bias,
-which upstream creates only when ``dim == 7168``) and parts that only training needs (MTP, init).
+"# training-only" marker are ours: switches for what upstream hard-codes (the gate's balancing
+bias, which upstream creates only when ``dim == 7168``) and parts that only training needs
+(MTP, init).
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ class Recipe:
     - batch_schedule: ``constant`` (batch_end throughout), ``linear`` (batch_start → batch_end over
       the first ``batch_ramp_fraction`` of tokens), ``step`` (three stages at 30% / 70% of tokens:
       batch_start, its geometric mean with batch_end, batch_end — ×1/×2/×4 when end = 4·start).
-    - decay: ``cosine`` (to min_lr_ratio·lr), ``wsd`` (flat, then linear to min_lr_ratio·lr over the
-      last ``decay_fraction``), ``multistep`` (DeepSeek LLM: ×0.316 at 80%, ×0.1 at 90%).
+    - decay: ``cosine`` (to min_lr_ratio·lr), ``wsd`` (flat, then linear to min_lr_ratio·lr over
+      the last ``decay_fraction``), ``multistep`` (DeepSeek LLM: ×0.316 at 80%, ×0.1 at 90%).
     - checkpoint_ratio: fraction of blocks recomputed in backward, spread evenly over depth.
     - spike_policy: a loss spike (loss > spike_factor × running mean) is ``record``-ed, its update
       ``skip``-ped, or the model ``rollback``-ed to the last good state and the batch skipped.
@@ -45,7 +45,7 @@ class Recipe:
     batch_end: int = 32
     batch_ramp_fraction: float = 0.1
     seq_len: int = 128
-    micro_batch: int = 0  # max sequences per forward/backward (gradient accumulation); 0 = no limit
+    micro_batch: int = 0  # max sequences per forward/backward (grad accumulation); 0 = no limit
     # learning rate, as a function of tokens seen
     lr: float = 2e-3
     warmup_fraction: float = 0.05

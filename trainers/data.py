@@ -1,0 +1,175 @@
+"""Training corpora: the default one every Python install has, and user files.
+
+A corpus is a flat array of token ids with a vocabulary size and a content hash. It splits
+deterministically into train (first 95%) and validation (last 5%) parts. The training stream is
+a seeded sequence of windows, so two runs with the same seed see the same windows in the same
+order whatever their batch schedule: batches differ in size, not in data.
+
+Supported sources (``load_corpus(spec)``):
+- ``"stdlib"``: the running Python's standard-library ``*.py`` source as bytes (vocab 256).
+- a text file or a directory of files: raw bytes (vocab 256).
+- ``*.bin``: pre-tokenized ids, little-endian uint16 by default (nanoGPT/Megatron layout) or
+  uint32 (``dtype="uint32"``), memory-mapped; ``vocab_size`` is required.
+- ``*.npy``: a 1-D uint16/uint32 array, memory-mapped; ``vocab_size`` is required.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+VAL_FRACTION = 0.05
+STDLIB_MAX_BYTES = 8 << 20  # 8 MiB: plenty for proxies, read in well under a second
+TOKEN_DTYPES = {"uint16": np.uint16, "uint32": np.uint32}
+
+
+@dataclass(frozen=True, eq=False)
+class Corpus:
+    """Token ids (memory-mapped where possible), their vocabulary size, name and sha256 hash."""
+
+    tokens: np.ndarray
+    vocab_size: int
+    name: str
+    hash: str
+
+    @property
+    def n_val(self) -> int:
+        return max(1, int(len(self.tokens) * VAL_FRACTION))
+
+    @property
+    def train_tokens(self) -> np.ndarray:
+        return self.tokens[: len(self.tokens) - self.n_val]
+
+    @property
+    def val_tokens(self) -> np.ndarray:
+        return self.tokens[len(self.tokens) - self.n_val:]
+
+    def check_fits(self, seq_len: int) -> None:
+        """Raise ValueError unless both splits hold at least one window of seq_len + 1 tokens."""
+        for split, arr in (("train", self.train_tokens), ("validation", self.val_tokens)):
+            if len(arr) < seq_len + 1:
+                raise ValueError(
+                    f"corpus {self.name!r}: the {split} split has {len(arr)} tokens, fewer than "
+                    f"one sequence (seq_len + 1 = {seq_len + 1}); use a larger corpus or a "
+                    f"shorter Recipe.seq_len.")
+
+
+class TrainStream:
+    """Seeded stream of training windows (seq_len + 1 tokens each): inputs and shifted targets."""
+
+    def __init__(self, corpus: Corpus, seq_len: int, seed: int) -> None:
+        corpus.check_fits(seq_len)
+        self.tokens = corpus.train_tokens
+        self.seq_len = seq_len
+        self.rng = np.random.default_rng(seed)
+
+    def next_batch(self, n: int) -> torch.Tensor:
+        """The next n windows as a (n, seq_len + 1) int64 tensor."""
+        starts = self.rng.integers(0, len(self.tokens) - self.seq_len, size=n)
+        rows = [np.asarray(self.tokens[s: s + self.seq_len + 1]) for s in starts]
+        return torch.from_numpy(np.stack(rows).astype(np.int64))
+
+
+def validation_batches(corpus: Corpus, seq_len: int, n_seqs: int,
+                       batch: int) -> list[torch.Tensor]:
+    """Fixed held-out windows, evenly spaced over the validation split."""
+    corpus.check_fits(seq_len)
+    val = corpus.val_tokens
+    span = len(val) - seq_len - 1
+    starts = np.linspace(0, span, num=n_seqs).astype(np.int64)
+    rows = np.stack([np.asarray(val[s: s + seq_len + 1]) for s in starts]).astype(np.int64)
+    return [torch.from_numpy(rows[i: i + batch]) for i in range(0, n_seqs, batch)]
+
+
+def load_corpus(spec: str | Path | None = "stdlib", *, vocab_size: int | None = None,
+                dtype: str = "uint16") -> Corpus:
+    """Load a corpus by spec: "stdlib", a text file or directory, or a token .bin/.npy file.
+
+    Raises:
+        ValueError: missing/empty files, token files without vocab_size, ids >= vocab_size.
+    """
+    if spec is None or str(spec) == "stdlib":
+        return stdlib_corpus()
+    path = Path(spec)
+    if not path.exists():
+        raise ValueError(f"corpus: path {str(path)!r} does not exist.")
+    if path.suffix in (".bin", ".npy") and path.is_file():
+        return _token_file(path, vocab_size, dtype)
+    if vocab_size not in (None, 256):
+        raise ValueError(f"corpus: a text corpus is read as bytes (vocab 256), but got "
+                         f"vocab_size={vocab_size}.")
+    data = _read_text_source(path)
+    if not data:
+        raise ValueError(f"corpus: {str(path)!r} is empty.")
+    return _bytes_corpus(data, name=str(path))
+
+
+@functools.lru_cache(maxsize=1)
+def stdlib_corpus() -> Corpus:
+    """The running Python's standard-library source, sorted by path, capped at 8 MiB."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    chunks, size = [], 0
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root).parts
+        if rel[0] in ("site-packages", "dist-packages") or "test" in rel or "tests" in rel:
+            continue
+        data = f.read_bytes()
+        chunks.append(data)
+        size += len(data)
+        if size >= STDLIB_MAX_BYTES:
+            break
+    return _bytes_corpus(b"".join(chunks)[:STDLIB_MAX_BYTES], name="stdlib")
+
+
+def _read_text_source(path: Path) -> bytes:
+    if path.is_file():
+        return path.read_bytes()
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    return b"".join(p.read_bytes() for p in files)
+
+
+def _bytes_corpus(data: bytes, name: str) -> Corpus:
+    tokens = np.frombuffer(data, dtype=np.uint8)
+    return Corpus(tokens=tokens, vocab_size=256, name=name, hash=hashlib.sha256(data).hexdigest())
+
+
+def _token_file(path: Path, vocab_size: int | None, dtype: str) -> Corpus:
+    if vocab_size is None or vocab_size <= 0:
+        raise ValueError(f"corpus: token file {str(path)!r} needs a positive vocab_size, "
+                         f"but got vocab_size={vocab_size!r}.")
+    if path.suffix == ".npy":
+        tokens = np.load(path, mmap_mode="r")
+        if tokens.dtype not in (np.uint16, np.uint32) or tokens.ndim != 1:
+            raise ValueError(f"corpus: {str(path)!r} must hold a 1-D uint16 or uint32 array, "
+                             f"but got dtype={tokens.dtype}, shape={tokens.shape}.")
+    else:
+        if dtype not in TOKEN_DTYPES:
+            raise ValueError(f"corpus: dtype must be one of {sorted(TOKEN_DTYPES)}, "
+                             f"but got dtype={dtype!r}.")
+        itemsize = np.dtype(TOKEN_DTYPES[dtype]).itemsize
+        if path.stat().st_size % itemsize:
+            raise ValueError(f"corpus: {str(path)!r} has {path.stat().st_size} bytes, not a "
+                             f"multiple of {itemsize} ({dtype}).")
+        tokens = np.memmap(path, dtype=TOKEN_DTYPES[dtype], mode="r") \
+            if path.stat().st_size else np.zeros(0, TOKEN_DTYPES[dtype])
+    if len(tokens) == 0:
+        raise ValueError(f"corpus: token file {str(path)!r} is empty.")
+    top = int(max(int(tokens[i: i + (1 << 24)].max()) for i in range(0, len(tokens), 1 << 24)))
+    if top >= vocab_size:
+        raise ValueError(f"corpus: token file {str(path)!r} holds id {top}, but ids must be "
+                         f"< vocab_size={vocab_size}.")
+    return Corpus(tokens=tokens, vocab_size=vocab_size, name=str(path), hash=_file_hash(path))
+
+
+def _file_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,234 @@
+"""The DeepSeek-V3-style MoE transformer, bottom-up: norm → RoPE → MLA → block → MTP → model.
+
+Training forward over a full causal sequence (no KV cache). Shapes in comments:
+B batch, T sequence, D dim, H heads, V vocab, R rope head dim.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from trainers.fp8 import Fp8Linear
+from trainers.mlp import MLP
+from trainers.model_args import ModelArgs
+from trainers.moe import MoE
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in fp32 whatever the autocast dtype: small-norm tokens underflow in bf16.
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (self.weight * y).to(x.dtype)
+
+
+def rope_frequencies(args: ModelArgs, seq_len: int) -> torch.Tensor:
+    """Rotation angles (T, R/2) for the decoupled rope part, YaRN-corrected like upstream when the
+    configured context (max_seq_len) exceeds the pre-training one (original_seq_len)."""
+    r = args.qk_rope_head_dim
+    freqs = 1.0 / (args.rope_theta ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
+    if args.max_seq_len > args.original_seq_len:
+        low, high = _yarn_correction_range(args, r)
+        ramp = torch.clamp((torch.arange(r // 2, dtype=torch.float32) - low)
+                           / max(high - low, 1e-3), 0, 1)
+        smooth = 1 - ramp
+        freqs = freqs / args.rope_factor * (1 - smooth) + freqs * smooth
+    return torch.outer(torch.arange(seq_len, dtype=torch.float32), freqs)
+
+
+def _yarn_correction_range(args: ModelArgs, r: int) -> tuple[int, int]:
+    def dim_for(rotations: float) -> float:
+        return r * math.log(args.original_seq_len / (rotations * 2 * math.pi)) / (
+            2 * math.log(args.rope_theta))
+    low = math.floor(dim_for(args.beta_fast))
+    high = math.ceil(dim_for(args.beta_slow))
+    return max(low, 0), min(high, r - 1)
+
+
+def apply_rope(x: torch.Tensor, angles_TR2: torch.Tensor) -> torch.Tensor:
+    """Rotate interleaved pairs (x0, x1), (x2, x3), … of x (B, T, H, R) by the angles."""
+    xf = x.float().unflatten(-1, (-1, 2))  # (B, T, H, R/2, 2)
+    x0, x1 = xf[..., 0], xf[..., 1]
+    cos = angles_TR2.cos()[None, :, None, :]
+    sin = angles_TR2.sin()[None, :, None, :]
+    out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
+    return out.flatten(-2).to(x.dtype)
+
+
+class MLA(nn.Module):
+    """Multi-head latent attention: low-rank KV (and optionally Q) with a decoupled rope key
+    shared by all heads."""
+
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.args = args
+        h, d = args.n_heads, args.dim
+        if args.q_lora_rank == 0:
+            self.wq = Fp8Linear(d, h * args.qk_head_dim)
+        else:
+            self.wq_a = Fp8Linear(d, args.q_lora_rank)
+            self.q_norm = RMSNorm(args.q_lora_rank, args.norm_eps)
+            self.wq_b = Fp8Linear(args.q_lora_rank, h * args.qk_head_dim)
+        self.wkv_a = Fp8Linear(d, args.kv_lora_rank + args.qk_rope_head_dim)
+        self.kv_norm = RMSNorm(args.kv_lora_rank, args.norm_eps)
+        self.wkv_b = Fp8Linear(args.kv_lora_rank, h * (args.qk_nope_head_dim + args.v_head_dim))
+        self.wo = Fp8Linear(h * args.v_head_dim, d)
+        self.softmax_scale = args.qk_head_dim ** -0.5
+        if args.max_seq_len > args.original_seq_len:
+            mscale = 0.1 * args.mscale * math.log(args.rope_factor) + 1.0
+            self.softmax_scale *= mscale * mscale
+
+    def forward(self, x_BTD: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+        a = self.args
+        b, t, _ = x_BTD.shape
+        q = self.wq(x_BTD) if a.q_lora_rank == 0 else self.wq_b(self.q_norm(self.wq_a(x_BTD)))
+        q = q.view(b, t, a.n_heads, a.qk_head_dim)
+        q_nope, q_pe = q.split([a.qk_nope_head_dim, a.qk_rope_head_dim], dim=-1)
+        kv, k_pe = self.wkv_a(x_BTD).split([a.kv_lora_rank, a.qk_rope_head_dim], dim=-1)
+        k_pe = apply_rope(k_pe.unsqueeze(2), angles)  # (B, T, 1, R): one rope key for all heads
+        kv = self.wkv_b(self.kv_norm(kv)).view(b, t, a.n_heads, -1)
+        k_nope, v = kv.split([a.qk_nope_head_dim, a.v_head_dim], dim=-1)
+        q = torch.cat([q_nope, apply_rope(q_pe, angles)], dim=-1)
+        k = torch.cat([k_nope, k_pe.expand(-1, -1, a.n_heads, -1).to(k_nope.dtype)], dim=-1)
+        out = F.scaled_dot_product_attention(  # (B, H, T, v_head_dim)
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+            is_causal=True, scale=self.softmax_scale)
+        return self.wo(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class Block(nn.Module):
+    """Pre-norm block: x + MLA(norm(x)), then + FFN(norm(x)); FFN dense or MoE by layer."""
+
+    def __init__(self, args: ModelArgs, moe: bool) -> None:
+        super().__init__()
+        self.attn_norm = RMSNorm(args.dim, args.norm_eps)
+        self.attn = MLA(args)
+        self.ffn_norm = RMSNorm(args.dim, args.norm_eps)
+        self.ffn = MoE(args) if moe else MLP(args.dim, args.inter_dim)
+        self.checkpoint = False  # recompute this block in backward (set by the trainer)
+
+    def forward(self, x: torch.Tensor, angles: torch.Tensor):
+        """Returns (output, balance loss or None, expert load or None)."""
+        x = x + self.attn(self.attn_norm(x), angles)
+        if isinstance(self.ffn, MoE):
+            y, balance, load = self.ffn(self.ffn_norm(x))
+            return x + y, balance, load
+        return x + self.ffn(self.ffn_norm(x)), None, None
+
+
+class MTPModule(nn.Module):
+    """One MTP depth: combine h^{k-1}_i with Emb(t_{i+k}), one block, the shared head."""
+
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.hidden_norm = RMSNorm(args.dim, args.norm_eps)
+        self.embed_norm = RMSNorm(args.dim, args.norm_eps)
+        self.proj = Fp8Linear(2 * args.dim, args.dim)
+        self.block = Block(args, moe=args.n_dense_layers < args.n_layers)
+        self.norm = RMSNorm(args.dim, args.norm_eps)
+
+    def forward(self, h_prev: torch.Tensor, emb_next: torch.Tensor, angles: torch.Tensor):
+        x = self.proj(torch.cat([self.hidden_norm(h_prev), self.embed_norm(emb_next)], dim=-1))
+        return self.block(x, angles)
+
+
+@dataclass
+class ModelOutput:
+    logits: torch.Tensor  # (B, T, V)
+    mtp_logits: list[torch.Tensor]  # depth k: (B, T-k, V), predicts token i+k+1 at position i
+    balance_loss: torch.Tensor  # sum over MoE layers of the sequence-wise balance loss (×α later)
+    loads: list[torch.Tensor]  # per MoE layer (main blocks, then MTP blocks): tokens per expert
+
+
+class Transformer(nn.Module):
+    """DeepSeek-V3-style MoE language model with optional MTP modules.
+
+    Example:
+        >>> model = Transformer(ModelArgs(dim=64, n_layers=2, vocab_size=256, ...))
+        >>> out = model(tokens_BT)
+    """
+
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.args = args
+        self.embed = nn.Embedding(args.vocab_size, args.dim)
+        self.layers = nn.ModuleList(
+            Block(args, moe=i >= args.n_dense_layers) for i in range(args.n_layers))
+        self.norm = RMSNorm(args.dim, args.norm_eps)
+        self.head = nn.Linear(args.dim, args.vocab_size, bias=False)
+        self.mtp = nn.ModuleList(MTPModule(args) for _ in range(args.mtp_depth))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Normal(0, init_std); with µP, hidden matrices use init_std / sqrt(width_mult)."""
+        a = self.args
+        hidden_std = a.init_std / math.sqrt(a.width_mult)
+        for name, p in self.named_parameters():
+            if name.endswith("norm.weight"):
+                nn.init.ones_(p)
+            elif name.startswith(("embed.", "head.")):
+                nn.init.normal_(p, std=a.init_std)
+            else:
+                nn.init.normal_(p, std=hidden_std)
+
+    def set_precision(self, *, fp8: bool) -> None:
+        for m in self.modules():
+            if hasattr(m, "fp8"):
+                m.fp8 = fp8
+
+    def set_checkpointing(self, ratio: float) -> list[int]:
+        """Recompute `ratio` of the blocks in backward, spread evenly; returns their indices."""
+        chosen = checkpointed_layers(len(self.layers), ratio)
+        for i, block in enumerate(self.layers):
+            block.checkpoint = i in chosen
+        return sorted(chosen)
+
+    def forward(self, tokens_BT: torch.Tensor) -> ModelOutput:
+        t = tokens_BT.shape[1]
+        angles = rope_frequencies(self.args, t).to(tokens_BT.device)
+        emb = self.embed(tokens_BT)
+        h, balance, loads = emb, emb.new_zeros(()), []
+        for block in self.layers:
+            h, bal, load = self._run_block(block, h, angles)
+            if bal is not None:
+                balance, loads = balance + bal, loads + [load]
+        logits = self._logits(self.norm(h))
+        mtp_logits = []
+        for k, module in enumerate(self.mtp, start=1):
+            h, bal, load = module(h[:, :-1], emb[:, k:], angles[: t - k])
+            if bal is not None:
+                balance, loads = balance + bal, loads + [load]
+            mtp_logits.append(self._logits(module.norm(h)))
+        return ModelOutput(logits, mtp_logits, balance, loads)
+
+    def _run_block(self, block: Block, h: torch.Tensor, angles: torch.Tensor):
+        if block.checkpoint and self.training and torch.is_grad_enabled():
+            return checkpoint(block, h, angles, use_reentrant=False)
+        return block(h, angles)
+
+    def _logits(self, h_normed: torch.Tensor) -> torch.Tensor:
+        # µP: output logits × 1/width_mult so the readout does not blow up with width.
+        logits = self.head(h_normed)
+        return logits / self.args.width_mult if self.args.mup_base_dim else logits
+
+    def moe_gates(self) -> list:
+        """Gates in the order of ModelOutput.loads."""
+        blocks = list(self.layers) + [m.block for m in self.mtp]
+        return [b.ffn.gate for b in blocks if isinstance(b.ffn, MoE)]
+
+
+def checkpointed_layers(n_layers: int, ratio: float) -> set[int]:
+    """Indices of round(ratio·n) blocks spread evenly over depth."""
+    n = round(ratio * n_layers)
+    return {int((i + 0.5) * n_layers / n) for i in range(n)} if n else set()
