@@ -1,0 +1,217 @@
+"""Open a report in headless Chromium and say what a reader's browser would see.
+
+Drives Chromium over the DevTools protocol (a minimal WebSocket client, standard library only):
+collects console errors, uncaught exceptions and every network request the page makes (a
+self-contained report makes none), counts the rendered Plotly figures, and can save a screenshot.
+
+    python -m reports.browser out/s1/report.html --screenshot docs/report.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--remote-debugging-port=0", "--remote-allow-origins=*")
+LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
+
+
+@dataclass(kw_only=True)
+class PageCheck:
+    """What loading the page produced."""
+
+    errors: list[str] = field(default_factory=list)  # console errors and uncaught exceptions
+    requests: list[str] = field(default_factory=list)  # every URL the page asked for
+    n_plots: int = 0  # Plotly figures that rendered an SVG
+
+    @property
+    def remote_requests(self) -> list[str]:
+        return [u for u in self.requests if not u.startswith(LOCAL_SCHEMES)]
+
+
+def find_browser() -> str | None:
+    """Path of a Chromium-family browser on PATH, or None."""
+    return next((p for p in map(shutil.which, BROWSERS) if p), None)
+
+
+def check_page(path: str | Path, *, screenshot: str | Path | None = None,
+               size: tuple[int, int] = (1400, 2000), settle_s: float = 2.0,
+               timeout_s: float = 60.0) -> PageCheck:
+    """Load `path` in headless Chromium; optionally save a PNG screenshot of the top of the page.
+
+    Raises:
+        FileNotFoundError: no Chromium on PATH.
+        TimeoutError: the page did not finish loading within `timeout_s`.
+    """
+    exe = find_browser()
+    if exe is None:
+        raise FileNotFoundError(f"no browser found on PATH (looked for {', '.join(BROWSERS)})")
+    with tempfile.TemporaryDirectory(prefix="moetune-chromium-") as profile:
+        proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            port = _devtools_port(Path(profile), proc, timeout_s)
+            with _Cdp(_page_ws_url(port)) as cdp:
+                return _drive(cdp, Path(path).resolve(), screenshot, size, settle_s, timeout_s)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def _devtools_port(profile: Path, proc: subprocess.Popen, timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    marker = profile / "DevToolsActivePort"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"browser exited early with status {proc.returncode}")
+        if marker.exists() and marker.read_text().strip():
+            return int(marker.read_text().split()[0])
+        time.sleep(0.1)
+    raise TimeoutError("browser did not open its DevTools port")
+
+
+def _page_ws_url(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+        targets = json.load(r)
+    return next(t["webSocketDebuggerUrl"] for t in targets if t.get("type") == "page")
+
+
+def _drive(cdp: _Cdp, path: Path, screenshot, size, settle_s, timeout_s) -> PageCheck:
+    result = PageCheck()
+    for domain in ("Runtime", "Log", "Network", "Page"):
+        cdp.call(f"{domain}.enable")
+    cdp.call("Emulation.setDeviceMetricsOverride", width=size[0], height=size[1],
+             deviceScaleFactor=1, mobile=False)
+    cdp.call("Page.navigate", url=path.as_uri())
+    cdp.wait_for("Page.loadEventFired", timeout_s)
+    time.sleep(settle_s)  # let Plotly finish drawing (it renders after load)
+    n = cdp.call("Runtime.evaluate",
+                 expression="[...document.querySelectorAll('.js-plotly-plot')]"
+                            ".filter(d => d.querySelector('.main-svg')).length")
+    result.n_plots = int(n["result"].get("value", 0))
+    if screenshot is not None:
+        png = cdp.call("Page.captureScreenshot", format="png")["data"]
+        Path(screenshot).write_bytes(base64.b64decode(png))
+    for method, params in cdp.events:
+        _record(result, method, params)
+    return result
+
+
+def _record(result: PageCheck, method: str, params: dict) -> None:
+    if method == "Runtime.exceptionThrown":
+        d = params["exceptionDetails"]
+        result.errors.append(d.get("exception", {}).get("description") or d.get("text", ""))
+    elif method == "Runtime.consoleAPICalled" and params["type"] in ("error", "assert"):
+        result.errors.append(" ".join(str(a.get("value", a.get("description")))
+                                      for a in params["args"]))
+    elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
+        result.errors.append(params["entry"]["text"])
+    elif method == "Network.requestWillBeSent":
+        result.requests.append(params["request"]["url"])
+
+
+class _Cdp:
+    """Just enough WebSocket (RFC 6455, client side, unfragmented text frames) for DevTools."""
+
+    def __init__(self, url: str) -> None:
+        host_port, _, resource = url.removeprefix("ws://").partition("/")
+        host, _, port = host_port.partition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall((f"GET /{resource} HTTP/1.1\r\nHost: {host_port}\r\n"
+                           f"Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                           f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                           ).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += self.sock.recv(1)
+        if b" 101 " not in head.split(b"\r\n")[0]:
+            raise RuntimeError(f"DevTools refused the WebSocket: {head[:200]!r}")
+        self.next_id = 0
+        self.events: list[tuple[str, dict]] = []
+
+    def __enter__(self) -> _Cdp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+    def call(self, method: str, **params: object) -> dict:
+        self.next_id += 1
+        self._send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self._recv())
+            if msg.get("id") == self.next_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self.events.append((msg.get("method", ""), msg.get("params", {})))
+
+    def wait_for(self, method: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = json.loads(self._recv())
+            self.events.append((msg.get("method", ""), msg.get("params", {})))
+            if msg.get("method") == method:
+                return
+        raise TimeoutError(f"no {method} within {timeout_s} s")
+
+    def _send(self, text: str) -> None:
+        data, mask = text.encode(), os.urandom(4)
+        n = len(data)
+        head = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else
+                                bytes([0x80 | 126]) + n.to_bytes(2, "big") if n < 65536 else
+                                bytes([0x80 | 127]) + n.to_bytes(8, "big"))
+        self.sock.sendall(head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+    def _recv(self) -> str:
+        payload = b""
+        while True:
+            b0, b1 = self._exact(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = int.from_bytes(self._exact(2), "big")
+            elif n == 127:
+                n = int.from_bytes(self._exact(8), "big")
+            payload += self._exact(n)
+            if b0 & 0x80:  # FIN: message complete
+                return payload.decode()
+
+    def _exact(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("DevTools closed the connection")
+            buf += chunk
+        return buf
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("html", type=Path)
+    parser.add_argument("--screenshot", type=Path)
+    args = parser.parse_args(argv)
+    check = check_page(args.html, screenshot=args.screenshot)
+    print(f"plots rendered: {check.n_plots}; console errors: {len(check.errors)}; "
+          f"remote requests: {len(check.remote_requests)}")
+    for e in check.errors + check.remote_requests:
+        print("  ", e)
+    return 1 if check.errors or check.remote_requests else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,123 @@
+"""Two studies side by side: both Pareto fronts on one plot, hypervolumes under one reference.
+
+Typical use: the same search space searched by two samplers. The reference point is derived once
+from the union of both studies' feasible points (or given), so the two hypervolumes are
+comparable; it is stated in every output.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import optuna  # noqa: E402
+import plotly.graph_objects as go  # noqa: E402
+import plotly.offline  # noqa: E402
+
+from reports import labels  # noqa: E402
+from reports.hypervolume import hypervolume  # noqa: E402
+from reports.pareto import to_minimization  # noqa: E402
+from reports.progress import feasible_points, pinned_reference  # noqa: E402
+from reports.snapshot import Snapshot, take_snapshot  # noqa: E402
+
+COLORS = ("#1f77b4", "#d62728")
+
+
+def compare(study_a: optuna.Study, study_b: optuna.Study, out_dir: str | Path, *,
+            reference_point: Sequence[float] | None = None) -> dict[str, Path]:
+    """Write compare.md, compare.html and compare.png for two studies with the same objectives.
+
+    Raises:
+        ValueError: the studies' objectives (names and directions) differ.
+    """
+    snaps = [take_snapshot(study_a), take_snapshot(study_b)]
+    objs = [[(o.name, o.direction) for o in s.objectives] for s in snaps]
+    if objs[0] != objs[1]:
+        raise ValueError(f"compare: both studies must have the same objectives, but got "
+                         f"{snaps[0].study_name}={objs[0]} and {snaps[1].study_name}={objs[1]}.")
+    directions = [d for _, d in objs[0]]
+    points = [feasible_points(s)[1] for s in snaps]
+    union = np.vstack(points)
+    if not len(union) and reference_point is None:
+        raise ValueError("compare: neither study has a feasible trial, so there is no front.")
+    ref = pinned_reference(union, directions, reference_point)
+    ref_min = to_minimization(np.array([ref.values]), directions)[0]
+    hvs = [hypervolume(to_minimization(p, directions), ref_min) if len(p) else 0.0
+           for p in points]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"compare_md": out / "compare.md", "compare_html": out / "compare.html",
+             "compare_png": out / "compare.png"}
+    text = _markdown(snaps, hvs, ref.describe([n for n, _ in objs[0]]))
+    paths["compare_md"].write_text(text, encoding="utf-8")
+    paths["compare_html"].write_text(_html(snaps, text), encoding="utf-8")
+    _png(snaps, paths["compare_png"])
+    return paths
+
+
+def _front(s: Snapshot) -> tuple[np.ndarray, list[int]]:
+    df = s.frame
+    f = df[(df["pareto_rank"] == 1).fillna(False).astype(bool)].sort_values(s.objectives[0].column)
+    return f[[o.column for o in s.objectives]].to_numpy(float), f["number"].tolist()
+
+
+def _markdown(snaps: list[Snapshot], hvs: list[float], ref: str) -> str:
+    lines = [f"# Compare `{snaps[0].study_name}` and `{snaps[1].study_name}`", "",
+             f"Reference point {ref}.", "",
+             "| study | trials | feasible | Pareto set | hypervolume |", "|---|---|---|---|---|"]
+    for s, hv in zip(snaps, hvs, strict=True):
+        lines.append(f"| {s.study_name} | {len(s.frame)} | {int(s.frame['feasible'].sum())} | "
+                     f"{len(_front(s)[1])} | {hv:.6g} |")
+    lines += ["", *[f"> {s.study_name}: {s.banner()}" for s in snaps if s.banner()]]
+    return "\n".join(lines) + "\n"
+
+
+def _figure(snaps: list[Snapshot]) -> go.Figure:
+    fig = go.Figure()
+    o = snaps[0].objectives
+    for s, color in zip(snaps, COLORS, strict=True):
+        pts, numbers = _front(s)
+        if len(pts) == 0:
+            continue
+        y = pts[:, 1] if len(o) > 1 else pts[:, 0]
+        x = pts[:, 0] if len(o) > 1 else numbers
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=s.study_name,
+                                 text=[f"#{n}" for n in numbers], marker={"color": color}))
+    fig.update_layout(template="plotly_white",
+                      xaxis_title=labels.axis_title(o[0].name, snaps[0].frame)
+                      if len(o) > 1 else "trial number",
+                      yaxis_title=labels.axis_title(o[1 if len(o) > 1 else 0].name,
+                                                    snaps[0].frame))
+    return fig
+
+
+def _html(snaps: list[Snapshot], text: str) -> str:
+    body = _figure(snaps).to_html(full_html=False, include_plotlyjs=False,
+                                  config={"displaylogo": False})
+    return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+            f"<title>moetune compare</title>"
+            f"<script type='text/javascript'>{plotly.offline.get_plotlyjs()}</script></head>"
+            f"<body style='font-family: sans-serif'><pre>{html_lib.escape(text)}</pre>{body}"
+            f"</body></html>\n")
+
+
+def _png(snaps: list[Snapshot], path: Path) -> None:
+    o = snaps[0].objectives
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for s, color in zip(snaps, COLORS, strict=True):
+        pts, numbers = _front(s)
+        if len(pts):
+            x = pts[:, 0] if len(o) > 1 else numbers
+            ax.plot(x, pts[:, 1] if len(o) > 1 else pts[:, 0], "D-", c=color, label=s.study_name)
+    ax.set_xlabel(labels.axis_title(o[0].name, snaps[0].frame) if len(o) > 1 else "trial")
+    ax.set_ylabel(labels.axis_title(o[1 if len(o) > 1 else 0].name, snaps[0].frame))
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)

@@ -1,0 +1,234 @@
+"""report.html: one self-contained file with interactive Plotly figures.
+
+plotly.js is embedded inline (no CDN, no network), so the file opens offline, from an e-mail
+attachment or a shared drive, years from now.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+
+import plotly.graph_objects as go
+import plotly.offline
+from plotly.subplots import make_subplots
+
+from reports import labels, series
+from reports.fp8_gap import DEEPSEEK_V3_BAR, Fp8Gap
+from reports.frame import ranked
+from reports.importance import Importances
+from reports.progress import Progress
+from reports.ranked import fmt, recipe_line
+from reports.snapshot import Snapshot
+
+CONFIG = {"displaylogo": False, "responsive": True}
+FEASIBLE, INFEASIBLE, PARETO = "#1f77b4", "#999999", "#d62728"
+STYLE = """
+body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 24px;
+       color: #222; max-width: 1300px; }
+h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28px; }
+.banner { background: #fff3cd; border: 1px solid #e0c36b; padding: 8px 12px; }
+.note { color: #555; font-size: 13px; }
+table { border-collapse: collapse; font-size: 13px; }
+td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: left; }
+th { background: #f3f3f3; } code { font-size: 12px; }
+.grid { display: flex; flex-wrap: wrap; gap: 8px; }
+"""
+
+
+def render_html(snapshot: Snapshot, *, importances: Importances, gaps: list[Fp8Gap],
+                prog: Progress) -> str:
+    """The whole report.html document as a string."""
+    body = [_header(snapshot, prog)]
+    body += _pareto_section(snapshot)
+    body += _section("Search progress", _progress_figure(snapshot, prog), _progress_note(prog))
+    body += _section("Parameter importances", _importance_figure(importances),
+                     f"{importances.evaluator} on {importances.n_trials} feasible trial(s). "
+                     + " ".join(importances.notes))
+    body += _section("Learning curves of the best trials", _curves_figure(snapshot),
+                     "Validation loss at each evaluation [measured].")
+    body += _section("Load balance and loss spikes", _balance_figure(snapshot),
+                     "MaxVio = (max expert load − mean) / mean, per batch (mean over steps) and "
+                     "on the validation set; loss spikes counted by the trainer [measured].")
+    body += _section("fp8 vs bf16", _fp8_figure(gaps), _fp8_note(gaps))
+    body.append(f"<p class='note'>{html_lib.escape(labels.LEGEND).replace('*', '')}</p>")
+    title = html_lib.escape(f"moetune report: {snapshot.study_name}")
+    return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
+            f"<style>{STYLE}</style>"
+            f"<script type='text/javascript'>{plotly.offline.get_plotlyjs()}</script></head>"
+            f"<body>{''.join(body)}</body></html>\n")
+
+
+def _div(fig: go.Figure | None) -> str:
+    if fig is None:
+        return "<p class='note'>Nothing to plot yet.</p>"
+    fig.update_layout(template="plotly_white", margin={"l": 60, "r": 20, "t": 40, "b": 50})
+    return fig.to_html(full_html=False, include_plotlyjs=False, config=CONFIG)
+
+
+def _section(title: str, fig: go.Figure | None, note: str = "") -> list[str]:
+    return [f"<h2>{html_lib.escape(title)}</h2>", f"<p class='note'>{html_lib.escape(note)}</p>",
+            _div(fig)]
+
+
+def _header(snapshot: Snapshot, prog: Progress) -> str:
+    df = snapshot.frame
+    out = [f"<h1>Study <code>{html_lib.escape(snapshot.study_name)}</code></h1>"]
+    if snapshot.banner():
+        out.append(f"<p class='banner'><b>{html_lib.escape(snapshot.banner())}</b></p>")
+    counts = ", ".join(f"{n} {k}" for k, n in df["outcome"].value_counts().items())
+    out.append(f"<p>{len(df)} trial(s): {html_lib.escape(counts or 'none')}; "
+               f"{int(df['feasible'].sum())} feasible.</p><ul>")
+    for o in snapshot.objectives:
+        out.append(f"<li>Objective <code>{o.name}</code>: {o.direction} "
+                   f"({html_lib.escape(labels.quantity_label(o.name, df))})</li>")
+    for name, limit in snapshot.constraints.items():
+        out.append(f"<li>Constraint <code>{html_lib.escape(name)}</code> &le; {fmt(limit)}</li>")
+    out.append("</ul>" + _top_table(snapshot))
+    return "".join(out)
+
+
+def _top_table(snapshot: Snapshot, n: int = 10) -> str:
+    top = ranked(snapshot.frame).head(n)
+    if top.empty:
+        return "<p><b>No feasible trial yet.</b> See ranked.md for the reasons, grouped.</p>"
+    cols = [o.column for o in snapshot.objectives]
+    head = "".join(f"<th>{h}</th>" for h in
+                   ["rank", "trial", *[c.removeprefix("objective.") for c in cols], "recipe"])
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html_lib.escape(x)}</td>" for x in
+                         [fmt(r["pareto_rank"]), f"#{r['number']}", *[fmt(r[c]) for c in cols]])
+        + f"<td><code>{html_lib.escape(recipe_line(r))}</code></td></tr>"
+        for _, r in top.iterrows())
+    return f"<h2>Top of the ranking</h2><table><tr>{head}</tr>{rows}</table>"
+
+
+def _pareto_section(snapshot: Snapshot) -> list[str]:
+    pairs = series.objective_pairs(snapshot)
+    if not pairs:
+        return []
+    figs = [_pareto_figure(snapshot, i, j) for i, j in pairs]
+    note = ("Feasible trials (blue; the Pareto set in red, joined) and infeasible trials (grey ×, "
+            "plotted at their recorded values). Hover a point for its recipe.")
+    out = ["<h2>Pareto fronts</h2>", f"<p class='note'>{html_lib.escape(note)}</p>",
+           "<div class='grid'>"]
+    out += [f"<div style='flex: 1 1 600px'>{_div(f)}</div>" for f in figs]
+    return out + ["</div>"]
+
+
+def _pareto_figure(snapshot: Snapshot, i: int, j: int) -> go.Figure | None:
+    df = series.with_values(snapshot)
+    if df.empty:
+        return None
+    oi, oj = snapshot.objectives[i], snapshot.objectives[j]
+    fig = go.Figure()
+    groups = [("infeasible", ~df["feasible"].astype(bool), INFEASIBLE, "x"),
+              ("feasible", df["feasible"].astype(bool) & (df["pareto_rank"] != 1), FEASIBLE,
+               "circle"),
+              ("Pareto set", df["pareto_rank"] == 1, PARETO, "diamond")]
+    for name, mask, color, symbol in groups:
+        part = df[mask.fillna(False)].sort_values(oi.column)
+        if part.empty:
+            continue
+        fig.add_trace(go.Scatter(
+            x=part[oi.column], y=part[oj.column], name=name, text=part["hover"],
+            hovertemplate="%{text}<extra></extra>",
+            # Only in 2-D is a front a line; with more objectives its 2-D shadow is not.
+            mode="lines+markers" if name == "Pareto set" and len(snapshot.objectives) == 2
+            else "markers", marker={"color": color, "symbol": symbol, "size": 9}))
+    fig.update_layout(xaxis_title=labels.axis_title(oi.name, snapshot.frame),
+                      yaxis_title=labels.axis_title(oj.name, snapshot.frame),
+                      title=f"{oj.name} vs {oi.name}", height=420)
+    return fig
+
+
+def _progress_figure(snapshot: Snapshot, prog: Progress) -> go.Figure | None:
+    if not prog.values:
+        return None
+    fig = go.Figure()
+    if prog.kind == "best":
+        o = snapshot.objectives[0]
+        df = series.with_values(snapshot)
+        feas = df[df["feasible"].astype(bool)]
+        fig.add_trace(go.Scatter(x=feas["number"], y=feas[o.column], mode="markers",
+                                 name="trial", text=feas["hover"],
+                                 hovertemplate="%{text}<extra></extra>",
+                                 marker={"color": FEASIBLE}))
+        fig.add_trace(go.Scatter(x=prog.trial_numbers, y=prog.values, mode="lines",
+                                 line={"shape": "hv", "color": PARETO}, name="best so far"))
+        fig.update_layout(yaxis_title=labels.axis_title(o.name, snapshot.frame))
+    else:
+        fig.add_trace(go.Scatter(x=prog.trial_numbers, y=prog.values, mode="lines+markers",
+                                 line={"shape": "hv", "color": PARETO}, name="hypervolume"))
+        fig.update_layout(yaxis_title="hypervolume (fixed reference point)")
+    fig.update_layout(xaxis_title="trial number", height=360)
+    return fig
+
+
+def _progress_note(prog: Progress) -> str:
+    if prog.kind == "best":
+        return "Convergence: each feasible trial's value and the best so far."
+    if prog.reference is None:
+        return "No feasible trial yet: no hypervolume."
+    return f"Hypervolume of the feasible trials so far; reference point: {prog.reference.how}."
+
+
+def _importance_figure(imp: Importances) -> go.Figure | None:
+    if not imp.values:
+        return None
+    fig = go.Figure()
+    for obj, vals in imp.values.items():
+        params = list(vals)
+        fig.add_trace(go.Bar(y=params, x=[vals[p] for p in params], name=obj, orientation="h"))
+    fig.update_layout(barmode="group", xaxis_title="importance (share, sums to 1 per objective)",
+                      height=120 + 40 * max(len(v) for v in imp.values.values()))
+    return fig
+
+
+def _curves_figure(snapshot: Snapshot) -> go.Figure | None:
+    curves = series.pareto_curves(snapshot)
+    if not curves:
+        return None
+    fig = go.Figure()
+    for c in curves:
+        fig.add_trace(go.Scatter(x=c.tokens, y=c.val_loss, mode="lines+markers", name=c.label))
+    fig.update_layout(xaxis_title="tokens seen", yaxis_title="val_loss [measured]", height=380)
+    return fig
+
+
+def _balance_figure(snapshot: Snapshot) -> go.Figure | None:
+    df = series.balance(snapshot)
+    if df.empty:
+        return None
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("MaxVio per trial", "loss spikes"))
+    fig.add_trace(go.Bar(x=df["number"], y=df["max_vio_batch"], name="MaxVio (batch)"), 1, 1)
+    fig.add_trace(go.Scatter(x=df["number"], y=df["max_vio_val"], mode="markers",
+                             name="MaxVio (validation)"), 1, 1)
+    fig.add_trace(go.Bar(x=df["number"], y=df["loss_spikes"], name="loss spikes",
+                         marker={"color": "#ff7f0e"}), 1, 2)
+    fig.update_xaxes(title_text="trial number")
+    fig.update_layout(height=360)
+    return fig
+
+
+def _fp8_figure(gaps: list[Fp8Gap]) -> go.Figure | None:
+    if not gaps:
+        return None
+    names = [f"#{g.fp8_trial} vs #{g.bf16_trial}" + ("" if g.matched else " (unmatched)")
+             for g in gaps]
+    colors = ["#2ca02c" if g.within_bar else PARETO for g in gaps]
+    fig = go.Figure(go.Bar(x=names, y=[100 * g.relative for g in gaps],
+                           marker={"color": colors}, name="gap"))
+    for y in (100 * DEEPSEEK_V3_BAR, -100 * DEEPSEEK_V3_BAR):
+        fig.add_hline(y=y, line_dash="dash", line_color="#555")
+    fig.update_layout(yaxis_title="(fp8 − bf16) / bf16 val_loss, %", height=340)
+    return fig
+
+
+def _fp8_note(gaps: list[Fp8Gap]) -> str:
+    if not gaps:
+        return "Not measured: the study has no finished fp8 and bf16 trials to compare."
+    emulated = any(g.fp8_emulated for g in gaps)
+    return (f"Dashed lines: DeepSeek-V3's bar, ±{DEEPSEEK_V3_BAR:.2%} relative. "
+            + ("fp8 was emulated (quantize/dequantize): loss numerics faithful, speed not. "
+               if emulated else "") + "Pairs share their recipe apart from precision unless "
+            "marked unmatched.")

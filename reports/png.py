@@ -1,0 +1,114 @@
+"""PNG versions of the main plots, for a terminal user or a markdown viewer (matplotlib, Agg)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never open a window
+import matplotlib.pyplot as plt  # noqa: E402
+
+from reports import labels, series  # noqa: E402
+from reports.importance import Importances  # noqa: E402
+from reports.progress import Progress  # noqa: E402
+from reports.snapshot import Snapshot  # noqa: E402
+
+DPI = 110
+
+
+def write_pngs(snapshot: Snapshot, out_dir: Path, *, importances: Importances,
+               prog: Progress) -> dict[str, Path]:
+    """Write pareto.png, progress.png, importance.png, curves.png where there is data."""
+    makers = {"pareto_png": ("pareto.png", _pareto), "progress_png": ("progress.png", _progress),
+              "importance_png": ("importance.png", _importance),
+              "curves_png": ("curves.png", _curves)}
+    args = {"snapshot": snapshot, "importances": importances, "prog": prog}
+    out = {}
+    for key, (name, maker) in makers.items():
+        fig = maker(**args)
+        if fig is None:
+            continue
+        path = out_dir / name
+        fig.savefig(path, dpi=DPI, bbox_inches="tight")
+        plt.close(fig)
+        out[key] = path
+    return out
+
+
+def _pareto(*, snapshot: Snapshot, **_: object):
+    pairs = series.objective_pairs(snapshot)
+    df = series.with_values(snapshot)
+    if not pairs or df.empty:
+        return None
+    fig, axes = plt.subplots(1, len(pairs), figsize=(5.5 * len(pairs), 4.2), squeeze=False)
+    for ax, (i, j) in zip(axes[0], pairs, strict=True):
+        oi, oj = snapshot.objectives[i], snapshot.objectives[j]
+        feas = df["feasible"].astype(bool)
+        front = (df["pareto_rank"] == 1).fillna(False).astype(bool)
+        ax.scatter(df.loc[~feas, oi.column], df.loc[~feas, oj.column], marker="x", c="#999999",
+                   label="infeasible")
+        ax.scatter(df.loc[feas & ~front, oi.column], df.loc[feas & ~front, oj.column],
+                   c="#1f77b4", label="feasible")
+        f = df[front].sort_values(oi.column)
+        ax.plot(f[oi.column], f[oj.column], "D-" if len(snapshot.objectives) == 2 else "D",
+                c="#d62728", label="Pareto set")
+        for _, r in f.iterrows():
+            ax.annotate(f"#{r['number']}", (r[oi.column], r[oj.column]), fontsize=8,
+                        xytext=(4, 4), textcoords="offset points")
+        ax.set_xlabel(labels.axis_title(oi.name, snapshot.frame))
+        ax.set_ylabel(labels.axis_title(oj.name, snapshot.frame))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{snapshot.study_name}: Pareto fronts")
+    return fig
+
+
+def _progress(*, snapshot: Snapshot, prog: Progress, **_: object):
+    if not prog.values:
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    ax.step(prog.trial_numbers, prog.values, where="post", c="#d62728")
+    ax.set_xlabel("trial number")
+    if prog.kind == "best":
+        o = snapshot.objectives[0]
+        ax.set_ylabel(f"best {labels.axis_title(o.name, snapshot.frame)}")
+        ax.set_title("Convergence (best so far)")
+    else:
+        names = [o.name for o in snapshot.objectives]
+        ax.set_ylabel("hypervolume")
+        ref = ", ".join(f"{n}={v:.4g}" for n, v in zip(names, prog.reference.values, strict=True))
+        ax.set_title(f"Hypervolume, reference point ({ref})", fontsize=9)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def _importance(*, importances: Importances, **_: object):
+    if not importances.values:
+        return None
+    params = sorted({p for v in importances.values.values() for p in v})
+    n = len(importances.values)
+    fig, ax = plt.subplots(figsize=(6.5, 0.9 + 0.45 * len(params) * n))
+    height = 0.8 / n
+    for k, (obj, vals) in enumerate(importances.values.items()):
+        ax.barh([i + k * height for i in range(len(params))],
+                [vals.get(p, 0.0) for p in params], height=height, label=obj)
+    ax.set_yticks([i + height * (n - 1) / 2 for i in range(len(params))], params)
+    ax.set_xlabel(f"importance ({importances.evaluator}, sums to 1 per objective)")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _curves(*, snapshot: Snapshot, **_: object):
+    curves = series.pareto_curves(snapshot)
+    if not curves:
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for c in curves:
+        ax.plot(c.tokens, c.val_loss, marker=".", label=c.label)
+    ax.set_xlabel("tokens seen")
+    ax.set_ylabel("val_loss [measured]")
+    ax.set_title("Learning curves of the best trials")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig

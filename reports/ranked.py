@@ -1,0 +1,180 @@
+"""ranked.md: the trials in the order a person should read them, and a terminal top table.
+
+Feasible trials come first, by Pareto rank (1 = non-dominated) and then by crowding distance
+(the more isolated point of a front first: it says more about the trade-off). Infeasible, pruned
+and failed trials follow, grouped by reason, because why a region fails is a result too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from reports import labels
+from reports.fp8_gap import DEEPSEEK_V3_BAR, Fp8Gap
+from reports.frame import objective_columns, ranked
+from reports.importance import Importances
+from reports.progress import Progress
+from reports.snapshot import Snapshot
+
+GROUPS = (("infeasible", "Infeasible"), ("pruned", "Pruned"), ("fail", "Failed"),
+          ("running", "Still running"), ("waiting", "Waiting"))
+# Objective values these may hold are stand-ins (worst case) or partial, so they are not shown.
+
+
+def fmt(v: object) -> str:
+    """Compact number formatting for tables."""
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
+        return "–"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def recipe_line(row: pd.Series) -> str:
+    """The trial's sampled parameters as ``name=value`` pairs, plus its precision label."""
+    parts = [f"{c.removeprefix('param.')}={fmt(row[c])}" for c in row.index
+             if c.startswith("param.") and not _missing(row[c])]
+    prec = labels.precision_label(row.get("precision"), row.get("fp8_emulated"))
+    if prec and not any(p.startswith("precision=") for p in parts):
+        parts.append(f"precision={prec}")
+    elif prec.startswith("fp8 ("):
+        parts = [f"precision={prec}" if p.startswith("precision=") else p for p in parts]
+    return " ".join(parts) or "(no sampled parameters)"
+
+
+def _missing(v: object) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+
+
+def top_table(frame: pd.DataFrame, n: int = 10) -> str:
+    """Plain-text table of the top `n` feasible trials, for ``moetune status``.
+
+    Example:
+        >>> print(top_table(trials_frame(study), 5))
+        rank  trial  val_loss  peak_memory_gb  recipe
+        1     7      3.012     1.25            lr=0.003 ...
+    """
+    top = ranked(frame).head(n)
+    if top.empty:
+        return f"no feasible trial yet ({len(frame)} trial(s) in the study)"
+    cols = objective_columns(frame)
+    header = ["rank", "trial", *[c.removeprefix("objective.") for c in cols], "recipe"]
+    rows = [[fmt(r["pareto_rank"]), fmt(r["number"]), *[fmt(r[c]) for c in cols],
+             recipe_line(r)] for _, r in top.iterrows()]
+    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
+    lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
+             for line in (header, *rows)]
+    return "\n".join(lines)
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def render_ranked(snapshot: Snapshot, *, importances: Importances, gaps: list[Fp8Gap],
+                  prog: Progress) -> str:
+    """The full ranked.md text."""
+    lines = [f"# Study `{snapshot.study_name}`: ranked trials", ""]
+    if snapshot.banner():
+        lines += [f"> **{snapshot.banner()}**", ""]
+    lines += _summary(snapshot, prog) + [""]
+    lines += _feasible_sections(snapshot) + [""]
+    lines += _grouped(snapshot) + [""]
+    lines += _what_matters(importances) + [""]
+    lines += _fp8_section(gaps) + ["", labels.LEGEND, ""]
+    return "\n".join(lines)
+
+
+def _summary(snapshot: Snapshot, prog: Progress) -> list[str]:
+    df = snapshot.frame
+    out = ["## Summary", ""]
+    for o in snapshot.objectives:
+        out.append(f"- Objective `{o.name}`: {o.direction} ({labels.quantity_label(o.name, df)})")
+    for name, limit in snapshot.constraints.items():
+        out.append(f"- Constraint `{name}` <= {fmt(limit)}")
+    counts = df["outcome"].value_counts()
+    parts = ", ".join(f"{counts[k]} {k}" for k in counts.index)
+    out.append(f"- {len(df)} trial(s): {parts or 'none'}; {int(df['feasible'].sum())} feasible.")
+    if prog.kind == "hypervolume" and prog.values:
+        names = [o.name for o in snapshot.objectives]
+        out.append(f"- Hypervolume of the feasible Pareto set: {prog.values[-1]:.6g}, "
+                   f"reference point {prog.reference.describe(names)}.")
+    elif prog.kind == "best" and prog.values:
+        out.append(f"- Best `{snapshot.objectives[0].name}`: {prog.values[-1]:.6g}.")
+    return out
+
+
+def _feasible_sections(snapshot: Snapshot) -> list[str]:
+    df = ranked(snapshot.frame)
+    if df.empty:
+        return ["## Ranked trials", "", "No feasible trial: nothing to rank yet. "
+                "The groups below say why each trial did not count."]
+    cols = objective_columns(snapshot.frame)
+    single = len(cols) == 1
+    out = []
+    fronts = [("Best trial" if single else "Pareto set (rank 1)", df[df.pareto_rank == 1]),
+              ("Other feasible trials", df[df.pareto_rank != 1])]
+    for title, part in fronts:
+        if part.empty:
+            continue
+        header = ["rank", "trial", *[c.removeprefix("objective.") for c in cols], "recipe"]
+        rows = [[fmt(r["pareto_rank"]), f"#{r['number']}", *[fmt(r[c]) for c in cols],
+                 f"`{recipe_line(r)}`"] for _, r in part.iterrows()]
+        out += [f"## {title}", ""] + _md_table(header, rows) + [""]
+    return out
+
+
+def _grouped(snapshot: Snapshot) -> list[str]:
+    df = snapshot.frame
+    out = []
+    for outcome, title in GROUPS:
+        part = df[df["outcome"] == outcome]
+        if part.empty:
+            continue
+        out += [f"## {title} ({len(part)})", ""]
+        reasons = part["reason"].fillna("").astype(str)
+        # "constraint m: 5.1 > 4.0" and "constraint m: 4.2 > 4.0" are one reason with details.
+        kind = reasons.str.split(":", n=1).str[0]
+        for key, g in part.groupby(kind, sort=False):
+            trials = ", ".join(f"#{n}" + (f" ({r.split(':', 1)[1].strip()})" if ":" in r else "")
+                               for n, r in zip(g["number"], reasons[g.index], strict=True))
+            out.append(f"- {key or '(no reason recorded)'} ({len(g)}): {trials}")
+        out.append("")
+    return out
+
+
+def _what_matters(imp: Importances) -> list[str]:
+    out = ["## What matters", "",
+           f"Parameter importances ({imp.evaluator}, feasible trials only, n = {imp.n_trials}; "
+           f"each objective's column sums to 1):", ""]
+    if imp.values:
+        params = sorted({p for v in imp.values.values() for p in v},
+                        key=lambda p: -max(v.get(p, 0.0) for v in imp.values.values()))
+        header = ["parameter", *imp.values]
+        rows = [[p, *[fmt(v.get(p, math.nan)) for v in imp.values.values()]] for p in params]
+        out += _md_table(header, rows)
+    out += [f"- {n}" for n in imp.notes]
+    return out
+
+
+def _fp8_section(gaps: list[Fp8Gap]) -> list[str]:
+    out = ["## fp8 vs bf16", ""]
+    if not gaps:
+        return out + ["Not measured: the study has no finished fp8 and bf16 trials to compare."]
+    out.append(f"Relative val_loss gap (fp8 − bf16) / bf16; DeepSeek-V3's bar: "
+               f"< {DEEPSEEK_V3_BAR:.2%}.")
+    out.append("")
+    rows = [[f"#{g.fp8_trial}", f"#{g.bf16_trial}", fmt(g.fp8_loss), fmt(g.bf16_loss),
+             f"{g.relative:+.3%}", "yes" if g.within_bar else "no",
+             "same recipe" if g.matched else "best of each (recipes differ)",
+             "emulated" if g.fp8_emulated else ("native" if g.fp8_emulated is False else "–")]
+            for g in gaps]
+    return out + _md_table(["fp8", "bf16", "fp8 loss", "bf16 loss", "gap", "within bar",
+                            "pairing", "fp8 kernels"], rows)

@@ -1,0 +1,67 @@
+"""A consistent snapshot of a study: every report artifact is built from one read of storage.
+
+A study that is still running keeps changing while a report is written; reading the trials once
+and building every file from that read keeps ranked.md, the plots and trials.csv in agreement,
+and the snapshot says when it was taken and how many trials were still running.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import optuna
+import pandas as pd
+
+from reports.frame import Objective, study_objectives, trials_frame
+from tuner import records
+
+UNFINISHED = (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Snapshot:
+    """The trials of a study as read at `taken_at`, with the frame built from them."""
+
+    study_name: str
+    objectives: list[Objective]
+    constraints: dict[str, float]
+    trials: list[optuna.trial.FrozenTrial]
+    frame: pd.DataFrame
+    taken_at: dt.datetime
+    n_unfinished: int
+    note: str | None
+
+    @property
+    def is_partial(self) -> bool:
+        """True when the study was still running (or the caller said so) at `taken_at`."""
+        return self.n_unfinished > 0 or self.note is not None
+
+    def banner(self) -> str:
+        """One sentence saying what this report is a snapshot of; empty for a finished study."""
+        if not self.is_partial:
+            return ""
+        when = self.taken_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        text = (f"Snapshot of a study still running, taken {when}: {self.n_unfinished} trial(s) "
+                f"not finished yet; ranks and plots will change as trials complete.")
+        return f"{text} {self.note}" if self.note else text
+
+    @property
+    def trials_by_number(self) -> dict[int, optuna.trial.FrozenTrial]:
+        return {t.number: t for t in self.trials}
+
+
+def take_snapshot(study: optuna.Study, *, note: str | None = None) -> Snapshot:
+    """Read `study` once and build its frame."""
+    trials = list(study.get_trials(deepcopy=True))
+    limits = study.user_attrs.get(records.CONSTRAINTS) or {}
+    return Snapshot(
+        study_name=study.study_name,
+        objectives=study_objectives(study),
+        constraints={str(k): v for k, v in limits.items()},
+        trials=trials,
+        frame=trials_frame(study, trials=trials),
+        taken_at=dt.datetime.now(dt.UTC),
+        n_unfinished=sum(t.state in UNFINISHED for t in trials),
+        note=note,
+    )
