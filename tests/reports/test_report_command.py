@@ -1,0 +1,90 @@
+"""`moetune report` / `moetune compare` on studies in a sqlite storage."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+from conftest import add, new_study, random_study
+
+from reports.hypervolume import hypervolume
+from tuner import report_command, storage
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="moetune")
+    report_command.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+def test_report_command_writes_the_files_and_prints_the_top(tmp_path, capsys) -> None:
+    url = storage.storage_url(tmp_path / "s1", "")
+    (tmp_path / "s1").mkdir()
+    src = random_study(n=15)
+    study = new_study("s1", storage=url)
+    for t in src.trials:
+        study.add_trial(t)
+    assert run(["report", "s1", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "rank  trial  val_loss  peak_memory_gb" in out
+    for name in ("trials.csv", "trials.parquet", "ranked.md", "report.html", "pareto.png"):
+        assert (tmp_path / "s1" / "report" / name).exists(), name
+
+
+def test_unknown_study_exits_2_and_writes_nothing(tmp_path, capsys) -> None:
+    url = storage.storage_url(tmp_path / "s1", "")
+    (tmp_path / "s1").mkdir()
+    new_study("s1", storage=url)
+    out = tmp_path / "out"
+    assert run(["report", "nope", "--storage", url, "--out", str(out)]) == 2
+    assert "no study named 'nope'" in capsys.readouterr().err and not out.exists()
+    assert run(["report", "ghost", "--root", str(tmp_path), "--out", str(out)]) == 2
+    assert "no storage at" in capsys.readouterr().err and not out.exists()
+
+
+def test_bad_reference_point_exits_2_and_writes_nothing(tmp_path, capsys) -> None:
+    url = storage.storage_url(tmp_path / "s1", "")
+    (tmp_path / "s1").mkdir()
+    study = new_study("s1", storage=url)
+    add(study, values=[3.0, 1.0], constraints={"max_peak_memory_gb": -3.0})
+    out = tmp_path / "out"
+    assert run(["report", "s1", "--storage", url, "--out", str(out),
+                "--reference-point", "4"]) == 2
+    assert "one value per objective" in capsys.readouterr().err and not out.exists()
+
+
+def test_compare_uses_one_reference_point(tmp_path, capsys) -> None:
+    url = f"sqlite:///{tmp_path / 'both.db'}"
+    a, b = new_study("a", storage=url), new_study("b", storage=url)
+    for v in ([1.0, 3.0], [3.0, 1.0]):
+        add(a, values=v, constraints={"max_peak_memory_gb": -1.0})
+    for v in ([2.0, 2.0], [4.0, 4.0]):
+        add(b, values=v, constraints={"max_peak_memory_gb": -1.0})
+    out = tmp_path / "cmp"
+    assert run(["compare", "a", "b", "--storage", url, "--out", str(out),
+                "--reference-point", "5", "5"]) == 0
+    md = (out / "compare.md").read_text()
+    ha = hypervolume(np.array([[1.0, 3.0], [3.0, 1.0]]), [5.0, 5.0])  # 4·2 + 2·2 = 12
+    hb = hypervolume(np.array([[2.0, 2.0]]), [5.0, 5.0])  # 9
+    assert (ha, hb) == (12.0, 9.0)
+    assert "| a | 2 | 2 | 2 | 12 |" in md and "| b | 2 | 2 | 1 | 9 |" in md
+    assert "val_loss = 5, peak_memory_gb = 5" in md
+    assert (out / "compare.html").exists() and (out / "compare.png").exists()
+
+
+def test_compare_refuses_different_objectives(tmp_path, capsys) -> None:
+    url = f"sqlite:///{tmp_path / 'both.db'}"
+    new_study("a", storage=url)
+    new_study("b", storage=url, objectives=[["val_loss", "minimize"]])
+    out = tmp_path / "cmp"
+    assert run(["compare", "a", "b", "--storage", url, "--out", str(out)]) == 2
+    assert "same objectives" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("argv", [["report"], ["compare", "a"]])
+def test_missing_arguments_are_usage_errors(argv) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run(argv)
+    assert exc.value.code == 2
