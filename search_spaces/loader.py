@@ -1,0 +1,286 @@
+"""Declarative search spaces: TOML → validated `SearchSpace` → Optuna distributions → `Recipe`.
+
+A space file declares each knob under ``[params.<recipe field>]`` and pins others under
+``[fixed]``::
+
+    [params.lr]
+    type = "float"            # float | int | categorical
+    low = 1e-4
+    high = 1e-2
+    log = true                # or  step = 0.001  (not both)
+
+    [params.batch_schedule]
+    type = "categorical"
+    choices = ["constant", "linear", "step"]
+
+    [params.batch_ramp_fraction]
+    type = "float"
+    low = 0.02
+    high = 0.3
+    when = { batch_schedule = ["linear", "step"] }   # sampled only under these values
+
+    [fixed]
+    seq_len = 128
+
+Names must be `Recipe` fields. A ``when`` condition names a parameter declared *before* it (or a
+``[fixed]`` one) and lists the values under which the parameter is sampled; otherwise the
+`Recipe` default applies. Conditions are data, never evaluated code.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from trainers.recipe import Recipe, field_names
+
+KINDS = ("float", "int", "categorical")
+PARAM_KEYS = {
+    "float": ("type", "low", "high", "log", "step", "when"),
+    "int": ("type", "low", "high", "log", "step", "when"),
+    "categorical": ("type", "choices", "when"),
+}
+SPACE_KEYS = ("params", "fixed")
+SPACES_DIR = Path(__file__).resolve().parent
+
+
+class SpaceError(ValueError):
+    """A search-space file or table breaks a rule; the message names field, rule and value."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Param:
+    """One searched knob: its Optuna distribution and the condition under which it is sampled."""
+
+    name: str
+    distribution: optuna.distributions.BaseDistribution
+    when: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+
+    def active(self, point: Mapping[str, Any]) -> bool:
+        """True when every ``when`` condition holds for the values chosen so far."""
+        return all(point.get(k) in allowed for k, allowed in self.when)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchSpace:
+    """A validated search space: ordered params (conditions refer backwards) plus fixed values.
+
+    Example:
+        >>> space = load_space("quickstart.toml")  # doctest: +SKIP
+        >>> recipe = space.to_recipe(study.ask())  # doctest: +SKIP
+    """
+
+    params: tuple[Param, ...]
+    fixed: dict[str, Any] = field(default_factory=dict)
+    source: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        return {p.name: p.distribution for p in self.params}
+
+    def has_conditions(self) -> bool:
+        return any(p.when for p in self.params)
+
+    def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
+        """Sample the active params on an Optuna trial (define-by-run); returns them by name."""
+        point: dict[str, Any] = dict(self.fixed)
+        chosen: dict[str, Any] = {}
+        for p in self.params:
+            if p.active(point):
+                chosen[p.name] = point[p.name] = _suggest(trial, p.name, p.distribution)
+        return chosen
+
+    def to_recipe(self, params: Mapping[str, Any], *, seed: int | None = None) -> Recipe:
+        """The `Recipe` for a sampled point: fixed values, then params, then `Recipe` defaults.
+
+        Raises:
+            ValueError: the combination breaks a `Recipe` rule (the message names the field).
+        """
+        values = {**self.fixed, **dict(params)}
+        if seed is not None:
+            values["seed"] = seed
+        return Recipe.from_dict(values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The TOML-shaped table this space was loaded from (stored with the study)."""
+        return dict(self.source)
+
+
+def _suggest(trial: optuna.Trial, name: str, d: optuna.distributions.BaseDistribution) -> Any:
+    if isinstance(d, optuna.distributions.CategoricalDistribution):
+        return trial.suggest_categorical(name, d.choices)
+    if isinstance(d, optuna.distributions.IntDistribution):
+        return trial.suggest_int(name, d.low, d.high, step=d.step, log=d.log)
+    return trial.suggest_float(name, d.low, d.high, step=d.step, log=d.log)
+
+
+def load_space(source: str | Path | Mapping[str, Any], *, base_dir: Path | None = None
+               ) -> SearchSpace:
+    """Load and validate a search space.
+
+    Args:
+        source: a path to a TOML file, a file name in ``search_spaces/`` (``"deepseek_v3.toml"``),
+            or an already parsed table with ``params`` / ``fixed``.
+        base_dir: where relative paths are looked up first (the study spec's folder).
+
+    Raises:
+        SpaceError: unreadable file, unknown key, bad bounds, unknown `Recipe` name, bad condition.
+    """
+    if isinstance(source, Mapping):
+        return space_from_dict(source, where="space")
+    path = resolve_space_path(source, base_dir=base_dir)
+    try:
+        table = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise SpaceError(f"{path}: not valid TOML ({e}).") from None
+    return space_from_dict(table, where=str(path))
+
+
+def resolve_space_path(name: str | Path, *, base_dir: Path | None = None) -> Path:
+    """A space file by path, relative to ``base_dir``, or by name in the search_spaces package."""
+    candidates = [Path(name)]
+    if base_dir is not None and not Path(name).is_absolute():
+        candidates.insert(0, base_dir / name)
+    candidates.append(SPACES_DIR / Path(name).name)
+    for c in candidates:
+        if c.is_file():
+            return c
+    shipped = sorted(p.name for p in SPACES_DIR.glob("*.toml"))
+    raise SpaceError(f"space.file: must name an existing file (a path, or one of {shipped} in "
+                     f"{SPACES_DIR}), but got file={str(name)!r}.")
+
+
+def space_from_dict(table: Mapping[str, Any], *, where: str = "space") -> SearchSpace:
+    """Validate a parsed space table (``params`` and ``fixed``) into a `SearchSpace`."""
+    _reject_unknown(table, SPACE_KEYS, where)
+    params_t = table.get("params", {})
+    fixed = table.get("fixed", {})
+    _require(isinstance(params_t, Mapping), f"{where}.params", "must be a table", params_t)
+    _require(isinstance(fixed, Mapping), f"{where}.fixed", "must be a table", fixed)
+    _require(len(params_t) > 0, f"{where}.params", "must declare at least one parameter",
+             dict(params_t))
+    valid = field_names()
+    for name in list(params_t) + list(fixed):
+        if name not in valid:
+            raise SpaceError(f"{where}: {name!r} is not a Recipe field; valid names are "
+                             f"{sorted(valid)}.")
+    both = sorted(set(params_t) & set(fixed))
+    _require(not both, f"{where}.fixed", "must not repeat a searched parameter", both)
+    params: list[Param] = []
+    for name, spec in params_t.items():
+        params.append(_param(name, spec, f"{where}.params.{name}", params, dict(fixed)))
+    _check_fixed(dict(fixed), where)
+    return SearchSpace(params=tuple(params), fixed=dict(fixed),
+                       source={"params": {k: dict(v) for k, v in params_t.items()},
+                               "fixed": dict(fixed)})
+
+
+def _param(name: str, spec: Any, where: str, earlier: list[Param], fixed: dict[str, Any]
+           ) -> Param:
+    _require(isinstance(spec, Mapping), where, "must be a table", spec)
+    kind = spec.get("type")
+    _require(kind in KINDS, f"{where}.type", f"must be one of {KINDS}", kind)
+    _reject_unknown(spec, PARAM_KEYS[kind], where)
+    dist = _categorical(spec, where) if kind == "categorical" else _numeric(kind, spec, where)
+    when = _when(spec.get("when"), f"{where}.when", name, earlier, fixed)
+    return Param(name=name, distribution=dist, when=when)
+
+
+def _numeric(kind: str, spec: Mapping[str, Any], where: str
+             ) -> optuna.distributions.BaseDistribution:
+    for key in ("low", "high"):
+        _require(key in spec, f"{where}.{key}", "is required", None)
+        v = spec[key]
+        if kind == "int":
+            _require(isinstance(v, int) and not isinstance(v, bool), f"{where}.{key}",
+                     "must be an integer", v)
+        else:
+            _require(isinstance(v, (int, float)) and not isinstance(v, bool), f"{where}.{key}",
+                     "must be a number", v)
+            _require(math.isfinite(v), f"{where}.{key}", "must be finite (no NaN/inf)", v)
+    low, high = spec["low"], spec["high"]
+    log, step = spec.get("log", False), spec.get("step")
+    _require(isinstance(log, bool), f"{where}.log", "must be true or false", log)
+    _require(low <= high, f"{where}", "`low <= high` must hold", f"low={low}, high={high}")
+    if log:
+        _require(low > 0, f"{where}.low", "must be > 0 when log = true", low)
+        _require(step is None, f"{where}.step", "cannot be combined with log = true", step)
+    if step is not None:
+        ok = isinstance(step, int) if kind == "int" else isinstance(step, (int, float))
+        _require(ok and not isinstance(step, bool) and math.isfinite(step) and step > 0,
+                 f"{where}.step", "must be a finite number > 0", step)
+    if kind == "int":
+        return optuna.distributions.IntDistribution(low, high, log=log, step=step or 1)
+    return optuna.distributions.FloatDistribution(float(low), float(high), log=log,
+                                                  step=None if step is None else float(step))
+
+
+def _categorical(spec: Mapping[str, Any], where: str) -> optuna.distributions.BaseDistribution:
+    choices = spec.get("choices")
+    _require(isinstance(choices, list) and len(choices) > 0, f"{where}.choices",
+             "must be a non-empty list", choices)
+    for c in choices:
+        _require(c is None or isinstance(c, (bool, int, float, str)), f"{where}.choices",
+                 "must hold only strings, numbers or booleans", c)
+        _require(not (isinstance(c, float) and not math.isfinite(c)), f"{where}.choices",
+                 "must not hold NaN or inf", c)
+    _require(len({repr(c) for c in choices}) == len(choices), f"{where}.choices",
+             "must not repeat a value", choices)
+    return optuna.distributions.CategoricalDistribution(choices)
+
+
+def _when(when: Any, where: str, name: str, earlier: list[Param], fixed: dict[str, Any]
+          ) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    if when is None:
+        return ()
+    _require(isinstance(when, Mapping) and len(when) > 0, where,
+             "must be a non-empty table {param = [values]}", when)
+    known = {p.name: p for p in earlier}
+    out = []
+    for key, values in when.items():
+        _require(key != name, where, "must not refer to the parameter itself", key)
+        _require(key in known or key in fixed, where,
+                 f"must name a parameter declared before {name!r} or a fixed one "
+                 f"(declared before: {sorted(known)}, fixed: {sorted(fixed)})", key)
+        _require(isinstance(values, list) and len(values) > 0, f"{where}.{key}",
+                 "must be a non-empty list of values", values)
+        if key in known:
+            _check_values_in(known[key].distribution, values, f"{where}.{key}")
+        out.append((key, tuple(values)))
+    return tuple(out)
+
+
+def _check_values_in(dist: optuna.distributions.BaseDistribution, values: list[Any],
+                     where: str) -> None:
+    for v in values:
+        if isinstance(dist, optuna.distributions.CategoricalDistribution):
+            ok = v in dist.choices
+        else:
+            ok = isinstance(v, (int, float)) and dist.low <= v <= dist.high
+        _require(ok, where, "must list values the parameter can take", v)
+
+
+def _check_fixed(fixed: dict[str, Any], where: str) -> None:
+    try:
+        Recipe.from_dict(fixed)
+    except ValueError as e:
+        raise SpaceError(f"{where}.fixed: {e}") from None
+
+
+def _reject_unknown(table: Mapping[str, Any], valid: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(table) - set(valid))
+    if unknown:
+        raise SpaceError(f"{where}: unknown key(s) {unknown}; valid keys are {sorted(valid)}.")
+
+
+def _require(cond: bool, where: str, rule: str, value: Any) -> None:
+    if not cond:
+        raise SpaceError(f"{where}: {rule}, but got {value!r}.")

@@ -1,0 +1,217 @@
+"""The study commands of ``moetune``: submit, resume, status, list, rerun.
+
+Every command finds a study by name under the runs root (``--root``, ``$MOETUNE_ROOT``, default
+``./runs``), or in a shared database given by ``--storage`` / ``$MOETUNE_STORAGE``. Input is
+validated before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from tuner.cli import UsageError
+from tuner.spec import SpecError, StudySpec, load_spec
+
+DEFAULT_ROOT = "runs"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("submit", help="run a tuning study from a spec file")
+    p.add_argument("spec", help="study spec TOML (e.g. search_spaces/quickstart.toml)")
+    p.add_argument("--name", help="study name (overrides [study] name)")
+    p.add_argument("--resume", action="store_true", help="continue the study if it exists")
+    _run_options(p)
+    p.set_defaults(handler=submit)
+
+    p = subparsers.add_parser("resume", help="finish an interrupted study")
+    p.add_argument("study")
+    _run_options(p)
+    p.set_defaults(handler=resume)
+
+    p = subparsers.add_parser("status", help="trials of a study, or a summary of all studies")
+    p.add_argument("study", nargs="?")
+    _where_options(p)
+    p.set_defaults(handler=status)
+
+    p = subparsers.add_parser("list", help="studies under the root (or in --storage)")
+    _where_options(p)
+    p.set_defaults(handler=list_studies)
+
+    p = subparsers.add_parser("rerun", help="re-run one trial outside the service")
+    p.add_argument("study")
+    p.add_argument("trial", type=int, help="trial number")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: the stored device)")
+    _where_options(p)
+    p.set_defaults(handler=rerun)
+
+
+def _where_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", default=os.environ.get("MOETUNE_ROOT", DEFAULT_ROOT),
+                   help="folder holding the run folders (default: $MOETUNE_ROOT or ./runs)")
+    p.add_argument("--storage", default=os.environ.get("MOETUNE_STORAGE", ""),
+                   help="database URL, e.g. postgresql://user:pw@host/db (default: the "
+                        "study's sqlite file)")
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    _where_options(p)
+    p.add_argument("--address", default=None,
+                   help="Ray cluster to join (e.g. 10.0.0.1:6379 or auto); default: local Ray")
+    p.add_argument("--trainer", default="trainers:train",
+                   help="MODULE:FUNCTION with trainers.train's signature (default: %(default)s)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+# -- submit / resume -------------------------------------------------------------------------
+
+
+def submit(args: argparse.Namespace) -> int:
+    overrides = {"study.name": args.name} if args.name else None
+    try:
+        spec = load_spec(args.spec, overrides=overrides)
+    except SpecError as e:
+        raise UsageError(str(e)) from None
+    trainer = _import_trainer(args.trainer)
+    run_dir = Path(args.root) / spec.name
+    if not args.resume:
+        _refuse_existing(spec, run_dir, args.storage)
+    resume = args.resume and _study_exists(spec.name, run_dir, args.storage or spec.study.storage)
+    return _run(spec, run_dir, args, trainer, resume=resume)
+
+
+def resume(args: argparse.Namespace) -> int:
+    from tuner import storage as st
+
+    trainer = _import_trainer(args.trainer)
+    run_dir = Path(args.root) / args.study
+    study = _open_study(args.study, run_dir, args.storage)
+    spec = st.stored_spec(study)
+    return _run(spec, run_dir, args, trainer, resume=True)
+
+
+def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any, *,
+         resume: bool) -> int:
+    from tuner.study_runner import run_study
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
+    summary = run_study(spec, run_dir=run_dir, storage=args.storage, resume=resume,
+                        trainer=trainer, address=args.address, progress=not args.no_progress)
+    if summary.reaped:
+        print(f"re-ran {len(summary.reaped)} interrupted trial(s): {list(summary.reaped)}")
+    print(f"study {spec.name}: {summary.done}/{summary.n_trials} trials done; "
+          f"storage {summary.storage}; run folder {run_dir}")
+    _build_report(spec.name, run_dir, summary.storage)
+    return 0
+
+
+def _build_report(name: str, run_dir: Path, url: str) -> None:
+    """Write the report if the reports package provides ``reports.build`` (optional)."""
+    try:
+        build = getattr(importlib.import_module("reports"), "build", None)
+    except ImportError:
+        build = None
+    if build is None:
+        return
+    from tuner import storage as st
+
+    study = st.load_study(name, st.open_storage(url))
+    try:
+        paths = build(study, run_dir / "report")
+    except Exception as e:  # the study itself is safe in storage; say why the report is missing
+        print(f"warning: the report could not be written: {type(e).__name__}: {e}",
+              file=sys.stderr)
+        return
+    items = paths.items() if isinstance(paths, dict) else enumerate(paths or ())
+    for _, p in items:
+        print(f"report: {p}")
+
+
+def _import_trainer(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    if not module or not attr:
+        raise UsageError(f"--trainer: must be MODULE:FUNCTION, but got {target!r}.")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise UsageError(f"--trainer: cannot import {target!r} ({e}).") from None
+    if not callable(fn):
+        raise UsageError(f"--trainer: {target!r} is not callable.")
+    return fn
+
+
+def _refuse_existing(spec: StudySpec, run_dir: Path, storage: str) -> None:
+    if run_dir.exists() or _study_exists(spec.name, run_dir, storage or spec.study.storage):
+        raise UsageError(f"study {spec.name!r} already exists ({run_dir}); pass --resume to "
+                         f"continue it, or choose another name with --name.")
+
+
+def _study_exists(name: str, run_dir: Path, url: str) -> bool:
+    from tuner import storage as st
+
+    if not url and not (run_dir / st.DB_FILE).exists():
+        return False  # do not create a database just to look
+    return name in st.study_names(st.open_storage(st.storage_url(run_dir, url)))
+
+
+def _open_study(name: str, run_dir: Path, url: str) -> Any:
+    from tuner import storage as st
+
+    if not url and not (run_dir / st.DB_FILE).exists():
+        raise UsageError(f"no study {name!r}: {run_dir / st.DB_FILE} does not exist "
+                         "(use --root or --storage to look elsewhere).")
+    try:
+        return st.load_study(name, st.open_storage(st.storage_url(run_dir, url)))
+    except LookupError as e:
+        raise UsageError(str(e)) from None
+
+
+# -- status / list / rerun -------------------------------------------------------------------
+
+
+def status(args: argparse.Namespace) -> int:
+    from tuner.status import format_table, study_summary_rows, trial_rows
+
+    if args.study:
+        study = _open_study(args.study, Path(args.root) / args.study, args.storage)
+        print(format_table(trial_rows(study)))
+        return 0
+    studies = [_open_study(n, Path(args.root) / n, args.storage) for n in _names(args)]
+    print(format_table(study_summary_rows(studies)) if studies else "no studies")
+    return 0
+
+
+def list_studies(args: argparse.Namespace) -> int:
+    for name in _names(args):
+        print(name)
+    return 0
+
+
+def _names(args: argparse.Namespace) -> list[str]:
+    from tuner import storage as st
+
+    if args.storage:
+        return sorted(st.study_names(st.open_storage(args.storage)))
+    root = Path(args.root)
+    if not root.is_dir():
+        return []
+    return sorted(d.name for d in root.iterdir() if (d / st.DB_FILE).is_file())
+
+
+def rerun(args: argparse.Namespace) -> int:
+    from tuner.rerun import rerun_trial
+
+    run_dir = Path(args.root) / args.study
+    study = _open_study(args.study, run_dir, args.storage)
+    try:
+        out = rerun_trial(study, args.trial, device=args.device, out_dir=run_dir)
+    except (LookupError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    print(out)
+    return 0

@@ -1,0 +1,54 @@
+"""The Optuna sampler a spec asks for, seeded, with constraints honoured.
+
+Constraints reach every sampler through ``trial.set_constraint`` (Optuna 5.0): TPE, GP and
+NSGA-II read ``trial.constraints`` of finished trials, so no ``constraints_func`` is needed.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import optuna
+
+from search_spaces.loader import SearchSpace
+from tuner.spec import StudySpec
+
+
+def resolve_sampler_name(spec: StudySpec) -> str:
+    """``auto``: GP for one objective over a purely numeric unconditional space (its strength),
+    NSGA-II for many objectives with a large budget, TPE otherwise (handles conditions)."""
+    name = spec.study.sampler
+    if name != "auto":
+        return name
+    space: SearchSpace = spec.space
+    numeric = not any(isinstance(p.distribution, optuna.distributions.CategoricalDistribution)
+                      for p in space.params)
+    if len(spec.objectives) == 1 and numeric and not space.has_conditions():
+        return "gp"
+    if len(spec.objectives) > 1 and spec.study.n_trials >= 200:
+        return "nsga2"
+    return "tpe"
+
+
+def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
+    """A fresh sampler for ``spec``; same spec and seed → same proposals given the same history."""
+    seed = spec.study.seed
+    n = spec.study.n_trials
+    # Random start: about a third of the budget, between 2 and 10 trials.
+    startup = max(2, min(10, n // 3))
+    name = resolve_sampler_name(spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name == "tpe":
+            return optuna.samplers.TPESampler(
+                seed=seed, n_startup_trials=startup, multivariate=True,
+                group=spec.space.has_conditions(),
+                # With parallel trials, pretend running ones scored badly so they are not
+                # proposed twice.
+                constant_liar=spec.study.max_concurrent > 1)
+        if name == "gp":
+            return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
+        if name == "nsga2":
+            return optuna.samplers.NSGAIISampler(seed=seed,
+                                                 population_size=max(4, min(50, n // 4)))
+        return optuna.samplers.RandomSampler(seed=seed)

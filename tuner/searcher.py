@@ -1,0 +1,230 @@
+"""The Ray Tune ⇄ Optuna bridge: a Ray `Searcher` that asks and tells a persistent Optuna study.
+
+The only module that imports both Ray and Optuna. It replaces Ray's ``OptunaSearch``, whose
+faults bite a service (FACTS.md): it never joins an existing study by accident (the study is
+created or loaded by name explicitly), every asked trial is told exactly once (a NaN, an error or
+a crash cannot leave it RUNNING), multi-objective runs keep their evaluation curve, and resume
+reads the storage instead of a pickle.
+
+Trials are asked one at a time when Ray asks (``suggest``); with ``max_concurrent = 1`` the
+sequence of proposals depends only on the spec, the seed and the results.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+from ray.tune.search import Searcher
+
+from search_spaces.loader import SearchSpace
+from trainers import ModelArgs, Recipe
+from tuner import records
+from tuner.outcome import Outcome, TrialReport, constraint_names, decide
+from tuner.spec import StudySpec
+from tuner.trainable import ENV_KEY, FINAL_KEY, METRIC, TIME_ATTR
+
+MAX_TRAIN_POINTS = 200
+
+
+@dataclass
+class Tally:
+    """Counts for the progress display, updated as trials start and end."""
+
+    done: int = 0
+    running: int = 0
+    complete: int = 0
+    infeasible: int = 0
+    pruned: int = 0
+    failed: int = 0
+    best: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Live:
+    trial: optuna.Trial
+    recipe: Recipe
+    eval_curve: list[list[float | str]] = field(default_factory=list)
+    env: dict[str, Any] = field(default_factory=dict)
+
+
+class StudySearcher(Searcher):
+    """Proposes configs from an Optuna study and records every outcome in it.
+
+    Args:
+        study: the Optuna study (created or loaded by the caller, on persistent storage).
+        spec: the validated spec; its space maps Optuna params to a `Recipe`.
+        model_args: the proxy all trials train.
+        n_to_run: how many more trials to start before answering FINISHED.
+        on_change: called with the `Tally` whenever a trial starts or ends.
+    """
+
+    def __init__(self, *, study: optuna.Study, spec: StudySpec, model_args: ModelArgs,
+                 n_to_run: int, tally: Tally | None = None,
+                 on_change: Callable[[Tally], None] | None = None) -> None:
+        super().__init__(metric=METRIC, mode="min")
+        self._study = study
+        self._spec = spec
+        self._space: SearchSpace = spec.space
+        self._model_args = model_args
+        self.model_args = model_args
+        self._left = n_to_run
+        self._live: dict[str, _Live] = {}
+        self.tally = tally or Tally()
+        self._on_change = on_change or (lambda t: None)
+
+    # -- Ray's Searcher API ------------------------------------------------------------------
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
+                              **spec: Any) -> bool:
+        return True  # the space comes from the spec, not from Tune's param_space
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        while self._left > 0:
+            self._left -= 1
+            trial = self._study.ask()
+            params = self._space.suggest(trial)
+            try:
+                recipe = self._space.to_recipe(params, seed=self._spec.study.seed)
+            except ValueError as e:
+                # The space allowed a combination Recipe rejects: record it, try the next point.
+                self._record(trial, Outcome(state="fail", reason=f"invalid recipe: {e}"))
+                continue
+            trial.set_user_attr(records.RECIPE, recipe.to_dict())
+            trial.set_user_attr(records.MODEL_ARGS, self._model_args.to_dict())
+            trial.set_user_attr(records.SEED, self._spec.study.seed)
+            self._live[trial_id] = _Live(trial=trial, recipe=recipe)
+            self.tally.running += 1
+            self._on_change(self.tally)
+            return {"recipe": recipe.to_dict(), "number": trial.number}
+        return Searcher.FINISHED
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        live = self._live.get(trial_id)
+        if live is None or TIME_ATTR not in result:
+            return
+        live.eval_curve.append([int(result[TIME_ATTR]), _num(result[METRIC])])
+        if not live.env and ENV_KEY in result:
+            live.env = json.loads(result[ENV_KEY])
+            _write_env(live.trial, live.env)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        live = self._live.pop(trial_id, None)
+        if live is None:
+            return
+        self.tally.running -= 1
+        if result and FINAL_KEY in result:
+            report = TrialReport.from_dict(json.loads(result[FINAL_KEY]))
+            self._write_report_attrs(live, report)
+            outcome = decide(report, spec=self._spec, recipe=live.recipe,
+                             model_args=self._model_args, observed=self._observed())
+        elif result and TIME_ATTR in result and not error:
+            # The report that made ASHA stop the trial reaches only on_trial_complete.
+            if not live.eval_curve or live.eval_curve[-1][0] != int(result[TIME_ATTR]):
+                live.eval_curve.append([int(result[TIME_ATTR]), _num(result[METRIC])])
+            outcome = _pruned(live)
+        elif error:
+            outcome = Outcome(state="fail", reason="the trial's worker process died or raised "
+                              "outside the trainer (see the Ray trial folder's error.txt)")
+        else:
+            outcome = _pruned(live)
+        live.trial.set_user_attr(records.EVAL_CURVE, live.eval_curve)
+        self._record(live.trial, outcome)
+
+    def save(self, checkpoint_path: str) -> None:
+        """Nothing to save: the Optuna storage is the searcher's state (no pickle resume)."""
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Nothing to restore: `tuner.study_runner` resumes from the storage."""
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def abandon_live(self, reason: str) -> None:
+        """Tell every trial still in flight FAIL (e.g. the driver is shutting down)."""
+        for trial_id in list(self._live):
+            live = self._live.pop(trial_id)
+            self.tally.running -= 1
+            self._record(live.trial, Outcome(state="fail", reason=reason))
+
+    def _write_report_attrs(self, live: _Live, report: TrialReport) -> None:
+        t = live.trial
+        if report.environment != live.env:
+            _write_env(t, report.environment)
+        if report.result is None:
+            return
+        metrics = {k: v for k, v in report.result.items()
+                   if k not in ("eval_curve", "train_curve")}
+        t.set_user_attr(records.METRICS, metrics)
+        t.set_user_attr(records.CORPUS_HASH, report.result.get("corpus_hash", ""))
+        t.set_user_attr(records.TRAIN_CURVE, compact_curve(report.result.get("train_curve", [])))
+        if report.result.get("eval_curve"):
+            live.eval_curve = [[int(a), _num(b)] for a, b in report.result["eval_curve"]]
+
+    def _record(self, trial: optuna.Trial, outcome: Outcome) -> None:
+        trial.set_user_attr(records.OUTCOME, outcome.state)
+        trial.set_user_attr(records.REASON, outcome.reason)
+        if outcome.state in ("complete", "infeasible"):
+            for name in constraint_names(self._spec):
+                trial.set_constraint(name, outcome.constraints[name])
+            self._study.tell(trial, values=list(outcome.values or ()))
+        elif outcome.state == "pruned":
+            self._study.tell(trial, state=TrialState.PRUNED)
+        else:
+            self._study.tell(trial, state=TrialState.FAIL)
+        self._count(outcome)
+
+    def _count(self, outcome: Outcome) -> None:
+        t = self.tally
+        t.done += 1
+        if outcome.state == "complete":
+            t.complete += 1
+            for (name, direction), v in zip(self._spec.objectives, outcome.values or (),
+                                            strict=True):
+                old = t.best.get(name)
+                better = old is None or (v < old if direction == "minimize" else v > old)
+                t.best[name] = v if better else old
+        else:
+            attr = {"infeasible": "infeasible", "pruned": "pruned", "fail": "failed"}
+            setattr(t, attr[outcome.state], getattr(t, attr[outcome.state]) + 1)
+        self._on_change(t)
+
+    def _observed(self) -> dict[str, list[float]]:
+        done = self._study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        return {name: [t.values[i] for t in done if math.isfinite(t.values[i])]
+                for i, (name, _) in enumerate(self._spec.objectives)}
+
+
+def _pruned(live: _Live) -> Outcome:
+    tokens = int(live.eval_curve[-1][0]) if live.eval_curve else 0
+    return Outcome(state="pruned", reason=f"pruned by ASHA at {tokens} tokens")
+
+
+def _write_env(trial: optuna.Trial, env: dict[str, Any]) -> None:
+    trial.set_user_attr(records.TORCH_VERSION, env.get("torch_version", ""))
+    trial.set_user_attr(records.DEVICE, env.get("device", ""))
+    trial.set_user_attr(records.NODE, env.get("node", ""))
+    if env.get("corpus_hash"):
+        trial.set_user_attr(records.CORPUS_HASH, env["corpus_hash"])
+
+
+def compact_curve(curve: list, max_points: int = MAX_TRAIN_POINTS) -> list[list[float]]:
+    """At most ``max_points`` evenly spaced points, the last one always kept."""
+    pts = [[int(a), _num(b)] for a, b in curve]
+    if len(pts) <= max_points:
+        return pts
+    stride = math.ceil(len(pts) / max_points)
+    kept = pts[::stride]
+    if kept[-1] != pts[-1]:
+        kept[-1] = pts[-1]
+    return kept
+
+
+def _num(v: Any) -> float | str:
+    f = float(v)
+    return f if math.isfinite(f) else str(f)  # JSON-safe, like TrainResult.to_dict

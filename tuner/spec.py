@@ -1,0 +1,291 @@
+"""StudySpec: a tuning study as declared in TOML, validated into frozen dataclasses.
+
+Every error names the field, the rule and the value; unknown keys are rejected with the valid
+ones listed. Nothing here touches disk beyond reading the spec (and its space file), so the CLI
+can validate first and write nothing on bad input.
+
+    >>> spec = load_spec("search_spaces/quickstart.toml")  # doctest: +SKIP
+    >>> spec.study.n_trials
+    12
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from search_spaces.loader import SearchSpace, SpaceError, load_space, space_from_dict
+from tuner.objectives import DIRECTIONS, METRICS, constraint_target
+
+SAMPLERS = ("tpe", "gp", "nsga2", "random", "auto")
+SCHEDULERS = ("asha", "none")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+SECTIONS = ("study", "model", "data", "budget", "objectives", "constraints", "pruning",
+            "resources", "space")
+
+
+class SpecError(ValueError):
+    """A study spec breaks a rule; the message names the field, the rule and the value."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudySection:
+    name: str
+    n_trials: int = 12
+    max_concurrent: int = 2
+    seed: int = 0
+    sampler: str = "tpe"
+    storage: str = ""  # "" = sqlite file in the study's run folder
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSection:
+    """Exactly one way to name the proxy: a preset, or a full config (+ the proxy preset size)."""
+
+    preset: str = ""
+    full: str = ""
+    proxy: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataSection:
+    corpus: str = "stdlib"
+    vocab_size: int = 0  # 0 = the corpus' own (256 for byte corpora)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetSection:
+    tokens_per_trial: int = 200_000
+    eval_every_tokens: int = 50_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class PruningSection:
+    scheduler: str = "asha"
+    grace_tokens: int = 50_000
+    reduction_factor: float = 3.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResourcesSection:
+    cpus_per_trial: float = 1.0
+    gpus_per_trial: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudySpec:
+    """A validated study. ``objectives`` and ``constraints`` keep the spec's order."""
+
+    study: StudySection
+    model: ModelSection
+    data: DataSection
+    budget: BudgetSection
+    objectives: tuple[tuple[str, str], ...]
+    constraints: tuple[tuple[str, float], ...]
+    pruning: PruningSection
+    resources: ResourcesSection
+    space: SearchSpace
+
+    @property
+    def name(self) -> str:
+        return self.study.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """TOML-shaped dict with the space inline, so a stored spec needs no other file."""
+        return {
+            "study": dataclasses.asdict(self.study),
+            "model": {k: v for k, v in dataclasses.asdict(self.model).items() if v},
+            "data": dataclasses.asdict(self.data),
+            "budget": dataclasses.asdict(self.budget),
+            "objectives": dict(self.objectives),
+            "constraints": dict(self.constraints),
+            "pruning": dataclasses.asdict(self.pruning),
+            "resources": dataclasses.asdict(self.resources),
+            "space": self.space.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySpec:
+        return spec_from_dict(d, base_dir=base_dir)
+
+
+def load_spec(path: str | Path, *, overrides: Mapping[str, Any] | None = None) -> StudySpec:
+    """Read and validate a study spec file.
+
+    Args:
+        path: the TOML file.
+        overrides: ``{"study.name": "x", ...}`` applied before validation (CLI flags).
+
+    Raises:
+        SpecError: unreadable file, bad TOML, unknown key, or a value breaking a rule.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"spec: must be an existing file, but got {str(path)!r}.")
+    try:
+        table = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise SpecError(f"{path}: not valid TOML ({e}).") from None
+    for dotted, value in (overrides or {}).items():
+        section, key = dotted.split(".", 1)
+        table.setdefault(section, {})[key] = value
+    return spec_from_dict(table, base_dir=path.resolve().parent)
+
+
+def spec_from_dict(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySpec:
+    """Validate a parsed spec table (see `load_spec`)."""
+    _reject_unknown(d, SECTIONS, "spec")
+    for key in SECTIONS:
+        _require(isinstance(d.get(key, {}), Mapping), key, "must be a table", d.get(key))
+    _require("study" in d, "study", "is required (at least [study] name = ...)", None)
+    study = _section(StudySection, d["study"], "study")
+    _check_study(study)
+    model = _section(ModelSection, d.get("model", {}), "model")
+    if not model.preset and not model.full:
+        model = dataclasses.replace(model, preset="debug")
+    _check_model(model)
+    data = _section(DataSection, d.get("data", {}), "data")
+    _require(isinstance(data.vocab_size, int) and data.vocab_size >= 0, "data.vocab_size",
+             "must be an integer >= 0 (0 = the corpus' own)", data.vocab_size)
+    budget = _section(BudgetSection, d.get("budget", {}), "budget")
+    pruning = _section(PruningSection, d.get("pruning", {}), "pruning")
+    _check_budget(budget, pruning)
+    resources = _section(ResourcesSection, d.get("resources", {}), "resources")
+    _check_resources(resources)
+    objectives = _objectives(d.get("objectives", {"val_loss": "minimize"}))
+    constraints = _constraints(d.get("constraints", {}))
+    space = _space(d.get("space"), base_dir)
+    return StudySpec(study=study, model=model, data=data, budget=budget, objectives=objectives,
+                     constraints=constraints, pruning=pruning, resources=resources, space=space)
+
+
+def _section(cls: type, table: Mapping[str, Any], where: str) -> Any:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    _reject_unknown(table, tuple(fields), where)
+    for key, value in table.items():
+        want = {"str": str, "int": int, "float": float}[str(fields[key].type)]
+        ok = isinstance(value, want) and not isinstance(value, bool)
+        if want is float:  # TOML writes 3 for 3.0
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            ok = ok and math.isfinite(value)
+        _require(ok, f"{where}.{key}", f"must be {_kind(want)}", value)
+    try:
+        return cls(**table)
+    except TypeError as e:  # a required key missing
+        missing = [n for n, f in fields.items()
+                   if f.default is dataclasses.MISSING and n not in table]
+        raise SpecError(f"{where}.{missing[0] if missing else '?'}: is required ({e}).") from None
+
+
+def _kind(t: type) -> str:
+    return {int: "an integer", float: "a finite number", str: "a string"}.get(t, t.__name__)
+
+
+def _check_study(s: StudySection) -> None:
+    _require(bool(NAME_RE.match(s.name)), "study.name",
+             "must be 1-64 characters of letters, digits, '_', '-', '.' (a folder name)", s.name)
+    _require(s.n_trials >= 1, "study.n_trials", "must be >= 1", s.n_trials)
+    _require(s.max_concurrent >= 1, "study.max_concurrent", "must be >= 1", s.max_concurrent)
+    _require(s.seed >= 0, "study.seed", "must be >= 0", s.seed)
+    _require(s.sampler in SAMPLERS, "study.sampler", f"must be one of {SAMPLERS}", s.sampler)
+    if s.storage:
+        _require(s.storage.startswith(("sqlite:///", "postgresql", "mysql")), "study.storage",
+                 "must be '' (a sqlite file in the run folder) or a database URL "
+                 "(sqlite:///…, postgresql://…)", s.storage)
+
+
+def _check_model(m: ModelSection) -> None:
+    given = [k for k in ("preset", "full") if getattr(m, k)]
+    _require(len(given) == 1, "model", "must set exactly one of preset or full", given)
+    if m.proxy:
+        _require(bool(m.full), "model.proxy", "is only valid with model.full", m.proxy)
+    if m.full:
+        _require(Path(m.full).is_file(), "model.full", "must be an existing JSON file", m.full)
+    for key in ("preset", "proxy"):
+        if getattr(m, key):
+            _check_preset(key, getattr(m, key))
+
+
+def _check_preset(key: str, value: str) -> None:
+    try:
+        from trainers import preset
+    except ImportError:
+        return  # no preset registry yet: checked when the study resolves its model
+    try:
+        preset(value)
+    except (ValueError, KeyError) as e:
+        raise SpecError(f"model.{key}: {e}") from None
+
+
+def _check_budget(b: BudgetSection, p: PruningSection) -> None:
+    _require(b.tokens_per_trial > 0, "budget.tokens_per_trial", "must be > 0", b.tokens_per_trial)
+    _require(0 < b.eval_every_tokens <= b.tokens_per_trial, "budget.eval_every_tokens",
+             f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", b.eval_every_tokens)
+    _require(p.scheduler in SCHEDULERS, "pruning.scheduler", f"must be one of {SCHEDULERS}",
+             p.scheduler)
+    _require(0 < p.grace_tokens <= b.tokens_per_trial, "pruning.grace_tokens",
+             f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", p.grace_tokens)
+    _require(p.reduction_factor > 1, "pruning.reduction_factor", "must be > 1",
+             p.reduction_factor)
+
+
+def _check_resources(r: ResourcesSection) -> None:
+    _require(r.cpus_per_trial > 0, "resources.cpus_per_trial", "must be > 0", r.cpus_per_trial)
+    _require(r.gpus_per_trial >= 0, "resources.gpus_per_trial", "must be >= 0", r.gpus_per_trial)
+
+
+def _objectives(table: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    _require(len(table) > 0, "objectives", "must name at least one metric", dict(table))
+    for name, direction in table.items():
+        _require(name in METRICS, f"objectives.{name}", f"must be a metric in {sorted(METRICS)}",
+                 name)
+        _require(direction in DIRECTIONS, f"objectives.{name}", f"must be one of {DIRECTIONS}",
+                 direction)
+    return tuple(table.items())
+
+
+def _constraints(table: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+    out = []
+    for key, limit in table.items():
+        try:
+            constraint_target(key)
+        except ValueError as e:
+            raise SpecError(str(e)) from None
+        ok = isinstance(limit, (int, float)) and not isinstance(limit, bool)
+        _require(ok and math.isfinite(limit), f"constraints.{key}", "must be a finite number",
+                 limit)
+        out.append((key, float(limit)))
+    return tuple(out)
+
+
+def _space(table: Any, base_dir: Path | None) -> SearchSpace:
+    _require(isinstance(table, Mapping), "space",
+             'is required: [space] file = "deepseek_v3.toml", or inline [space.params.*]', table)
+    try:
+        if "file" in table:
+            rest = sorted(set(table) - {"file"})
+            _require(not rest, "space", "must set either file or inline params/fixed, not both",
+                     rest)
+            _require(isinstance(table["file"], str), "space.file", "must be a string",
+                     table["file"])
+            return load_space(table["file"], base_dir=base_dir)
+        return space_from_dict(table, where="space")
+    except SpaceError as e:
+        raise SpecError(str(e)) from None
+
+
+def _reject_unknown(table: Mapping[str, Any], valid: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(table) - set(valid))
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {unknown}; valid keys are {sorted(valid)}.")
+
+
+def _require(cond: bool, where: str, rule: str, value: Any) -> None:
+    if not cond:
+        raise SpecError(f"{where}: {rule}, but got {value!r}.")

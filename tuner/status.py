@@ -1,0 +1,77 @@
+"""Tables for ``moetune status``: one row per trial, or one row per study."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner import records
+
+MAX_REASON = 60
+
+
+def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
+    """number, outcome, objective values, the searched params, and why (shortened)."""
+    names = study.metric_names or [f"value{i}" for i in range(len(study.directions))]
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        row: dict[str, Any] = {"#": t.number,
+                               "outcome": t.user_attrs.get(records.OUTCOME, t.state.name.lower())}
+        for i, name in enumerate(names):
+            row[name] = t.values[i] if t.values else ""
+        row.update(t.params)
+        reason = (t.user_attrs.get(records.REASON) or "").splitlines()
+        row["reason"] = (reason[-1] if reason else "")[:MAX_REASON]
+        rows.append(row)
+    return rows
+
+
+def study_summary_rows(studies: Sequence[optuna.Study]) -> list[dict[str, Any]]:
+    rows = []
+    for s in studies:
+        trials = s.get_trials(deepcopy=False)
+        outcomes = Counter(t.user_attrs.get(records.OUTCOME, t.state.name.lower())
+                           for t in trials)
+        spec = s.user_attrs.get(records.SPEC, {})
+        target = spec.get("study", {}).get("n_trials", "?")
+        running = sum(t.state == TrialState.RUNNING for t in trials)
+        rows.append({"study": s.study_name, "trials": f"{len(trials)}/{target}",
+                     "complete": outcomes["complete"], "infeasible": outcomes["infeasible"],
+                     "pruned": outcomes["pruned"], "fail": outcomes["fail"], "running": running,
+                     "best": _best(s)})
+    return rows
+
+
+def _best(study: optuna.Study) -> str:
+    names = study.metric_names or ["value"]
+    feasible = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.user_attrs.get(records.OUTCOME) == "complete"]
+    if not feasible:
+        return ""
+    first = min if study.directions[0] == optuna.study.StudyDirection.MINIMIZE else max
+    best = first(feasible, key=lambda t: t.values[0])
+    return f"{names[0]}={best.values[0]:.4g} (#{best.number})"
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """A plain fixed-width table (columns: union of the rows' keys, in first-seen order)."""
+    if not rows:
+        return "(no trials)"
+    cols: list[str] = []
+    for r in rows:
+        cols += [k for k in r if k not in cols]
+    cells = [[_fmt(r.get(c, "")) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)

@@ -1,0 +1,91 @@
+"""Fake trainers with `trainers.train`'s signature that finish at once, for orchestration tests.
+
+Their val_loss is a smooth function of the recipe (best near lr = 3e-3), so samplers and ASHA
+have something to rank, and the same recipe always gives the same numbers. They live in the
+package (like ``optuna.testing``) so Ray workers can import them, and the CLI can run them:
+``moetune submit spec.toml --trainer tuner.testing:quick_train``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from typing import Any
+
+import torch
+
+from trainers import ModelArgs, Recipe, TrainResult
+
+
+def loss_of(recipe: Recipe) -> float:
+    return 2.0 + (math.log10(recipe.lr) - math.log10(3e-3)) ** 2 + 0.5 * recipe.warmup_fraction
+
+
+def make_result(recipe: Recipe, *, token_budget: int, val_loss: float, diverged: bool = False,
+                curve: list[tuple[int, float]] | None = None, **overrides: Any) -> TrainResult:
+    fields: dict[str, Any] = dict(
+        val_loss=val_loss, eval_curve=curve or [(token_budget, val_loss)],
+        train_curve=[(i * 1000, val_loss + 0.1) for i in range(1, 6)],
+        tokens_trained=token_budget, token_budget=token_budget, steps=10,
+        tokens_per_s=1e4 * (1 + recipe.warmup_fraction), train_time_s=0.01,
+        peak_memory_bytes=2**30, peak_memory_method="cpu_accounting", activation_bytes=2**20,
+        max_vio_batch=0.2, max_vio_val=0.1, loss_spikes=0, loss_spike_steps=[],
+        grad_norm_mean=1.0, grad_norm_max=2.0, diverged=diverged,
+        diverged_step=7 if diverged else None, stopped_early=False, precision=recipe.precision,
+        fp8_emulated=None, seed=recipe.seed, corpus_hash="fake", n_params=1000,
+        n_active_params=500)
+    fields.update(overrides)
+    return TrainResult(**fields)
+
+
+def quick_train(model_args: ModelArgs, recipe: Recipe, *, data: Any = None, token_budget: int,
+                seed: int | None = None, on_eval: Any = None, eval_every_tokens: int | None = None,
+                device: Any = None, seconds_per_eval: float = 0.0) -> TrainResult:
+    """Reports a val_loss at every evaluation point, each a bit lower, then returns."""
+    target = loss_of(recipe)
+    every = eval_every_tokens or token_budget
+    curve = []
+    for tokens in range(every, token_budget + 1, every):
+        time.sleep(seconds_per_eval)
+        loss = target + (token_budget - tokens) / token_budget
+        curve.append((tokens, loss))
+        if on_eval is not None and on_eval(tokens, {"val_loss": loss, "train_loss": loss + 0.1,
+                                                    "max_vio": 0.1, "step": tokens // 100,
+                                                    "tokens_per_s": 1e4}) == "stop":
+            break
+    return make_result(recipe, token_budget=token_budget, val_loss=curve[-1][1], curve=curve)
+
+
+# Takes ~1 s per evaluation: long enough to kill a driver while trials are in flight.
+slow_train = functools.partial(quick_train, seconds_per_eval=1.0)
+
+
+def nan_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainResult:
+    """A run that diverged: val_loss NaN, diverged=True (as trainers.train reports it)."""
+    return make_result(recipe, token_budget=kw["token_budget"], val_loss=math.nan,
+                       diverged=True)
+
+
+def inf_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainResult:
+    """val_loss inf without the diverged flag: still must not be recorded as a success."""
+    return make_result(recipe, token_budget=kw["token_budget"], val_loss=math.inf)
+
+
+def oom_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainResult:
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
+def cpu_oom_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainResult:
+    raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: not enough "
+                       "memory: you tried to allocate 1073741824 bytes. out of memory")
+
+
+def error_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainResult:
+    raise ValueError("boom: the trainer hit a bug")
+
+
+def memory_hog_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainResult:
+    """Finishes fine but uses 8 GiB: violates a max_peak_memory_gb = 4 constraint."""
+    return make_result(recipe, token_budget=kw["token_budget"], val_loss=loss_of(recipe),
+                       peak_memory_bytes=8 * 2**30)
