@@ -45,7 +45,7 @@ def render_html(snapshot: Snapshot, *, importances: Importances, gaps: list[Fp8G
                      f"{importances.evaluator} on {importances.n_trials} feasible trial(s). "
                      + " ".join(importances.notes))
     body += _section("Learning curves of the best trials", _curves_figure(snapshot),
-                     "Validation loss at each evaluation [measured].")
+                     "Validation loss at each evaluation (EVAL_CURVE) of the best-ranked trials.")
     body += _section("Load balance and loss spikes", _balance_figure(snapshot),
                      "MaxVio = (max expert load − mean) / mean, per batch (mean over steps) and "
                      "on the validation set; loss spikes counted by the trainer [measured].")
@@ -191,7 +191,8 @@ def _curves_figure(snapshot: Snapshot) -> go.Figure | None:
     fig = go.Figure()
     for c in curves:
         fig.add_trace(go.Scatter(x=c.tokens, y=c.val_loss, mode="lines+markers", name=c.label))
-    fig.update_layout(xaxis_title="tokens seen", yaxis_title="val_loss [measured]", height=380)
+    fig.update_layout(xaxis_title="tokens seen", height=380,
+                      yaxis_title=labels.axis_title("val_loss", snapshot.frame))
     return fig
 
 

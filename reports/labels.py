@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tuner.objectives import METRICS
+
 MEMORY_METHODS = {
     "cuda_allocator": "measured: CUDA allocator peak",
     "cpu_accounting": "measured: exact byte count of params, grads, optimizer state, activations",
@@ -16,8 +18,10 @@ SPEED_WORDS = ("tokens_per_s", "throughput", "speed", "time", "mfu")
 
 
 def is_modeled(name: str) -> bool:
-    """Full-scale quantities (``full_*``) come from the cost model, never from a run."""
-    return name.startswith("full_") or "modeled" in name
+    """Full-scale quantities (``full_*``, or registered as modeled) never come from a run."""
+    metric = METRICS.get(name)
+    return name.startswith("full_") or "modeled" in name or \
+        (metric is not None and metric.label == "modeled")
 
 
 def quantity_label(name: str, frame: pd.DataFrame) -> str:

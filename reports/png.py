@@ -107,7 +107,7 @@ def _curves(*, snapshot: Snapshot, **_: object):
     for c in curves:
         ax.plot(c.tokens, c.val_loss, marker=".", label=c.label)
     ax.set_xlabel("tokens seen")
-    ax.set_ylabel("val_loss [measured]")
+    ax.set_ylabel(labels.axis_title("val_loss", snapshot.frame))
     ax.set_title("Learning curves of the best trials")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
