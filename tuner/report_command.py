@@ -1,7 +1,9 @@
 """`moetune report` and `moetune compare`: turn studies in storage into report files.
 
 `register(subparsers)` adds both sub-commands to the `moetune` parser; each handler returns the
-exit status (0 done, 2 bad input: nothing written).
+exit status (0 done, 2 bad input: nothing written). Studies are found as every other command
+finds them (`tuner.commands`: ``--root`` / ``$MOETUNE_ROOT``, ``--storage`` /
+``$MOETUNE_STORAGE``).
 """
 
 from __future__ import annotations
@@ -10,12 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
-import optuna
-
 import reports
-from tuner import storage as study_storage
-
-DEFAULT_ROOT = Path("runs")
+from tuner.cli import UsageError
+from tuner.commands import _open_study, _where_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,33 +35,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _storage_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", type=Path, default=DEFAULT_ROOT,
-                   help="folder holding one run folder per study (default: %(default)s)")
-    p.add_argument("--storage", default="", help="Optuna storage URL (default: the sqlite "
-                   "file in the study's run folder)")
+    _where_options(p)
     p.add_argument("--reference-point", type=float, nargs="+", metavar="V",
                    help="hypervolume reference point, one value per objective")
 
 
-def open_study(name: str, root: Path, storage_override: str) -> optuna.Study:
-    """Load study `name` from ``--storage`` or from its run folder under ``--root``.
-
-    Raises:
-        LookupError: no such study (the message lists the known ones).
-    """
-    url = study_storage.storage_url(root / name, storage_override)
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
-        raise LookupError(f"study {name!r}: no storage at {url} (set --root or --storage).")
-    return study_storage.load_study(name, study_storage.open_storage(url))
-
-
 def run_report(args: argparse.Namespace) -> int:
     try:
-        study = open_study(args.study, args.root, args.storage)
-        out = args.out or args.root / args.study / "report"
+        study = _open_study(args.study, Path(args.root) / args.study, args.storage)
+        out = args.out or Path(args.root) / args.study / "report"
         snap = reports.take_snapshot(study)
         paths = reports.write_report(snap, out, reference_point=args.reference_point)
-    except (LookupError, ValueError) as exc:
+    except (UsageError, ValueError) as exc:
         print(f"moetune report: {exc}", file=sys.stderr)
         return 2
     print(f"report for {args.study!r} in {out}:")
@@ -76,10 +60,11 @@ def run_report(args: argparse.Namespace) -> int:
 
 def run_compare(args: argparse.Namespace) -> int:
     try:
-        studies = [open_study(n, args.root, args.storage) for n in (args.study_a, args.study_b)]
-        out = args.out or args.root / f"compare-{args.study_a}-{args.study_b}"
+        studies = [_open_study(n, Path(args.root) / n, args.storage)
+                   for n in (args.study_a, args.study_b)]
+        out = args.out or Path(args.root) / f"compare-{args.study_a}-{args.study_b}"
         paths = reports.compare(*studies, out, reference_point=args.reference_point)
-    except (LookupError, ValueError) as exc:
+    except (UsageError, ValueError) as exc:
         print(f"moetune compare: {exc}", file=sys.stderr)
         return 2
     print(paths["compare_md"].read_text(encoding="utf-8"))

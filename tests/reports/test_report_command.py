@@ -19,6 +19,13 @@ def run(argv: list[str]) -> int:
     return args.handler(args)
 
 
+def test_the_moetune_cli_has_both_commands() -> None:
+    from tuner.cli import build_parser
+    parser = build_parser()
+    assert parser.parse_args(["report", "s1"]).handler is report_command.run_report
+    assert parser.parse_args(["compare", "a", "b"]).handler is report_command.run_compare
+
+
 def test_report_command_writes_the_files_and_prints_the_top(tmp_path, capsys) -> None:
     url = storage.storage_url(tmp_path / "s1", "")
     (tmp_path / "s1").mkdir()
@@ -41,7 +48,7 @@ def test_unknown_study_exits_2_and_writes_nothing(tmp_path, capsys) -> None:
     assert run(["report", "nope", "--storage", url, "--out", str(out)]) == 2
     assert "no study named 'nope'" in capsys.readouterr().err and not out.exists()
     assert run(["report", "ghost", "--root", str(tmp_path), "--out", str(out)]) == 2
-    assert "no storage at" in capsys.readouterr().err and not out.exists()
+    assert "does not exist" in capsys.readouterr().err and not out.exists()
 
 
 def test_bad_reference_point_exits_2_and_writes_nothing(tmp_path, capsys) -> None:
