@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 COMMAND_MODULES: tuple[str, ...] = (
     "tuner.commands",
+    "tuner.export_command",
     "tuner.report_command",
 )
 

@@ -1,0 +1,212 @@
+"""Export from a synthetic study: picks, scaling rules applied as stated, and the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.distributions import FloatDistribution
+
+from trainers.model_args import ModelArgs
+from trainers.recipe import Recipe
+from tuner import records, scaling
+from tuner.cli import main
+from tuner.export import ExportError, FullRunTarget, build_full_run, export_study
+from tuner.hardware import get_hardware
+from tuner.pick import Pick, finished_trials, knee, pareto_front, pick_trial
+
+CONFIGS = Path("/work/shared/reference/deepseek_v3_configs")
+PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,
+                  vocab_size=256, n_routed_experts=8, n_activated_experts=2, kv_lora_rank=32,
+                  qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16)
+OBJECTIVES = [["val_loss", "minimize"], ["tokens_per_s", "maximize"]]
+# (val_loss, tokens_per_s, lr, feasible, proxy peak GiB)
+TRIALS = [(2.00, 100.0, 1e-3, True, 3.0),
+          (2.10, 200.0, 2e-3, True, 1.0),
+          (2.50, 300.0, 3e-3, True, 1.0),
+          (3.00, 310.0, 4e-3, True, 1.0),
+          (1.90, 50.0, 5e-3, False, 1.0),   # best loss but infeasible
+          (2.60, 150.0, 6e-3, True, 1.0)]   # dominated
+
+
+def add_trials(study: optuna.Study, rows=TRIALS) -> None:
+    study.set_user_attr(records.OBJECTIVES, OBJECTIVES)
+    study.set_user_attr(records.CONSTRAINTS, {"max_peak_memory_gb": 4.0})
+    for loss, tps, lr, feasible, gib in rows:
+        recipe = Recipe(lr=lr, precision="bf16")
+        metrics = {"val_loss": loss, "tokens_per_s": tps, "token_budget": 200_000,
+                   "peak_memory_bytes": int(gib * 2**30)}
+        study.add_trial(optuna.trial.create_trial(
+            values=[loss, tps], params={"lr": lr},
+            distributions={"lr": FloatDistribution(1e-4, 1e-2, log=True)},
+            user_attrs={records.RECIPE: recipe.to_dict(), records.MODEL_ARGS: PROXY.to_dict(),
+                        records.METRICS: metrics,
+                        records.OUTCOME: "complete" if feasible else "infeasible"},
+            constraints={"diverged": -1.0 if feasible else 1.0}))
+
+
+@pytest.fixture
+def study() -> optuna.Study:
+    s = optuna.create_study(study_name="synthetic", directions=["minimize", "maximize"])
+    add_trials(s)
+    return s
+
+
+def config(name: str) -> ModelArgs:
+    path = CONFIGS / f"config_{name}.json"
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    return ModelArgs.from_json(path)
+
+
+def target(**kw) -> FullRunTarget:
+    base = dict(model_args=config("16B"), name="16B", hardware=get_hardware("h800"), gpus=64,
+                tokens=10**12, seq_len=4096)
+    return FullRunTarget(**(base | kw))
+
+
+def test_best_loss_skips_infeasible_trials(study):
+    assert pick_trial(study, Pick(kind="best-loss")).record.number == 0
+
+
+def test_memory_limit_filters_by_measured_proxy_peak(study):
+    assert pick_trial(study, Pick(kind="best-loss", max_memory_gb=2.0)).record.number == 1
+
+
+def test_knee_is_the_point_farthest_below_the_extremes_line(study):
+    # normalised front (loss, -tokens/s): t0 (0, 1), t1 (0.1, 0.524), t2 (0.5, 0.048), t3 (1, 0)
+    # distance below x + y = 1: t1 0.376/√2, t2 0.452/√2 -> t2
+    assert pick_trial(study, Pick(kind="knee")).record.number == 2
+    assert pick_trial(study, Pick(kind="knee", min_tokens_per_s=305)).record.number == 3
+
+
+def test_pareto_front_excludes_dominated_trials(study):
+    feasible = [r for r in finished_trials(study) if r.feasible]
+    front = pareto_front(feasible, [tuple(o) for o in OBJECTIVES])
+    assert sorted(r.number for r in front) == [0, 1, 2, 3]
+
+
+def test_knee_of_a_two_point_front_is_the_one_nearest_the_ideal():
+    s = optuna.create_study(directions=["minimize", "maximize"])
+    add_trials(s, [(2.0, 100.0, 1e-3, True, 1.0), (2.1, 110.0, 2e-3, True, 1.0)])
+    front = finished_trials(s)
+    assert knee(front, [tuple(o) for o in OBJECTIVES]).number == 0  # both at distance 1: first
+
+
+def test_trial_pick_flags_an_infeasible_trial_and_rejects_unknown_numbers(study):
+    assert "INFEASIBLE" in pick_trial(study, Pick(kind="trial", trial=4)).how
+    with pytest.raises(LookupError, match=r"trial 99: not a finished trial.*\[0, 1, 2"):
+        pick_trial(study, Pick(kind="trial", trial=99))
+
+
+def test_no_candidate_left_says_why(study):
+    with pytest.raises(LookupError, match="6 finished, 5 feasible"):
+        pick_trial(study, Pick(kind="knee", max_memory_gb=0.5))
+
+
+def test_rules_are_applied_as_stated(study):
+    t = target()
+    full, picked = export_study(study, Pick(kind="best-loss"), t)
+    proxy = picked.record.recipe
+    # LR: compute law with C = M·D computed here from the cost model's M
+    c_proxy = scaling.non_embedding_flops_per_token(PROXY, proxy.seq_len) * 200_000
+    c_full = scaling.non_embedding_flops_per_token(t.model_args, 4096) * 10**12
+    assert full.recipe.lr == pytest.approx(proxy.lr * (c_full / c_proxy) ** -0.125)
+    # batch: B_opt in sequences, a multiple of dp; ramp shape 8/32 kept
+    dp = full.plan.dp
+    assert full.recipe.batch_end == dp * round(0.292 * c_full**0.3271 / 4096 / dp)
+    assert full.recipe.batch_start == dp * round(full.recipe.batch_end / 4 / dp)
+    # fractions carried, precision carried, checkpoint ratio chosen by the memory model
+    for name in ("warmup_fraction", "batch_ramp_fraction", "min_lr_ratio", "decay",
+                 "precision", "bias_update_speed", "weight_decay"):
+        assert getattr(full.recipe, name) == getattr(proxy, name)
+    rules = {r.field: r for r in full.rules}
+    assert set(rules) == {f.name for f in dataclasses.fields(Recipe)}
+    assert rules["checkpoint_ratio"].kind == "chosen"
+    assert full.cost["peak_memory_gib"]["total"] <= 0.9 * t.hardware.memory_gib
+    assert full.cost["label"] == "modeled"
+
+
+def test_mup_study_keeps_the_lr_and_the_base_width():
+    s = optuna.create_study(directions=["minimize", "maximize"])
+    mup = dataclasses.replace(PROXY, mup_base_dim=32)
+    s.add_trial(optuna.trial.create_trial(
+        values=[2.0, 1.0], user_attrs={records.RECIPE: Recipe(lr=4e-3).to_dict(),
+                                       records.MODEL_ARGS: mup.to_dict(),
+                                       records.METRICS: {"token_budget": 1000}}))
+    full, _ = export_study(s, Pick(kind="trial", trial=0), target())
+    assert full.recipe.lr == 4e-3 and full.model_args.mup_base_dim == 32
+    assert full.hidden_lr == pytest.approx(4e-3 / (2048 / 32))
+    assert any("muP" in w for w in full.warnings)
+
+
+def test_fp8_on_a100_is_refused():
+    s = optuna.create_study(directions=["minimize", "maximize"])
+    rec = finished_trials_from(s, Recipe(precision="fp8"))
+    with pytest.raises(ExportError, match="--hardware: .*a100.* no fp8"):
+        build_full_run(rec, target(hardware=get_hardware("a100")))
+
+
+def finished_trials_from(s: optuna.Study, recipe: Recipe):
+    s.set_user_attr(records.OBJECTIVES, OBJECTIVES)
+    s.add_trial(optuna.trial.create_trial(
+        values=[2.0, 1.0], user_attrs={records.RECIPE: recipe.to_dict(),
+                                       records.MODEL_ARGS: PROXY.to_dict(),
+                                       records.METRICS: {"token_budget": 1000}}))
+    return finished_trials(s)[0]
+
+
+def test_too_few_gpus_proposes_more():
+    s = optuna.create_study(directions=["minimize", "maximize"])
+    rec = finished_trials_from(s, Recipe())
+    with pytest.raises(ExportError, match=r"no parallel layout of 8 x h800.*GPUs would fit"):
+        build_full_run(rec, target(model_args=config("671B"), name="671B", gpus=8))
+
+
+def _sqlite_study(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    s = optuna.create_study(study_name="synthetic", storage=url,
+                            directions=["minimize", "maximize"])
+    add_trials(s)
+    return url
+
+
+def test_cli_writes_the_chosen_format(tmp_path, capsys):
+    url = _sqlite_study(tmp_path)
+    out = tmp_path / "full.json"
+    rc = main(["export", "synthetic", "--storage", url, "--pick", "knee",
+               "--target", str(CONFIGS / "config_16B.json"), "--gpus", "64",
+               "--tokens", "1e12", "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    native = json.loads(out.read_text())
+    assert native["proxy"]["trial"] == 2 and native["target"]["gpus"] == 64
+    assert {r["field"] for r in native["rules"]} >= {"lr", "batch_end", "checkpoint_ratio"}
+    assert "knee" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--hardware", "v100"], "unknown name 'v100'; valid names are"),
+    (["--format", "yaml"], "unknown name 'yaml'; valid formats are"),
+    (["--pick", "trial", "x"], "'trial' takes one trial number"),
+    (["--tokens", "0"], "--tokens: must be a positive whole number"),
+    (["--gpus", "0"], "gpus: must be a positive integer"),
+])
+def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, message):
+    url = _sqlite_study(tmp_path)
+    out = tmp_path / "full.json"
+    base = ["export", "synthetic", "--storage", url, "--target",
+            str(CONFIGS / "config_16B.json"), "--gpus", "64", "--tokens", "1e12",
+            "--out", str(out)]
+    assert main(base + argv) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_cli_unknown_study_exits_2(tmp_path, capsys):
+    url = _sqlite_study(tmp_path)
+    rc = main(["export", "nope", "--storage", url, "--target",
+               str(CONFIGS / "config_16B.json"), "--gpus", "64", "--tokens", "1e12"])
+    assert rc == 2 and "no study named 'nope'" in capsys.readouterr().err

@@ -1,0 +1,198 @@
+"""Each export format round-trips through the tool that reads it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from trainers.model_args import ModelArgs
+from trainers.recipe import Recipe
+from tuner import formats
+from tuner.export import FullRunTarget, build_full_run
+from tuner.formats import hf, megatron, torchtitan
+from tuner.hardware import get_hardware
+from tuner.pick import TrialRecord
+
+CONFIGS = Path("/work/shared/reference/deepseek_v3_configs")
+PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,
+                  vocab_size=256, n_routed_experts=8, n_activated_experts=2, kv_lora_rank=32,
+                  qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16)
+
+# Every flag the Megatron export may emit. Checked one by one against NVIDIA/Megatron-LM@d98e8a64
+# (2026-08-22): megatron/training/arguments.py and the config dataclasses its
+# ArgumentGroupFactory turns into flags (TransformerConfig, ModelParallelConfig, TrainingConfig,
+# SchedulerConfig), including argparse_meta renames (--fp8-format, --norm-epsilon,
+# --disable-bias-linear). Adding a flag to the export means checking it there and adding it here.
+MEGATRON_FLAGS = frozenset("""
+--num-layers --hidden-size --ffn-hidden-size --num-attention-heads --seq-length
+--max-position-embeddings --vocab-size --normalization --norm-epsilon --swiglu
+--disable-bias-linear --untie-embeddings-and-output-weights --position-embedding-type
+--rotary-base --init-method-std --multi-latent-attention --q-lora-rank --kv-lora-rank
+--qk-head-dim --qk-pos-emb-head-dim --v-head-dim --num-experts --moe-layer-freq
+--moe-ffn-hidden-size --moe-router-topk --moe-router-score-function
+--moe-router-topk-scaling-factor --moe-router-dtype --moe-grouped-gemm
+--moe-token-dispatcher-type --moe-shared-expert-intermediate-size --moe-router-num-groups
+--moe-router-group-topk --mtp-num-layers --mtp-loss-scaling-factor
+--moe-router-enable-expert-bias --moe-router-bias-update-rate
+--moe-router-load-balancing-type --moe-aux-loss-coeff --micro-batch-size --global-batch-size
+--train-samples --rampup-batch-size --lr --min-lr --lr-warmup-samples --lr-decay-samples
+--decoupled-lr --decoupled-min-lr --lr-decay-style --lr-wsd-decay-style
+--lr-wsd-decay-samples --adam-beta1 --adam-beta2 --weight-decay --clip-grad --seed
+--tensor-model-parallel-size --pipeline-model-parallel-size --expert-model-parallel-size
+--expert-tensor-parallel-size --use-distributed-optimizer --sequence-parallel
+--recompute-granularity --recompute-method --recompute-num-layers --bf16 --fp8-format
+--fp8-recipe
+""".split())
+
+# torchtitan job-config tables and keys (pytorch/torchtitan@238fa995, config/job_config.py)
+TORCHTITAN_KEYS = {
+    "job": {"description"}, "model": {"name", "flavor", "converters"},
+    "optimizer": {"name", "lr", "eps", "weight_decay"},
+    "lr_scheduler": {"warmup_steps", "decay_ratio", "decay_type", "min_lr_factor"},
+    "training": {"local_batch_size", "global_batch_size", "seq_len", "max_norm", "steps",
+                 "mixed_precision_param"},
+    "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree",
+                    "tensor_parallel_degree", "pipeline_parallel_degree",
+                    "expert_parallel_degree", "expert_tensor_parallel_degree"},
+    "activation_checkpoint": {"mode", "selective_ac_option"}, "debug": {"seed"},
+    "quantize": {"linear", "grouped_mm"},
+}
+
+
+def config(name: str) -> ModelArgs:
+    path = CONFIGS / f"config_{name}.json"
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    return ModelArgs.from_json(path)
+
+
+def full_run(recipe: Recipe, *, proxy: ModelArgs = PROXY, name: str = "671B", **kw):
+    record = TrialRecord(number=3, values={"val_loss": 2.0}, recipe=recipe, model_args=proxy,
+                         metrics={"token_budget": 200_000}, feasible=True, outcome="complete")
+    base = dict(model_args=config(name), name=name, hardware=get_hardware("h800"), gpus=2048,
+                tokens=int(14.8e12), seq_len=4096, tp=1, pp=16, ep=64)
+    return build_full_run(record, FullRunTarget(**(base | kw)), proxy_info={"study": "s"})
+
+
+@pytest.fixture(scope="module")
+def fp8_run():
+    return full_run(Recipe(precision="fp8", lr=3e-3, batch_schedule="linear"))
+
+
+def test_native_is_strict_json_with_every_rule(fp8_run):
+    d = json.loads(formats.render("native", fp8_run))
+    assert d["format"] == "moetune.full_run/1" and d["cost"]["label"] == "modeled"
+    assert all(r["rule"] for r in d["rules"])
+
+
+def test_deepseek_config_loads_with_model_args(fp8_run, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(formats.render("deepseek", fp8_run))
+    loaded = ModelArgs.from_json(path)
+    assert dataclasses.replace(loaded, max_seq_len=fp8_run.model_args.max_seq_len) == \
+        fp8_run.model_args
+
+
+def test_hf_config_loads_with_transformers(fp8_run, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    path = tmp_path / "config.json"
+    path.write_text(formats.render("hf", fp8_run))
+    cfg = transformers.DeepseekV3Config.from_json_file(str(path))
+    a = fp8_run.model_args
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.first_k_dense_replace) == (7168, 61, 3)
+    assert (cfg.n_routed_experts, cfg.num_experts_per_tok, cfg.n_group, cfg.topk_group) == \
+        (256, 8, 8, 4)
+    assert cfg.q_lora_rank == a.q_lora_rank and cfg.routed_scaling_factor == a.route_scale
+    assert cfg.max_position_embeddings == 4096
+    assert hf.from_hf(json.loads(path.read_text())) == dataclasses.replace(
+        a, max_batch_size=8, max_seq_len=ModelArgs().max_seq_len, dtype="bf16",
+        original_seq_len=a.original_seq_len)
+
+
+def test_hf_q_lora_zero_is_null_and_yarn_only_beyond_original_length():
+    a = ModelArgs(dim=64, n_layers=2, n_heads=4, vocab_size=256, q_lora_rank=0)
+    short = hf.to_hf(a, seq_len=4096)
+    long = hf.to_hf(a, seq_len=16384)
+    assert short["q_lora_rank"] is None and short["rope_parameters"]["rope_type"] == "default"
+    assert long["rope_parameters"]["rope_type"] == "yarn"
+    assert long["rope_parameters"]["factor"] == a.rope_factor
+
+
+def test_hf_names_live_in_one_table_only():
+    root = Path(hf.__file__).resolve().parents[1]
+    for path in root.rglob("*.py"):
+        if path.name != "hf.py":
+            assert "num_experts_per_tok" not in path.read_text(), path
+            assert "first_k_dense_replace" not in path.read_text(), path
+
+
+def _parse_args(text: str) -> dict[str, str | None]:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        flag, _, value = line.partition(" ")
+        assert flag not in out, f"{flag} emitted twice"
+        out[flag] = value or None
+    return out
+
+
+@pytest.mark.parametrize("recipe", [
+    Recipe(precision="fp8", decay="cosine"),
+    Recipe(precision="bf16", decay="wsd", batch_schedule="step", checkpoint_ratio=0.5),
+    Recipe(precision="fp32", decay="multistep", batch_schedule="constant", batch_start=32),
+])
+def test_megatron_flags_are_pinned_and_consistent(recipe):
+    run = full_run(recipe)
+    args = _parse_args(formats.render("megatron", run))
+    assert set(args) <= MEGATRON_FLAGS, sorted(set(args) - MEGATRON_FLAGS)
+    assert args["--moe-router-score-function"] == "sigmoid"
+    assert "--moe-router-enable-expert-bias" in args
+    assert float(args["--moe-router-bias-update-rate"]) == recipe.bias_update_speed
+    assert int(args["--global-batch-size"]) % (run.plan.dp * run.recipe.micro_batch) == 0
+    if "--rampup-batch-size" in args:
+        start, step, samples = map(int, args["--rampup-batch-size"].split())
+        assert (int(args["--global-batch-size"]) - start) % step == 0 and samples > 0
+    assert ("--fp8-recipe" in args) == (recipe.precision == "fp8")
+    assert ("--bf16" in args) == (recipe.precision != "fp32")
+
+
+def test_megatron_notes_what_it_cannot_express():
+    _, notes = megatron.flags(full_run(Recipe(decay="multistep", batch_schedule="step")))
+    assert any("multistep" in n for n in notes) and any("step" in n for n in notes)
+
+
+def test_megatron_mup_uses_decoupled_lr():
+    run = full_run(Recipe(lr=4e-3), proxy=dataclasses.replace(PROXY, mup_base_dim=32))
+    args = _parse_args(formats.render("megatron", run))
+    assert float(args["--decoupled-lr"]) == 4e-3
+    assert float(args["--lr"]) == pytest.approx(4e-3 * 32 / 7168)
+
+
+@pytest.mark.parametrize("recipe", [Recipe(precision="fp8"), Recipe(decay="wsd")])
+def test_torchtitan_toml_parses_with_known_sections(recipe):
+    run = full_run(recipe)
+    doc = tomllib.loads(formats.render("torchtitan", run))
+    for table, keys in doc.items():
+        assert table in TORCHTITAN_KEYS and set(keys) <= TORCHTITAN_KEYS[table], table
+    assert doc["training"]["global_batch_size"] == run.recipe.batch_end
+    assert doc["parallelism"]["pipeline_parallel_degree"] == 16
+    assert doc["model"]["flavor"] == "671B"
+    if recipe.precision == "fp8":
+        assert doc["quantize"]["linear"]["float8"]["recipe_name"] == "rowwise"
+
+
+def test_torchtitan_checkpoint_ratio_mapping():
+    assert torchtitan._ac(0.0) == {"mode": "none"}
+    assert torchtitan._ac(1.0) == {"mode": "full"}
+    assert torchtitan._ac(0.25) == {"mode": "selective", "selective_ac_option": "4"}
+
+
+def test_unknown_format_lists_the_valid_ones(fp8_run):
+    with pytest.raises(ValueError, match=re.escape("valid formats are ['deepseek', 'hf'")):
+        formats.render("yaml", fp8_run)

@@ -1,0 +1,328 @@
+"""Export a tuned proxy recipe as a full-run recipe for a target model, hardware and GPU count.
+
+`build_full_run` applies the rules of `tuner.scaling` to one trial's recipe and returns a
+`FullRun`: the target `ModelArgs`, the full-run `Recipe`, the parallel layout, the schedule in
+steps and samples, the modeled cost, and for every recipe field the rule that produced it
+(``scaled`` / ``carried`` / ``chosen`` / ``user``) with its source. `tuner.formats` renders it.
+
+    >>> full = export_study(study, Pick(kind="knee"), target)  # doctest: +SKIP
+    >>> print(tuner.formats.render("megatron", full))          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainers.model_args import ModelArgs
+from trainers.recipe import Recipe
+from tuner import cost_model as cm
+from tuner import scaling
+from tuner.hardware import Hardware
+from tuner.pick import Pick, Picked, TrialRecord, pick_trial
+
+# The MFU (on executed FLOPs) at which the cost model reproduces DeepSeek-V3's 2.664M H800
+# GPU-hours for 14.8T tokens with its fp8 recipe: cost_model.reference_mfu(671B, h800) = 0.237.
+DEFAULT_MFU = 0.237
+MFU_SOURCE = ("cost_model.reference_mfu: reproduces DeepSeek-V3's 2.664M H800 pre-training "
+              "GPU-hours for 14.8T tokens (technical report, Table 1) with the fp8 recipe")
+
+
+class ExportError(ValueError):
+    """The request cannot be exported as asked (the message says why and what would work)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FullRunTarget:
+    """The full run asked for. ``tp``/``pp``/``ep`` fix degrees the planner would otherwise
+    choose; ``global_batch`` (sequences) overrides B_opt."""
+
+    model_args: ModelArgs
+    name: str
+    hardware: Hardware
+    gpus: int
+    tokens: int
+    seq_len: int = 4096
+    global_batch: int | None = None
+    micro_batch: int = 1
+    memory_fraction: float = 0.9
+    mfu: float = DEFAULT_MFU
+    tp: int | None = None
+    pp: int | None = None
+    ep: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("gpus", "tokens", "seq_len", "micro_batch"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and v > 0):
+                raise ValueError(f"{name}: must be a positive integer, but got {name}={v!r}.")
+        if self.global_batch is not None and self.global_batch <= 0:
+            raise ValueError(f"global_batch: must be a positive integer, but got "
+                             f"global_batch={self.global_batch!r}.")
+        if not 0.0 < self.memory_fraction <= 1.0:
+            raise ValueError(f"memory_fraction: must be in (0, 1], but got "
+                             f"memory_fraction={self.memory_fraction!r}.")
+        if not 0.0 < self.mfu <= 1.0:
+            raise ValueError(f"mfu: must be in (0, 1], but got mfu={self.mfu!r}.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FullRun:
+    """A full-run recipe with the rule behind every number."""
+
+    model_args: ModelArgs
+    recipe: Recipe
+    plan: cm.ParallelPlan
+    target: FullRunTarget
+    steps: scaling.StepCounts
+    hidden_lr: float
+    rules: list[scaling.Rule]
+    cost: dict[str, Any]
+    proxy: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The native export (JSON-safe)."""
+        t = self.target
+        return {
+            "format": "moetune.full_run/1",
+            "target": {"name": t.name, "hardware": t.hardware.name, "gpus": t.gpus,
+                       "tokens": t.tokens, "seq_len": t.seq_len, "micro_batch": t.micro_batch,
+                       "memory_fraction": t.memory_fraction},
+            "model_args": self.model_args.to_dict(),
+            "recipe": self.recipe.to_dict(),
+            "lr": {"lr": self.recipe.lr, "hidden_lr": self.hidden_lr,
+                   "min_lr": self.recipe.lr * self.recipe.min_lr_ratio,
+                   "mup": bool(self.model_args.mup_base_dim)},
+            "parallelism": dataclasses.asdict(self.plan) | {"expert_dp": self.plan.expert_dp,
+                                                           "expert_tp": 1},
+            "schedule": dataclasses.asdict(self.steps),
+            "rules": [r.to_dict() for r in self.rules],
+            "cost": self.cost,
+            "proxy": self.proxy,
+            "warnings": list(self.warnings),
+        }
+
+
+def load_target(spec: str) -> tuple[ModelArgs, str]:
+    """A target model from a DeepSeek-style config JSON path or a `trainers.preset` name.
+
+    Raises:
+        ValueError: neither an existing file nor a known preset.
+    """
+    path = Path(spec)
+    if path.suffix == ".json" or path.exists():
+        return ModelArgs.from_json(path), path.stem.removeprefix("config_")
+    try:
+        from trainers import preset  # the proxy presets; absent until trainers.presets lands
+    except ImportError:
+        raise ValueError(f"target: {spec!r} is not a config file, and presets are not "
+                         "available in this install.") from None
+    return preset(spec), spec
+
+
+def _target_args(proxy: ModelArgs, target: ModelArgs) -> ModelArgs:
+    """Target architecture; a µP study keeps its base width so the multipliers carry over."""
+    if proxy.mup_base_dim and not target.mup_base_dim:
+        return dataclasses.replace(target, mup_base_dim=proxy.mup_base_dim)
+    return target
+
+
+def _plan(args: ModelArgs, t: FullRunTarget, precision: str) -> scaling.PlanChoice:
+    kw = dict(seq_len=t.seq_len, micro_batch=t.micro_batch, precision=precision,
+              fraction=t.memory_fraction)
+    choice = scaling.plan_parallelism(args, t.gpus, t.hardware, tp=t.tp, pp=t.pp, ep=t.ep, **kw)
+    if choice is not None:
+        return choice
+    fixed = {k: v for k, v in (("tp", t.tp), ("pp", t.pp), ("ep", t.ep)) if v is not None}
+    msg = (f"no parallel layout of {t.gpus} x {t.hardware.name} {fixed or ''} fits "
+           f"{t.memory_fraction:.0%} of {t.hardware.memory_gib:.0f} GiB per GPU, even with full "
+           f"recompute (modeled).")
+    if fixed:
+        free = scaling.plan_parallelism(args, t.gpus, t.hardware, **kw)
+        if free is not None:
+            raise ExportError(f"{msg} Without fixing {sorted(fixed)}: {free.plan} fits with "
+                              f"checkpoint_ratio {free.checkpoint_ratio:.3g}.")
+    proposal = scaling.propose_gpus(args, t.gpus, t.hardware, **kw)
+    if proposal:
+        gpus, c = proposal
+        raise ExportError(f"{msg} {gpus} GPUs would fit: {c.plan} with checkpoint_ratio "
+                          f"{c.checkpoint_ratio:.3g} ({c.peak_gib:.1f} GiB).")
+    raise ExportError(f"{msg} Nothing up to {64 * t.gpus} GPUs fits either.")
+
+
+def _carried_rules(proxy: Recipe, skip: set[str]) -> list[scaling.Rule]:
+    return [scaling.Rule(field=f.name, value=getattr(proxy, f.name), kind="carried",
+                         rule="copied from the proxy recipe (no transfer rule applies)")
+            for f in dataclasses.fields(Recipe) if f.name not in skip]
+
+
+def build_full_run(record: TrialRecord, target: FullRunTarget, *,
+                   proxy_info: dict[str, Any] | None = None) -> FullRun:
+    """Scale one trial's recipe to ``target``.
+
+    Raises:
+        ExportError: the precision has no tensor cores on the hardware, or no layout fits.
+    """
+    proxy, args = record.recipe, _target_args(record.model_args, target.model_args)
+    precision = proxy.precision
+    try:
+        target.hardware.peak_tflops(precision)
+    except ValueError as exc:
+        raise ExportError(f"--hardware: {exc}") from None
+    choice = _plan(args, target, precision)
+    plan = choice.plan
+    proxy_tokens = int(float(record.metrics.get("token_budget")
+                             or record.metrics.get("tokens_trained") or 0))
+    if proxy_tokens <= 0:
+        raise ExportError(f"trial {record.number}: METRICS has no token_budget; cannot compute "
+                          "the proxy's compute budget.")
+    c_proxy = scaling.compute_budget(record.model_args, proxy.seq_len, proxy_tokens)
+    c_full = scaling.compute_budget(args, target.seq_len, target.tokens)
+    lr, hidden_lr, lr_rule = scaling.scale_lr(record.model_args, proxy.lr, c_proxy, args,
+                                              c_full)
+    start, end, batch_rules = scaling.scale_batch(
+        proxy, c_full=c_full, seq_len=target.seq_len, multiple=plan.dp * target.micro_batch,
+        global_batch=target.global_batch)
+    recipe = dataclasses.replace(proxy, lr=lr, batch_start=start, batch_end=end,
+                                 seq_len=target.seq_len, micro_batch=target.micro_batch,
+                                 checkpoint_ratio=choice.checkpoint_ratio)
+    steps = scaling.step_counts(recipe, target.tokens)
+    rules = [lr_rule, *batch_rules, scaling.warmup_rule(recipe, steps), *_fixed_rules(
+        proxy, recipe, target, choice, steps)]
+    rules += _carried_rules(proxy, {r.field for r in rules})
+    warnings = _warnings(record, proxy, target)
+    return FullRun(model_args=args, recipe=recipe, plan=plan, target=target, steps=steps,
+                   hidden_lr=hidden_lr, rules=rules, warnings=warnings,
+                   cost=full_run_cost(args, recipe, plan, target, c_full),
+                   proxy=(proxy_info or {}) | {"trial": record.number,
+                                               "values": record.values,
+                                               "tokens": proxy_tokens, "compute": c_proxy,
+                                               "recipe": proxy.to_dict()})
+
+
+def _fixed_rules(proxy: Recipe, recipe: Recipe, t: FullRunTarget, choice: scaling.PlanChoice,
+                 steps: scaling.StepCounts) -> list[scaling.Rule]:
+    R = scaling.Rule
+    return [
+        R(field="batch_ramp_fraction", value=recipe.batch_ramp_fraction, kind="carried",
+          rule=f"ramp length kept as a fraction of tokens: ends at step {steps.ramp}, "
+               f"{steps.ramp_samples} sequences"),
+        R(field="decay_fraction", value=recipe.decay_fraction, kind="carried",
+          rule=f"kept as a fraction of tokens ({recipe.decay}); "
+               f"{scaling.lr_steps_note(recipe, steps)}"),
+        R(field="seq_len", value=t.seq_len, kind="user", rule="--seq-len"),
+        R(field="micro_batch", value=t.micro_batch, kind="user", rule="--micro-batch"),
+        R(field="checkpoint_ratio", value=choice.checkpoint_ratio, kind="chosen",
+          rule=(f"smallest whole-block ratio whose modeled peak ({choice.peak_gib:.1f} GiB) fits "
+                f"{t.memory_fraction:.0%} of {t.hardware.memory_gib:.1f} GiB under "
+                f"tp={choice.plan.tp} pp={choice.plan.pp} ep={choice.plan.ep} "
+                f"dp={choice.plan.dp} (proxy used {proxy.checkpoint_ratio})"),
+          source="tuner.cost_model.memory_per_gpu (modeled)"),
+        R(field="precision", value=recipe.precision, kind="carried",
+          rule="carried; fp8 maps to the blockwise recipe (1x128 activation tiles, 128x128 "
+               "weight blocks, E4M3)" if recipe.precision == "fp8" else "carried",
+          source="DeepSeek-V3 technical report, section 3.3"),
+    ]
+
+
+def _warnings(record: TrialRecord, proxy: Recipe, t: FullRunTarget) -> list[str]:
+    out = []
+    if not record.feasible:
+        out.append(f"trial {record.number} violates a study constraint.")
+    if record.model_args.mup_base_dim:
+        out.append("muP transfers LR across width, not across token horizon or batch size "
+                   "(Tensor Programs V); the LR is not adjusted for the longer run.")
+    if t.global_batch is None and proxy.batch_schedule != "constant":
+        out.append("batch_end comes from B_opt, fitted on dense models (DeepSeek LLM); "
+                   "check it against the proxy's tuned end batch.")
+    return out
+
+
+def full_run_cost(args: ModelArgs, recipe: Recipe, plan: cm.ParallelPlan, t: FullRunTarget,
+                  c_full: float) -> dict[str, Any]:
+    """Modeled size, memory and time of the full run (label: modeled)."""
+    params = cm.count_params(args)
+    mem = cm.memory_per_gpu(args, plan, seq_len=t.seq_len, micro_batch=t.micro_batch,
+                            precision=recipe.precision,
+                            checkpoint_ratio=recipe.checkpoint_ratio)
+    f = cm.flops_per_token(args, t.seq_len, checkpoint_ratio=recipe.checkpoint_ratio)
+    hours = cm.gpu_hours(args, tokens=t.tokens, seq_len=t.seq_len, hw=t.hardware,
+                         precision=recipe.precision, mfu=t.mfu,
+                         checkpoint_ratio=recipe.checkpoint_ratio)
+    gib = 1.0 / cm.GIB
+    return {
+        "label": "modeled",
+        "params": {"total": params.total, "active": params.active, "mtp": params.mtp_total},
+        "compute_flops": c_full,
+        "flops_per_token": {"model": f.model, "recompute": f.recompute, "total": f.total},
+        "peak_memory_gib": {"total": mem.total * gib, "weights": mem.weights * gib,
+                            "grads": mem.grads * gib, "optimizer": mem.optimizer * gib,
+                            "activations": mem.activations * gib, "stage": mem.stage,
+                            "capacity": t.hardware.memory_gib},
+        "gpu_hours": hours, "wall_clock_days": hours / t.gpus / 24.0,
+        "step_time_s_at_final_batch": cm.step_time_s(
+            args, global_batch=recipe.batch_end, seq_len=t.seq_len, gpus=t.gpus,
+            hw=t.hardware, precision=recipe.precision, mfu=t.mfu,
+            checkpoint_ratio=recipe.checkpoint_ratio),
+        "mfu": t.mfu, "mfu_source": MFU_SOURCE if t.mfu == DEFAULT_MFU else "--mfu",
+        "not_modeled": "communication, pipeline bubbles, allocator fragmentation",
+    }
+
+
+def export_study(study: Any, pick: Pick, target: FullRunTarget) -> tuple[FullRun, Picked]:
+    """Pick a trial of an Optuna ``study`` and scale it to ``target``."""
+    picked = pick_trial(study, pick)
+    info = {"study": study.study_name, "pick": pick.kind, "how": picked.how}
+    return build_full_run(picked.record, target, proxy_info=info), picked
+
+
+# ---------------------------------------------------------------------------------------------
+# derived study metrics: the full-run cost of a proxy recipe, as objectives/constraints
+# ---------------------------------------------------------------------------------------------
+
+def _as_record(recipe: Recipe, proxy_args: ModelArgs, token_budget: int) -> TrialRecord:
+    return TrialRecord(number=-1, values={}, recipe=recipe, model_args=proxy_args,
+                       metrics={"token_budget": token_budget}, feasible=True, outcome="complete")
+
+
+def full_peak_memory_gb(recipe: Recipe, proxy_args: ModelArgs, target: FullRunTarget, *,
+                        token_budget: int) -> float:
+    """Modeled per-GPU peak (GiB) of the full run this recipe exports to; inf if none fits."""
+    try:
+        full = build_full_run(_as_record(recipe, proxy_args, token_budget), target)
+    except ExportError:
+        return float("inf")
+    return float(full.cost["peak_memory_gib"]["total"])
+
+
+def full_gpu_hours(recipe: Recipe, proxy_args: ModelArgs, target: FullRunTarget, *,
+                   token_budget: int) -> float:
+    """Modeled GPU-hours of the full run this recipe exports to; inf if no layout fits."""
+    try:
+        full = build_full_run(_as_record(recipe, proxy_args, token_budget), target)
+    except ExportError:
+        return float("inf")
+    return float(full.cost["gpu_hours"])
+
+
+def register_full_run_metrics(target: FullRunTarget) -> None:
+    """Register ``full_peak_memory_gb`` and ``full_gpu_hours`` (label ``modeled``) in
+    `tuner.objectives` for ``target``, so a study can trade proxy loss against full-run cost."""
+    from tuner.objectives import Metric, register_metric
+
+    def mem(result: Any, ctx: Any) -> float:
+        return full_peak_memory_gb(ctx.recipe, ctx.model_args, target,
+                                   token_budget=result.token_budget)
+
+    def hours(result: Any, ctx: Any) -> float:
+        return full_gpu_hours(ctx.recipe, ctx.model_args, target,
+                              token_budget=result.token_budget)
+
+    for name, fn, desc in (("full_peak_memory_gb", mem, "per-GPU peak of the full run (GiB)"),
+                           ("full_gpu_hours", hours, "GPU-hours of the full run")):
+        register_metric(Metric(name=name, fn=fn, direction="minimize", label="modeled",
+                               description=f"{desc} on {target.gpus} x {target.hardware.name}"
+                                           f" for {target.name}"), replace=True)

@@ -1,0 +1,119 @@
+"""`moetune export STUDY`: write the chosen recipe as a full-run launch config.
+
+`register(subparsers)` adds the sub-command; its handler returns the exit status (0 written,
+2 bad input or nothing exportable: nothing written, the reason on stderr).
+
+    moetune export my-study --pick knee --target config_671B.json --hardware h800 \\
+        --gpus 2048 --tokens 14.8e12 --format megatron --out run.args
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tuner import formats
+from tuner import storage as study_storage
+from tuner.export import DEFAULT_MFU, ExportError, FullRunTarget, export_study, load_target
+from tuner.hardware import HARDWARE, get_hardware
+from tuner.pick import PICKS, Pick
+
+DEFAULT_ROOT = Path("runs")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``export`` sub-command."""
+    p = subparsers.add_parser("export", help="scale a study's chosen recipe to the full run and "
+                              "write it as a launch config")
+    p.add_argument("study", help="study name")
+    p.add_argument("--pick", nargs="+", default=["best-loss"], metavar="HOW",
+                   help=f"one of {PICKS}; 'trial N' picks trial number N (default: best-loss)")
+    p.add_argument("--max-memory-gb", type=float, help="only trials whose measured proxy peak "
+                   "memory (GiB) is at most this")
+    p.add_argument("--min-tokens-per-s", type=float, help="only trials at least this fast")
+    p.add_argument("--target", required=True, help="DeepSeek-style config JSON or preset name")
+    p.add_argument("--hardware", default="h800", help=f"one of {sorted(HARDWARE)}")
+    p.add_argument("--gpus", type=int, required=True)
+    p.add_argument("--tokens", type=float, required=True,
+                   help="training tokens of the full run (e.g. 14.8e12)")
+    p.add_argument("--seq-len", type=int, default=4096)
+    p.add_argument("--global-batch", type=int, help="final global batch in sequences "
+                   "(default: B_opt of the compute law)")
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--tp", type=int, help="fix the tensor-parallel degree")
+    p.add_argument("--pp", type=int, help="fix the pipeline-parallel degree")
+    p.add_argument("--ep", type=int, help="fix the expert-parallel degree")
+    p.add_argument("--memory-fraction", type=float, default=0.9,
+                   help="share of GPU memory the modeled peak may use (default: %(default)s)")
+    p.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+                   help="model FLOPs utilization assumed for GPU-hours (default: %(default)s, "
+                        "the value that reproduces DeepSeek-V3's reported GPU-hours)")
+    p.add_argument("--format", default="native", help=f"one of {sorted(formats.FORMATS)}")
+    p.add_argument("--out", type=Path, help="output file (default: stdout)")
+    p.add_argument("--root", type=Path, default=DEFAULT_ROOT,
+                   help="folder holding one run folder per study (default: %(default)s)")
+    p.add_argument("--storage", default="", help="Optuna storage URL (default: the sqlite "
+                   "file in the study's run folder)")
+    p.set_defaults(handler=run_export)
+
+
+def parse_pick(args: argparse.Namespace) -> Pick:
+    """``--pick knee`` / ``--pick trial 7`` plus the limits, validated."""
+    words = args.pick
+    trial = None
+    if words[0] == "trial":
+        if len(words) != 2 or not words[1].isdigit():
+            raise ValueError(f"--pick: 'trial' takes one trial number, but got "
+                             f"--pick {' '.join(words)!r}.")
+        trial = int(words[1])
+    elif len(words) != 1:
+        raise ValueError(f"--pick: must be one of {PICKS} (trial N), but got "
+                         f"--pick {' '.join(words)!r}.")
+    return Pick(kind=words[0], trial=trial, max_memory_gb=args.max_memory_gb,
+                min_tokens_per_s=args.min_tokens_per_s)
+
+
+def parse_target(args: argparse.Namespace) -> FullRunTarget:
+    tokens = args.tokens
+    if not (tokens >= 1 and float(tokens).is_integer()):
+        raise ValueError(f"--tokens: must be a positive whole number, but got {tokens!r}.")
+    model_args, name = load_target(args.target)
+    return FullRunTarget(model_args=model_args, name=name, hardware=get_hardware(args.hardware),
+                         gpus=args.gpus, tokens=int(tokens), seq_len=args.seq_len,
+                         global_batch=args.global_batch, micro_batch=args.micro_batch,
+                         memory_fraction=args.memory_fraction, mfu=args.mfu, tp=args.tp,
+                         pp=args.pp, ep=args.ep)
+
+
+def _open_study(name: str, root: Path, override: str):  # -> optuna.Study
+    url = study_storage.storage_url(root / name, override)
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        raise LookupError(f"study {name!r}: no storage at {url} (set --root or --storage).")
+    return study_storage.load_study(name, study_storage.open_storage(url))
+
+
+def run_export(args: argparse.Namespace) -> int:
+    try:
+        if args.format not in formats.FORMATS:
+            raise ValueError(f"--format: unknown name {args.format!r}; valid formats are "
+                             f"{sorted(formats.FORMATS)}.")
+        pick = parse_pick(args)
+        target = parse_target(args)  # validates before the study is opened
+        study = _open_study(args.study, args.root, args.storage)
+        full, picked = export_study(study, pick, target)
+        text = formats.render(args.format, full)
+    except (LookupError, ValueError, ExportError) as exc:
+        print(f"moetune export: {exc}", file=sys.stderr)
+        return 2
+    for w in full.warnings:
+        print(f"moetune export: warning: {w}", file=sys.stderr)
+    print(f"moetune export: trial {picked.record.number}: {picked.how}; "
+          f"{full.plan}; checkpoint_ratio {full.recipe.checkpoint_ratio:.3g}; "
+          f"{full.cost['gpu_hours']:.4g} GPU-hours (modeled)", file=sys.stderr)
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    return 0
