@@ -1,7 +1,9 @@
 """`moetune export STUDY`: write the chosen recipe as a full-run launch config.
 
 `register(subparsers)` adds the sub-command; its handler returns the exit status (0 written,
-2 bad input or nothing exportable: nothing written, the reason on stderr).
+2 bad input or nothing exportable: nothing written, the reason on stderr). Studies are found as
+every other command finds them (`tuner.commands`: ``--root`` / ``$MOETUNE_ROOT``, ``--storage``
+/ ``$MOETUNE_STORAGE``).
 
     moetune export my-study --pick knee --target config_671B.json --hardware h800 \\
         --gpus 2048 --tokens 14.8e12 --format megatron --out run.args
@@ -14,12 +16,10 @@ import sys
 from pathlib import Path
 
 from tuner import formats
-from tuner import storage as study_storage
+from tuner.commands import _open_study, _where_options
 from tuner.export import DEFAULT_MFU, ExportError, FullRunTarget, export_study, load_target
 from tuner.hardware import HARDWARE, get_hardware
 from tuner.pick import PICKS, Pick
-
-DEFAULT_ROOT = Path("runs")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,10 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "the value that reproduces DeepSeek-V3's reported GPU-hours)")
     p.add_argument("--format", default="native", help=f"one of {sorted(formats.FORMATS)}")
     p.add_argument("--out", type=Path, help="output file (default: stdout)")
-    p.add_argument("--root", type=Path, default=DEFAULT_ROOT,
-                   help="folder holding one run folder per study (default: %(default)s)")
-    p.add_argument("--storage", default="", help="Optuna storage URL (default: the sqlite "
-                   "file in the study's run folder)")
+    _where_options(p)
     p.set_defaults(handler=run_export)
 
 
@@ -86,13 +83,6 @@ def parse_target(args: argparse.Namespace) -> FullRunTarget:
                          pp=args.pp, ep=args.ep)
 
 
-def _open_study(name: str, root: Path, override: str):  # -> optuna.Study
-    url = study_storage.storage_url(root / name, override)
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
-        raise LookupError(f"study {name!r}: no storage at {url} (set --root or --storage).")
-    return study_storage.load_study(name, study_storage.open_storage(url))
-
-
 def run_export(args: argparse.Namespace) -> int:
     try:
         if args.format not in formats.FORMATS:
@@ -100,7 +90,7 @@ def run_export(args: argparse.Namespace) -> int:
                              f"{sorted(formats.FORMATS)}.")
         pick = parse_pick(args)
         target = parse_target(args)  # validates before the study is opened
-        study = _open_study(args.study, args.root, args.storage)
+        study = _open_study(args.study, Path(args.root) / args.study, args.storage)
         full, picked = export_study(study, pick, target)
         text = formats.render(args.format, full)
     except (LookupError, ValueError, ExportError) as exc:
