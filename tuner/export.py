@@ -12,15 +12,18 @@ steps and samples, the modeled cost, and for every recipe field the rule that pr
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from trainers.model_args import ModelArgs
 from trainers.recipe import Recipe
 from tuner import cost_model as cm
 from tuner import scaling
-from tuner.hardware import Hardware
+from tuner.hardware import Hardware, get_hardware
 from tuner.pick import Pick, Picked, TrialRecord, pick_trial
 
 # The MFU (on executed FLOPs) at which the cost model reproduces DeepSeek-V3's 2.664M H800
@@ -288,41 +291,97 @@ def _as_record(recipe: Recipe, proxy_args: ModelArgs, token_budget: int) -> Tria
                        metrics={"token_budget": token_budget}, feasible=True, outcome="complete")
 
 
-def full_peak_memory_gb(recipe: Recipe, proxy_args: ModelArgs, target: FullRunTarget, *,
-                        token_budget: int) -> float:
-    """Modeled per-GPU peak (GiB) of the full run this recipe exports to; inf if none fits."""
+@functools.lru_cache(maxsize=256)
+def _full_cost(recipe: Recipe, proxy_args: ModelArgs, target: FullRunTarget,
+               token_budget: int) -> tuple[float, float]:
+    """(peak GiB, GPU-hours) of the full run a recipe exports to; (inf, inf) if none fits."""
     try:
         full = build_full_run(_as_record(recipe, proxy_args, token_budget), target)
     except ExportError:
-        return float("inf")
-    return float(full.cost["peak_memory_gib"]["total"])
+        return math.inf, math.inf
+    return float(full.cost["peak_memory_gib"]["total"]), float(full.cost["gpu_hours"])
+
+
+def full_peak_memory_gb(recipe: Recipe, proxy_args: ModelArgs, target: FullRunTarget, *,
+                        token_budget: int) -> float:
+    """Modeled per-GPU peak (GiB) of the full run this recipe exports to; inf if none fits.
+
+    The checkpoint ratio is re-chosen for the full run, so this moves with what the recipe
+    carries over (precision) and what the memory model must recompute to fit.
+    """
+    return _full_cost(recipe, proxy_args, target, token_budget)[0]
 
 
 def full_gpu_hours(recipe: Recipe, proxy_args: ModelArgs, target: FullRunTarget, *,
                    token_budget: int) -> float:
     """Modeled GPU-hours of the full run this recipe exports to; inf if no layout fits."""
-    try:
-        full = build_full_run(_as_record(recipe, proxy_args, token_budget), target)
-    except ExportError:
-        return float("inf")
-    return float(full.cost["gpu_hours"])
+    return _full_cost(recipe, proxy_args, target, token_budget)[1]
 
 
-def register_full_run_metrics(target: FullRunTarget) -> None:
+# Full run assumed by the study metrics when the spec says nothing more: DeepSeek-V3's.
+SPEC_DEFAULTS = {"hardware": "h800", "gpus": 2048, "tokens": int(14.8e12), "seq_len": 4096}
+
+
+def target_from_spec(spec: Any) -> FullRunTarget:
+    """The full run of a study: ``[model] full`` as the target, and hardware, gpus, tokens and
+    seq_len from a ``full_run`` section when the spec has one, else `SPEC_DEFAULTS`.
+
+    Raises:
+        ValueError: the spec names no full model config.
+    """
+    path = getattr(getattr(spec, "model", None), "full", "")
+    if not path:
+        raise ValueError("full_peak_memory_gb / full_gpu_hours need [model] full = "
+                         "<config JSON> in the study spec.")
+    section = getattr(spec, "full_run", None)
+    given = {k: getattr(section, k) for k in SPEC_DEFAULTS if getattr(section, k, None)}
+    kw = SPEC_DEFAULTS | given
+    args, name = load_target(path)
+    return FullRunTarget(model_args=args, name=name, hardware=get_hardware(kw["hardware"]),
+                         gpus=int(kw["gpus"]), tokens=int(kw["tokens"]),
+                         seq_len=int(kw["seq_len"]))
+
+
+def register_full_run_metrics(target: FullRunTarget | None = None) -> None:
     """Register ``full_peak_memory_gb`` and ``full_gpu_hours`` (label ``modeled``) in
-    `tuner.objectives` for ``target``, so a study can trade proxy loss against full-run cost."""
+    `tuner.objectives`, so a study can trade proxy loss against full-run cost.
+
+    With ``target`` the metrics use it; without, each trial's spec gives it
+    (`target_from_spec`). This module registers the spec-driven pair when imported.
+    """
     from tuner.objectives import Metric, register_metric
 
+    def resolve(ctx: Any) -> FullRunTarget:
+        return target if target is not None else _spec_target(ctx.spec)
+
     def mem(result: Any, ctx: Any) -> float:
-        return full_peak_memory_gb(ctx.recipe, ctx.model_args, target,
+        return full_peak_memory_gb(ctx.recipe, ctx.model_args, resolve(ctx),
                                    token_budget=result.token_budget)
 
     def hours(result: Any, ctx: Any) -> float:
-        return full_gpu_hours(ctx.recipe, ctx.model_args, target,
+        return full_gpu_hours(ctx.recipe, ctx.model_args, resolve(ctx),
                               token_budget=result.token_budget)
 
-    for name, fn, desc in (("full_peak_memory_gb", mem, "per-GPU peak of the full run (GiB)"),
-                           ("full_gpu_hours", hours, "GPU-hours of the full run")):
+    where = (f"{target.gpus} x {target.hardware.name} for {target.name}" if target else
+             "the spec's [model] full config (default run: 2048 x h800, 14.8T tokens)")
+    for name, fn, desc in (("full_peak_memory_gb", mem, "modeled per-GPU peak of the full run"
+                            " (GiB)"),
+                           ("full_gpu_hours", hours, "modeled GPU-hours of the full run")):
         register_metric(Metric(name=name, fn=fn, direction="minimize", label="modeled",
-                               description=f"{desc} on {target.gpus} x {target.hardware.name}"
-                                           f" for {target.name}"), replace=True)
+                               description=f"{desc}, {where}"), replace=True)
+
+
+@functools.lru_cache(maxsize=8)
+def _spec_target_cached(path: str, full_run: tuple[tuple[str, Any], ...]) -> FullRunTarget:
+    spec = SimpleNamespace(model=SimpleNamespace(full=path),
+                           full_run=SimpleNamespace(**dict(full_run)))
+    return target_from_spec(spec)
+
+
+def _spec_target(spec: Any) -> FullRunTarget:
+    section = getattr(spec, "full_run", None)
+    items = tuple((k, getattr(section, k, None)) for k in SPEC_DEFAULTS)
+    return _spec_target_cached(getattr(getattr(spec, "model", None), "full", ""), items)
+
+
+register_full_run_metrics()

@@ -210,3 +210,24 @@ def test_cli_unknown_study_exits_2(tmp_path, capsys):
     rc = main(["export", "nope", "--storage", url, "--target",
                str(CONFIGS / "config_16B.json"), "--gpus", "64", "--tokens", "1e12"])
     assert rc == 2 and "no study named 'nope'" in capsys.readouterr().err
+
+
+def test_full_run_metrics_are_registered_and_trade_precision_for_cost():
+    from types import SimpleNamespace
+
+    from tuner.objectives import MetricContext, get_metric
+
+    hours, mem = get_metric("full_gpu_hours"), get_metric("full_peak_memory_gb")
+    assert hours.label == mem.label == "modeled"
+    spec = SimpleNamespace(model=SimpleNamespace(full=str(CONFIGS / "config_16B.json")))
+    result = SimpleNamespace(token_budget=200_000)
+
+    def ctx(precision: str) -> MetricContext:
+        return MetricContext(spec=spec, recipe=Recipe(precision=precision), model_args=PROXY)
+
+    # default full run (2048 x h800, 14.8T tokens): fp8 runs the block matmuls at twice the rate
+    assert hours.fn(result, ctx("fp8")) < hours.fn(result, ctx("bf16"))
+    assert 0 < mem.fn(result, ctx("bf16")) <= 0.9 * get_hardware("h800").memory_gib
+    with pytest.raises(ValueError, match=r"need \[model\] full"):
+        hours.fn(result, MetricContext(spec=SimpleNamespace(model=SimpleNamespace(full="")),
+                                       recipe=Recipe(), model_args=PROXY))
