@@ -111,6 +111,9 @@ def scale_batch(proxy_recipe: Recipe, *, c_full: float, seq_len: int, multiple: 
                               f"{tokens / seq_len:.1f} sequences of {seq_len}, rounded to a "
                               f"multiple of dp*micro_batch={multiple}"),
                         source=COMPUTE_LAW_SOURCE)
+    if proxy_recipe.batch_schedule == "constant":
+        return end, end, [end_rule, Rule(field="batch_start", value=end, kind="carried",
+                                         rule="constant batch schedule: batch_start = batch_end")]
     shape = proxy_recipe.batch_start / proxy_recipe.batch_end
     start = min(end, round_to_multiple(end * shape, multiple))
     start_rule = Rule(field="batch_start", value=start, kind="scaled",

@@ -66,6 +66,12 @@ def test_user_global_batch_wins_over_b_opt():
     assert start == 256  # 1008 / 4 = 252 -> nearest multiple of 16
 
 
+def test_constant_schedule_has_no_ramp():
+    start, end, rules = scaling.scale_batch(Recipe(batch_schedule="constant", batch_start=8,
+                                                   batch_end=32), c_full=1e24, seq_len=4096)
+    assert start == end and "constant" in rules[1].rule
+
+
 def test_step_counts_of_a_constant_batch():
     r = Recipe(batch_schedule="constant", batch_start=4, batch_end=4, seq_len=10,
                warmup_fraction=0.25, decay="wsd", decay_fraction=0.5)
