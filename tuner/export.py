@@ -140,8 +140,9 @@ def _plan(args: ModelArgs, t: FullRunTarget, precision: str) -> scaling.PlanChoi
     if choice is not None:
         return choice
     fixed = {k: v for k, v in (("tp", t.tp), ("pp", t.pp), ("ep", t.ep)) if v is not None}
-    msg = (f"no parallel layout of {t.gpus} x {t.hardware.name} {fixed or ''} fits "
-           f"{t.memory_fraction:.0%} of {t.hardware.memory_gib:.0f} GiB per GPU, even with full "
+    held = f" with {fixed}" if fixed else ""
+    msg = (f"no parallel layout of {t.gpus} x {t.hardware.name}{held} fits "
+           f"{t.memory_fraction:.0%} of {t.hardware.memory_gib:.1f} GiB per GPU, even with full "
            f"recompute (modeled).")
     if fixed:
         free = scaling.plan_parallelism(args, t.gpus, t.hardware, **kw)
