@@ -16,12 +16,14 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from trainers import ModelArgs, Recipe, TrainResult
 from tuner import records
 from tuner.objectives import MetricContext, constraint_target, constraint_value, get_metric
-from tuner.spec import StudySpec
+
+if TYPE_CHECKING:  # the trial workers import this module; they need no spec (nor Optuna)
+    from tuner.spec import StudySpec
 
 Status = Literal["ok", "oom", "error"]
 State = Literal["complete", "infeasible", "pruned", "fail"]

@@ -6,6 +6,7 @@ NSGA-II read ``trial.constraints`` of finished trials, so no ``constraints_func`
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 
 import optuna
@@ -23,7 +24,8 @@ def resolve_sampler_name(spec: StudySpec) -> str:
     space: SearchSpace = spec.space
     numeric = not any(isinstance(p.distribution, optuna.distributions.CategoricalDistribution)
                       for p in space.params)
-    if len(spec.objectives) == 1 and numeric and not space.has_conditions():
+    has_scipy = importlib.util.find_spec("scipy") is not None  # GPSampler needs it
+    if len(spec.objectives) == 1 and numeric and not space.has_conditions() and has_scipy:
         return "gp"
     if len(spec.objectives) > 1 and spec.study.n_trials >= 200:
         return "nsga2"

@@ -12,6 +12,7 @@ can validate first and write nothing on bad input.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import re
 import tomllib
@@ -194,6 +195,9 @@ def _check_study(s: StudySection) -> None:
     _require(s.max_concurrent >= 1, "study.max_concurrent", "must be >= 1", s.max_concurrent)
     _require(s.seed >= 0, "study.seed", "must be >= 0", s.seed)
     _require(s.sampler in SAMPLERS, "study.sampler", f"must be one of {SAMPLERS}", s.sampler)
+    if s.sampler == "gp":
+        _require(importlib.util.find_spec("scipy") is not None, "study.sampler",
+                 "'gp' needs scipy installed (pip install scipy)", s.sampler)
     if s.storage:
         _require(s.storage.startswith(("sqlite:///", "postgresql", "mysql")), "study.storage",
                  "must be '' (a sqlite file in the run folder) or a database URL "
@@ -229,6 +233,8 @@ def _check_budget(b: BudgetSection, p: PruningSection) -> None:
              f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", b.eval_every_tokens)
     _require(p.scheduler in SCHEDULERS, "pruning.scheduler", f"must be one of {SCHEDULERS}",
              p.scheduler)
+    if p.scheduler == "none":
+        return
     _require(0 < p.grace_tokens <= b.tokens_per_trial, "pruning.grace_tokens",
              f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", p.grace_tokens)
     _require(p.reduction_factor > 1, "pruning.reduction_factor", "must be > 1",

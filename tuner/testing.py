@@ -89,3 +89,13 @@ def memory_hog_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainR
     """Finishes fine but uses 8 GiB: violates a max_peak_memory_gb = 4 constraint."""
     return make_result(recipe, token_budget=kw["token_budget"], val_loss=loss_of(recipe),
                        peak_memory_bytes=8 * 2**30)
+
+
+# lr -> behaviour, so one study (with these lr values enqueued) exercises every outcome.
+BY_LR = {1e-4: nan_train, 2e-4: inf_train, 3e-4: oom_train, 4e-4: cpu_oom_train,
+         5e-4: error_train, 6e-4: memory_hog_train}
+
+
+def mixed_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainResult:
+    """Behaves like ``BY_LR[recipe.lr]`` (a healthy `quick_train` for any other lr)."""
+    return BY_LR.get(recipe.lr, quick_train)(model_args, recipe, **kw)

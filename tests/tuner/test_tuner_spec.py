@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from tuner.spec import SpecError, StudySpec, load_spec, spec_from_dict
+
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART = REPO / "search_spaces" / "quickstart.toml"
+SPACE = {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}}}
+
+
+def base() -> dict:
+    return {"study": {"name": "s1"}, "space": copy.deepcopy(SPACE)}
+
+
+def with_(path: str, value) -> dict:
+    d = base()
+    *sections, key = path.split(".")
+    node = d
+    for s in sections:
+        node = node.setdefault(s, {})
+    node[key] = value
+    return d
+
+
+BAD = [
+    ({**base(), "studdy": {}}, ["spec", "unknown key", "studdy", "study"]),
+    ({"space": SPACE}, ["study", "required"]),
+    ({"study": {"name": "x"}}, ["space", "required"]),
+    (with_("study.name", ""), ["study.name", "folder"]),
+    (with_("study.name", "../etc"), ["study.name", "../etc"]),
+    (with_("study.name", 3), ["study.name", "string", "3"]),
+    (with_("study.nme", "x"), ["study", "unknown key", "nme", "n_trials"]),
+    (with_("study.n_trials", 0), ["study.n_trials", ">= 1", "0"]),
+    (with_("study.n_trials", 2.5), ["study.n_trials", "integer", "2.5"]),
+    (with_("study.n_trials", True), ["study.n_trials", "integer", "True"]),
+    (with_("study.max_concurrent", 0), ["study.max_concurrent", ">= 1"]),
+    (with_("study.seed", -1), ["study.seed", ">= 0"]),
+    (with_("study.sampler", "cmaes"), ["study.sampler", "tpe", "cmaes"]),
+    (with_("study.storage", "redis://x"), ["study.storage", "URL", "redis://x"]),
+    (with_("model.preset", "huge"), ["model.preset", "huge", "debug"]),
+    (with_("model.size", "x"), ["model", "unknown key", "size", "preset"]),
+    ({**base(), "model": {"preset": "debug", "full": "x.json"}}, ["model", "exactly one"]),
+    ({**base(), "model": {"preset": "debug", "proxy": "proxy-s"}}, ["model.proxy", "full"]),
+    (with_("model.full", "/no/such.json"), ["model.full", "existing", "/no/such.json"]),
+    (with_("data.vocab_size", -5), ["data.vocab_size", ">= 0", "-5"]),
+    (with_("data.corpora", "x"), ["data", "unknown key", "corpus"]),
+    (with_("budget.tokens_per_trial", 0), ["budget.tokens_per_trial", "> 0"]),
+    (with_("budget.eval_every_tokens", 10**9), ["budget.eval_every_tokens", "tokens_per_trial"]),
+    (with_("budget.tokens", 5), ["budget", "unknown key", "tokens_per_trial"]),
+    (with_("objectives.val_los", "minimize"), ["objectives.val_los", "val_loss"]),
+    (with_("objectives.val_loss", "min"), ["objectives.val_loss", "minimize", "min"]),
+    ({**base(), "objectives": {}}, ["objectives", "at least one"]),
+    (with_("constraints.max_bogus", 1.0), ["constraints.max_bogus", "max_<metric>"]),
+    (with_("constraints.max_peak_memory_gb", "4"), ["constraints.max_peak_memory_gb", "'4'"]),
+    (with_("constraints.max_peak_memory_gb", float("nan")), ["finite", "nan"]),
+    (with_("pruning.scheduler", "hyperband"), ["pruning.scheduler", "asha", "hyperband"]),
+    (with_("pruning.grace_tokens", 0), ["pruning.grace_tokens", "0"]),
+    (with_("pruning.reduction_factor", 1), ["pruning.reduction_factor", "> 1"]),
+    (with_("pruning.reduction_factor", float("inf")), ["pruning.reduction_factor", "finite"]),
+    (with_("resources.cpus_per_trial", 0), ["resources.cpus_per_trial", "> 0"]),
+    (with_("resources.gpus_per_trial", -1), ["resources.gpus_per_trial", ">= 0"]),
+    (with_("resources.gpu", 1), ["resources", "unknown key", "gpus_per_trial"]),
+    ({**base(), "space": {"file": "deepseek_v3.toml", **SPACE}}, ["space", "not both"]),
+    ({**base(), "space": {"file": "nope.toml"}}, ["space.file", "nope.toml", "deepseek_v3"]),
+    ({**base(), "space": {"file": 3}}, ["space.file", "string"]),
+    ({**base(), "space": {"params": {"lr": {"type": "float", "low": 1, "high": 0}}}},
+     ["space.params.lr", "low <= high"]),
+    ({**base(), "study": "s1"}, ["study", "table"]),
+]
+
+
+@pytest.mark.parametrize(("table", "words"), BAD, ids=[w[0] + str(i) for i, (_, w) in
+                                                        enumerate(BAD)])
+def test_bad_spec_is_rejected_with_field_rule_and_value(table, words):
+    with pytest.raises(SpecError) as e:
+        spec_from_dict(table)
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_defaults_debug_preset_stdlib_corpus_val_loss():
+    s = spec_from_dict(base())
+    assert (s.model.preset, s.data.corpus) == ("debug", "stdlib")
+    assert s.objectives == (("val_loss", "minimize"),)
+    assert s.study.storage == ""
+
+
+def test_spec_is_frozen_and_round_trips_with_space_inline():
+    s = load_spec(QUICKSTART)
+    with pytest.raises(AttributeError):
+        s.study.name = "x"  # type: ignore[misc]
+    d = s.to_dict()
+    assert "file" not in d["space"] and "params" in d["space"]
+    assert StudySpec.from_dict(d) == s
+
+
+def test_space_file_is_found_in_search_spaces_and_relative_to_the_spec(tmp_path: Path):
+    (tmp_path / "mine.toml").write_text(
+        '[params.lr]\ntype = "float"\nlow = 0.001\nhigh = 0.01\n')
+    spec = tmp_path / "s.toml"
+    spec.write_text('[study]\nname = "x"\n[space]\nfile = "mine.toml"\n')
+    assert load_spec(spec).space.names() == ("lr",)
+    spec.write_text('[study]\nname = "x"\n[space]\nfile = "deepseek_v3.toml"\n')
+    assert "batch_schedule" in load_spec(spec).space.names()
+
+
+def test_overrides_and_file_errors(tmp_path: Path):
+    assert load_spec(QUICKSTART, overrides={"study.name": "other"}).name == "other"
+    with pytest.raises(SpecError, match="existing file"):
+        load_spec(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[study\n")
+    with pytest.raises(SpecError, match="not valid TOML"):
+        load_spec(bad)
+
+
+def test_constraint_forms():
+    s = spec_from_dict({**base(), "constraints": {"max_vio": 0.5, "max_peak_memory_gb": 4,
+                                                  "min_tokens_per_s": 1000}})
+    assert s.constraints == (("max_vio", 0.5), ("max_peak_memory_gb", 4.0),
+                             ("min_tokens_per_s", 1000.0))
