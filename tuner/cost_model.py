@@ -9,9 +9,11 @@ Parameters (bias-free linears, RMSNorm weights, untied embedding and output head
     MLA      q: d·h·(nope+rope)  or  d·q_lora + q_lora + q_lora·h·(nope+rope);
              kv: d·(kv_lora+rope) + kv_lora + kv_lora·h·(nope+v);  out: h·v·d
     dense    3·d·inter_dim (SwiGLU w1, w2, w3)
-    MoE      routed E·3·d·m, shared 3·d·(n_shared·m), gate E·d (+ E bias when gate_bias)
+    MoE      routed E·3·d·m, shared 3·d·(n_shared·m), gate E·d (the balancing bias is state
+             updated outside the optimizer, not a parameter: E floats per MoE layer, not counted)
     block    + 2·d norm weights;  model: V·d embedding + V·d head + d final norm
-    MTP      per depth: 2·d norms + 2d·d projection + one MoE block (embedding/head shared)
+    MTP      per depth: 3·d norms (hidden, embedding, output) + 2d·d projection + one MoE block
+             (embedding and head shared with the main model)
 Active = total − routed experts + k/E of them.
 
 FLOPs per token (training = 3 × forward; forward = 2 per matmul weight):
@@ -101,7 +103,7 @@ def shared_expert_params(a: ModelArgs) -> int:
 
 
 def gate_params(a: ModelArgs) -> int:
-    return a.n_routed_experts * a.dim + (a.n_routed_experts if a.gate_bias else 0)
+    return a.n_routed_experts * a.dim
 
 
 def layer_params(a: ModelArgs, *, moe: bool, active: bool = False) -> int:
@@ -114,8 +116,8 @@ def layer_params(a: ModelArgs, *, moe: bool, active: bool = False) -> int:
 
 
 def mtp_module_params(a: ModelArgs, *, active: bool = False) -> int:
-    """One MTP depth: two RMSNorms, the 2d→d projection and one MoE block."""
-    return 2 * a.dim + 2 * a.dim * a.dim + layer_params(a, moe=True, active=active)
+    """One MTP depth: three RMSNorms, the 2d→d projection and one MoE block."""
+    return 3 * a.dim + 2 * a.dim * a.dim + layer_params(a, moe=True, active=active)
 
 
 def count_params(a: ModelArgs) -> ParamCount:
