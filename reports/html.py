@@ -214,9 +214,10 @@ def _balance_figure(snapshot: Snapshot) -> go.Figure | None:
 def _fp8_figure(gaps: list[Fp8Gap]) -> go.Figure | None:
     if not gaps:
         return None
-    names = [f"#{g.fp8_trial} vs #{g.bf16_trial}" + ("" if g.matched else " (unmatched)")
+    names = [f"#{g.fp8_trial} vs #{g.bf16_trial}" + ("" if g.matched else " (recipes differ)")
              for g in gaps]
-    colors = ["#2ca02c" if g.within_bar else PARETO for g in gaps]
+    colors = [INFEASIBLE if not g.matched else "#2ca02c" if g.within_bar else PARETO
+              for g in gaps]
     fig = go.Figure(go.Bar(x=names, y=[100 * g.relative for g in gaps],
                            marker={"color": colors}, name="gap"))
     for y in (100 * DEEPSEEK_V3_BAR, -100 * DEEPSEEK_V3_BAR):
@@ -231,5 +232,6 @@ def _fp8_note(gaps: list[Fp8Gap]) -> str:
     emulated = any(g.fp8_emulated for g in gaps)
     return (f"Dashed lines: DeepSeek-V3's bar, ±{DEEPSEEK_V3_BAR:.2%} relative. "
             + ("fp8 was emulated (quantize/dequantize): loss numerics faithful, speed not. "
-               if emulated else "") + "Pairs share their recipe apart from precision unless "
-            "marked unmatched.")
+               if emulated else "") + "Pairs share their recipe apart from precision; a grey "
+            "bar compares the best fp8 and best bf16 trials, whose recipes differ, so its gap "
+            "is not a precision effect.")

@@ -8,6 +8,7 @@ and failed trials follow, grouped by reason, because why a region fails is a res
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import pandas as pd
@@ -22,6 +23,7 @@ from reports.snapshot import Snapshot
 GROUPS = (("infeasible", "Infeasible"), ("pruned", "Pruned"), ("fail", "Failed"),
           ("running", "Still running"), ("waiting", "Waiting"))
 # Objective values these may hold are stand-ins (worst case) or partial, so they are not shown.
+NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 
 
 def fmt(v: object) -> str:
@@ -70,6 +72,19 @@ def top_table(frame: pd.DataFrame, n: int = 10) -> str:
     lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
              for line in (header, *rows)]
     return "\n".join(lines)
+
+
+def reason_kind(reason: str) -> tuple[str, str]:
+    """Split a reason into the kind it shares with others and this trial's detail.
+
+    "constraint max_vio: 2.1 violates <= 2" → ("constraint max_vio", "2.1 violates <= 2");
+    "pruned by ASHA at 77824 tokens" → ("pruned by ASHA at N tokens", "77824").
+    """
+    if ":" in reason:
+        kind, detail = reason.split(":", 1)
+        return kind.strip(), detail.strip()
+    numbers = NUMBER.findall(reason)
+    return NUMBER.sub("N", reason), ", ".join(numbers)
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -140,11 +155,12 @@ def _grouped(snapshot: Snapshot) -> list[str]:
             continue
         out += [f"## {title} ({len(part)})", ""]
         reasons = part["reason"].fillna("").astype(str)
-        # "constraint m: 5.1 > 4.0" and "constraint m: 4.2 > 4.0" are one reason with details.
-        kind = reasons.str.split(":", n=1).str[0]
-        for key, g in part.groupby(kind, sort=False):
-            trials = ", ".join(f"#{n}" + (f" ({r.split(':', 1)[1].strip()})" if ":" in r else "")
-                               for n, r in zip(g["number"], reasons[g.index], strict=True))
+        keyed = [reason_kind(r) for r in reasons]
+        kinds = pd.Series([k for k, _ in keyed], index=part.index)
+        details = dict(zip(part.index, (d for _, d in keyed), strict=True))
+        for key, g in part.groupby(kinds, sort=False):
+            trials = ", ".join(f"#{n}" + (f" ({details[i]})" if details[i] else "")
+                               for i, n in zip(g.index, g["number"], strict=True))
             out.append(f"- {key or '(no reason recorded)'} ({len(g)}): {trials}")
         out.append("")
     return out
@@ -172,8 +188,9 @@ def _fp8_section(gaps: list[Fp8Gap]) -> list[str]:
                f"< {DEEPSEEK_V3_BAR:.2%}.")
     out.append("")
     rows = [[f"#{g.fp8_trial}", f"#{g.bf16_trial}", fmt(g.fp8_loss), fmt(g.bf16_loss),
-             f"{g.relative:+.3%}", "yes" if g.within_bar else "no",
-             "same recipe" if g.matched else "best of each (recipes differ)",
+             f"{g.relative:+.3%}", ("yes" if g.within_bar else "no") if g.matched else "n/a",
+             "same recipe" if g.matched else "best of each: recipes differ, not a precision "
+             "effect",
              "emulated" if g.fp8_emulated else ("native" if g.fp8_emulated is False else "–")]
             for g in gaps]
     return out + _md_table(["fp8", "bf16", "fp8 loss", "bf16 loss", "gap", "within bar",

@@ -64,6 +64,14 @@ def test_infeasible_only(tmp_path) -> None:
     assert "infeasible" in html  # the points are still plotted, marked as such
 
 
+def test_reasons_that_differ_only_in_numbers_are_one_group(tmp_path) -> None:
+    study = new_study()
+    for tokens in (77824, 75776, 77824):
+        add(study, state="pruned", reason=f"pruned by ASHA at {tokens} tokens")
+    _, md, _, _ = built(study, tmp_path)
+    assert "- pruned by ASHA at N tokens (3): #0 (77824), #1 (75776), #2 (77824)" in md
+
+
 def test_infeasible_reason_derived_when_runner_left_none(tmp_path) -> None:
     study = new_study()
     add(study, state="infeasible", values=[3.0, 5.0], constraints={"max_peak_memory_gb": 1.0})
@@ -168,14 +176,16 @@ def test_fp8_gap_of_a_matched_pair_and_the_bar(tmp_path) -> None:
     assert "| #1 | #0 | 3.006 | 3 | +0.200% | yes | same recipe | emulated |" in md
 
 
-def test_fp8_gap_unmatched_is_labelled() -> None:
+def test_fp8_gap_unmatched_is_labelled(tmp_path) -> None:
     study = new_study()
     add(study, values=[3.0, 1.0], val_loss=3.0,
         params={"lr": 1e-3, "warmup_fraction": 0.05, "precision": "bf16"})
     add(study, values=[3.3, 1.0], val_loss=3.3,
         params={"lr": 2e-3, "warmup_fraction": 0.05, "precision": "fp8"})
     (gap,) = fp8_gaps(take_snapshot(study))
-    assert not gap.matched and not gap.within_bar and gap.relative == pytest.approx(0.1)
+    assert not gap.matched and gap.relative == pytest.approx(0.1)
+    _, md, _, _ = built(study, tmp_path)
+    assert "| +10.000% | n/a | best of each: recipes differ, not a precision effect |" in md
 
 
 def test_importances_name_the_parameter_that_drives_the_loss() -> None:
