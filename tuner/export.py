@@ -22,7 +22,7 @@ from typing import Any
 from trainers.model_args import ModelArgs
 from trainers.recipe import Recipe
 from tuner import cost_model as cm
-from tuner import scaling
+from tuner import records, scaling
 from tuner.hardware import Hardware, get_hardware
 from tuner.pick import Pick, Picked, TrialRecord, pick_trial
 
@@ -279,8 +279,15 @@ def full_run_cost(args: ModelArgs, recipe: Recipe, plan: cm.ParallelPlan, t: Ful
 def export_study(study: Any, pick: Pick, target: FullRunTarget) -> tuple[FullRun, Picked]:
     """Pick a trial of an Optuna ``study`` and scale it to ``target``."""
     picked = pick_trial(study, pick)
-    info = {"study": study.study_name, "pick": pick.kind, "how": picked.how}
-    return build_full_run(picked.record, target, proxy_info=info), picked
+    info = {"study": study.study_name, "pick": pick.kind, "how": picked.how,
+            "validation": study.user_attrs.get(records.VALIDATION)}
+    full = build_full_run(picked.record, target, proxy_info=info)
+    check = info["validation"]
+    if check and not check.get("chosen_stays_on_top", True):
+        full.warnings.append(f"transfer check (moetune validate, {check.get('scale')}x width): "
+                             f"trial {check.get('chosen_trial')} did not stay on top; Spearman "
+                             f"{check.get('spearman')}.")
+    return full, picked
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
-"""`moetune export STUDY`: write the chosen recipe as a full-run launch config.
+"""`moetune export STUDY` and `moetune validate STUDY`: the way from a study to the full run.
 
-`register(subparsers)` adds the sub-command; its handler returns the exit status (0 written,
+`export` writes the chosen recipe as a full-run launch config; `validate` re-trains the top
+recipes on a wider proxy and records whether the ranking survives (transfer confidence).
+`register(subparsers)` adds both sub-commands; its handler returns the exit status (0 written,
 2 bad input or nothing exportable: nothing written, the reason on stderr). Studies are found as
 every other command finds them (`tuner.commands`: ``--root`` / ``$MOETUNE_ROOT``, ``--storage``
 / ``$MOETUNE_STORAGE``).
@@ -16,7 +18,7 @@ import sys
 from pathlib import Path
 
 from tuner import formats
-from tuner.commands import _open_study, _where_options
+from tuner.commands import _import_trainer, _open_study, _where_options
 from tuner.export import DEFAULT_MFU, ExportError, FullRunTarget, export_study, load_target
 from tuner.hardware import HARDWARE, get_hardware
 from tuner.pick import PICKS, Pick
@@ -53,6 +55,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="output file (default: stdout)")
     _where_options(p)
     p.set_defaults(handler=run_export)
+
+    v = subparsers.add_parser("validate", help="re-train the top recipes on a wider proxy and "
+                              "record whether their ranking survives (transfer confidence)")
+    v.add_argument("study", help="study name")
+    v.add_argument("--top", type=int, default=5, help="how many of the best feasible trials")
+    v.add_argument("--scale", type=float, default=2.0,
+                   help="width multiplier of the larger proxy (default: %(default)s)")
+    v.add_argument("--token-scale", type=float, default=1.0,
+                   help="multiplier of the per-trial token budget (default: %(default)s)")
+    v.add_argument("--trainer", default="trainers:train",
+                   help="MODULE:FUNCTION with trainers.train's signature (default: %(default)s)")
+    v.add_argument("--device", default=None, help="cpu or cuda (default: trainers' choice)")
+    _where_options(v)
+    v.set_defaults(handler=run_validate)
 
 
 def parse_pick(args: argparse.Namespace) -> Pick:
@@ -106,4 +122,25 @@ def run_export(args: argparse.Namespace) -> int:
     else:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
+    return 0
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from tuner.validate import validate_study
+
+    try:
+        trainer = _import_trainer(args.trainer)
+        study = _open_study(args.study, Path(args.root) / args.study, args.storage)
+        out = validate_study(study, top=args.top, scale=args.scale,
+                             token_scale=args.token_scale, trainer=trainer, device=args.device)
+    except (LookupError, ValueError) as exc:
+        print(f"moetune validate: {exc}", file=sys.stderr)
+        return 2
+    for row in out["rows"]:
+        print(f"trial {row['trial']:>4}: val_loss {row['proxy_val_loss']:.4f} -> "
+              f"{float(row['scaled_val_loss']):.4f} at {args.scale:g}x width (lr {row['lr']:.3g})")
+    stays = "stays on top" if out["chosen_stays_on_top"] else \
+        f"does not stay on top (trial {out['best_at_scale']} is best at scale)"
+    print(f"Spearman rank correlation {out['spearman']:.3f} over {len(out['rows'])} recipes "
+          f"(measured); chosen trial {out['chosen_trial']} {stays}. Recorded in the study.")
     return 0
