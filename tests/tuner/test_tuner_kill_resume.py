@@ -1,0 +1,104 @@
+"""Kill the driver with SIGKILL mid-study, then `moetune resume` finishes it (real processes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tuner import records
+from tuner import storage as st
+
+SPEC = """
+[study]
+name = "killed"
+n_trials = 6
+max_concurrent = 2
+[budget]
+tokens_per_trial = 500
+eval_every_tokens = 100
+[pruning]
+scheduler = "none"
+[space.params.lr]
+type = "float"
+low = 1e-4
+high = 1e-2
+log = true
+"""
+TRAINER = "tuner.testing:slow_train"  # ~1 s per evaluation, 5 evaluations per trial
+
+
+def states(db: Path) -> list[str]:
+    if not db.exists():
+        return []
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
+            return [r[0] for r in con.execute("SELECT state FROM trials")]
+    except sqlite3.OperationalError:  # tables not created yet
+        return []
+
+
+@pytest.mark.slow
+def test_sigkill_driver_then_resume_finishes_the_study(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    root = tmp_path / "runs"
+    db = root / "killed" / st.DB_FILE
+    cmd = [sys.executable, "-m", "tuner"]
+    driver = subprocess.Popen([*cmd, "submit", str(spec), "--root", str(root), "--trainer",
+                               TRAINER, "--no-progress"], start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:  # wait for a finished trial and one in flight
+            s = states(db)
+            if s.count("COMPLETE") >= 1 and "RUNNING" in s:
+                break
+            assert driver.poll() is None, "the driver ended before it could be killed"
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"no COMPLETE + RUNNING trials within 180 s: {states(db)}")
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        _kill_group(driver)
+    before = optuna.load_study(study_name="killed", storage=f"sqlite:///{db}")
+    kept = {t.number: t.values for t in before.trials if t.state == TrialState.COMPLETE}
+    in_flight = [t.number for t in before.trials if t.state == TrialState.RUNNING]
+    assert kept and in_flight
+
+    done = subprocess.run([*cmd, "resume", "killed", "--root", str(root), "--trainer", TRAINER,
+                           "--no-progress"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"re-ran {len(in_flight)} interrupted trial(s)" in done.stdout
+
+    study = optuna.load_study(study_name="killed", storage=f"sqlite:///{db}")
+    trials = study.trials
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    for n, values in kept.items():  # every completed trial kept as it was
+        assert trials[n].state == TrialState.COMPLETE and trials[n].values == values
+    for n in in_flight:  # marked interrupted, and re-run exactly once with the same params
+        assert trials[n].state == TrialState.FAIL
+        assert trials[n].user_attrs[records.REASON] == st.INTERRUPTED
+        reruns = [t for t in trials if t.user_attrs.get("moetune.rerun_of") == n]
+        assert len(reruns) == 1 and reruns[0].params == trials[n].params
+        assert reruns[0].state == TrialState.COMPLETE
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 6  # n_trials reached, no duplicates
+    assert len(trials) == 6 + len(in_flight)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Ray processes the killed driver started live in its session; end them (by group id)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
