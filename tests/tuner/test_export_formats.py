@@ -49,6 +49,18 @@ MEGATRON_FLAGS = frozenset("""
 --fp8-recipe
 """.split())
 
+# flags Megatron-LM parses as int (type=int in arguments.py or an int dataclass field)
+MEGATRON_INT_FLAGS = frozenset("""
+--num-layers --hidden-size --ffn-hidden-size --num-attention-heads --seq-length
+--max-position-embeddings --vocab-size --rotary-base --q-lora-rank --kv-lora-rank --qk-head-dim
+--qk-pos-emb-head-dim --v-head-dim --num-experts --moe-ffn-hidden-size --moe-router-topk
+--moe-shared-expert-intermediate-size --moe-router-num-groups --moe-router-group-topk
+--mtp-num-layers --micro-batch-size --global-batch-size --train-samples --lr-warmup-samples
+--lr-decay-samples --lr-wsd-decay-samples --seed --tensor-model-parallel-size
+--pipeline-model-parallel-size --expert-model-parallel-size --expert-tensor-parallel-size
+--recompute-num-layers
+""".split())
+
 # torchtitan job-config tables and keys (pytorch/torchtitan@238fa995, config/job_config.py)
 TORCHTITAN_KEYS = {
     "job": {"description"}, "model": {"name", "flavor", "converters"},
@@ -151,6 +163,8 @@ def test_megatron_flags_are_pinned_and_consistent(recipe):
     run = full_run(recipe)
     args = _parse_args(formats.render("megatron", run))
     assert set(args) <= MEGATRON_FLAGS, sorted(set(args) - MEGATRON_FLAGS)
+    for flag in MEGATRON_INT_FLAGS & set(args):
+        int(args[flag])  # raises if Megatron's int parser would
     assert args["--moe-router-score-function"] == "sigmoid"
     assert "--moe-router-enable-expert-bias" in args
     assert float(args["--moe-router-bias-update-rate"]) == recipe.bias_update_speed

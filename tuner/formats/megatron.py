@@ -37,7 +37,8 @@ def _model(full: FullRun) -> list[Flag]:
         ("--vocab-size", str(a.vocab_size)), ("--normalization", "RMSNorm"),
         ("--norm-epsilon", repr(a.norm_eps)), ("--swiglu", None), ("--disable-bias-linear", None),
         ("--untie-embeddings-and-output-weights", None),
-        ("--position-embedding-type", "rope"), ("--rotary-base", repr(a.rope_theta)),
+        ("--position-embedding-type", "rope"),
+        ("--rotary-base", str(int(a.rope_theta))),  # Megatron parses it as int
         ("--init-method-std", repr(a.init_std)),
         ("--multi-latent-attention", None),
     ]
@@ -142,6 +143,9 @@ def _systems(full: FullRun) -> list[Flag]:
 def flags(full: FullRun) -> tuple[list[Flag], list[str]]:
     """The flags in file order and the notes on what could not be expressed exactly."""
     notes: list[str] = []
+    if not float(full.model_args.rope_theta).is_integer():
+        notes.append(f"rope_theta {full.model_args.rope_theta} truncated: Megatron-LM's "
+                     "--rotary-base is an integer.")
     out = (_model(full) + _balancing(full) + _batch(full, notes) + _lr(full, notes)
            + _systems(full))
     return out, notes
