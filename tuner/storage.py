@@ -5,6 +5,7 @@ The storage is the truth (see `tuner.records`). This module imports Optuna, neve
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,16 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         kwargs = {"connect_args": {"timeout": 60}}
-    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    return optuna.storages.RDBStorage(_with_installed_driver(url), engine_kwargs=kwargs)
+
+
+def _with_installed_driver(url: str) -> str:
+    """``postgresql://`` means psycopg 3 to SQLAlchemy 2.1; use psycopg2 when only it is here."""
+    if not url.startswith("postgresql://"):
+        return url
+    if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2"):
+        return "postgresql+psycopg2://" + url[len("postgresql://"):]
+    return url
 
 
 def study_names(storage: optuna.storages.BaseStorage) -> list[str]:
