@@ -79,10 +79,14 @@ def _header(snapshot: Snapshot, prog: Progress) -> str:
     out.append(f"<p>{len(df)} trial(s): {html_lib.escape(counts or 'none')}; "
                f"{int(df['feasible'].sum())} feasible.</p><ul>")
     for o in snapshot.objectives:
-        out.append(f"<li>Objective <code>{o.name}</code>: {o.direction} "
+        out.append(f"<li>Objective <code>{html_lib.escape(o.name)}</code>: {o.direction} "
                    f"({html_lib.escape(labels.quantity_label(o.name, df))})</li>")
     for name, limit in snapshot.constraints.items():
         out.append(f"<li>Constraint <code>{html_lib.escape(name)}</code> &le; {fmt(limit)}</li>")
+    if prog.kind == "hypervolume" and prog.values:
+        ref = prog.reference.describe([o.name for o in snapshot.objectives])
+        out.append(f"<li>Hypervolume of the feasible Pareto set: <b>{prog.values[-1]:.6g}</b>, "
+                   f"reference point {html_lib.escape(ref)}</li>")
     out.append("</ul>" + _top_table(snapshot))
     return "".join(out)
 

@@ -219,3 +219,13 @@ def test_wrong_reference_point_length_writes_nothing(tmp_path) -> None:
     with pytest.raises(ValueError, match="reference point: must have one value per objective"):
         reports.build(random_study(n=10), tmp_path / "out", reference_point=[1.0])
     assert not (tmp_path / "out").exists()
+
+
+def test_hypervolume_and_its_reference_point_are_stated(tmp_path) -> None:
+    paths, md, html, df = built(random_study(n=30), tmp_path, reference_point=[5.0, 7.0])
+    feas = df[df["feasible"]]
+    pts = feas[["objective.val_loss", "objective.peak_memory_gb"]].to_numpy()
+    expected = reports.hypervolume(pts, [5.0, 7.0])
+    ref = "reference point (val_loss = 5, peak_memory_gb = 7); given by the user"
+    assert expected > 0 and f"{expected:.6g}, {ref}" in md
+    assert f"<b>{expected:.6g}</b>, reference point (val_loss = 5, peak_memory_gb = 7)" in html
