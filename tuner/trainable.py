@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import ray
 import torch
 from ray import tune
 
@@ -97,17 +98,16 @@ def traceback_tail(e: BaseException, n: int = TRACEBACK_LINES) -> str:
 
 def environment(job: TrialJob) -> dict[str, Any]:
     device = "cuda" if job.gpus_per_trial > 0 and torch.cuda.is_available() else "cpu"
-    return {"torch_version": torch.__version__, "device": device,
-            "node": f"{socket.gethostname()}/{_node_ip()}", "python": platform.python_version()}
+    return {"torch_version": torch.__version__, "device": device, "node": _node(),
+            "python": platform.python_version()}
 
 
-def _node_ip() -> str:
-    try:
-        import ray
-
-        return ray.util.get_node_ip_address()
-    except Exception:  # outside Ray (rerun): the host name is enough
-        return "local"
+def _node() -> str:
+    """host/ip/Ray node id (several Ray nodes may share one host)."""
+    if not ray.is_initialized():
+        return socket.gethostname()
+    node_id = ray.get_runtime_context().get_node_id()
+    return f"{socket.gethostname()}/{ray.util.get_node_ip_address()}/{node_id[:12]}"
 
 
 def _finite_or_inf(v: Any) -> float:

@@ -10,9 +10,9 @@ import pytest
 from optuna.trial import TrialState
 
 from tuner import records, testing
-from tuner.storage import open_storage
 from tuner.cli import main
 from tuner.spec import spec_from_dict
+from tuner.storage import open_storage
 from tuner.study_runner import run_study
 
 URL = os.environ.get("MOETUNE_TEST_POSTGRES",
@@ -33,7 +33,7 @@ def postgres_url() -> str:
     return URL
 
 
-def test_study_runs_and_resumes_against_postgresql(ray_session, postgres_url, tmp_path,
+def test_study_runs_and_resumes_against_postgresql(postgres_url, ray_session, tmp_path,
                                                    capsys):
     name = f"pg-{uuid.uuid4().hex[:8]}"
     spec = spec_from_dict({
