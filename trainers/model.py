@@ -194,7 +194,8 @@ class Transformer(nn.Module):
             block.checkpoint = i in chosen
         return sorted(chosen)
 
-    def forward(self, tokens_BT: torch.Tensor) -> ModelOutput:
+    def forward(self, tokens_BT: torch.Tensor, *, mtp: bool = True) -> ModelOutput:
+        """`mtp=False` skips the MTP modules (evaluation only needs the main head)."""
         t = tokens_BT.shape[1]
         angles = rope_frequencies(self.args, t).to(tokens_BT.device)
         emb = self.embed(tokens_BT)
@@ -205,7 +206,7 @@ class Transformer(nn.Module):
                 balance, loads = balance + bal, loads + [load]
         logits = self._logits(self.norm(h))
         mtp_logits = []
-        for k, module in enumerate(self.mtp, start=1):
+        for k, module in enumerate(self.mtp if mtp else [], start=1):
             h, bal, load = module(h[:, :-1], emb[:, k:], angles[: t - k])
             if bal is not None:
                 balance, loads = balance + bal, loads + [load]

@@ -226,7 +226,7 @@ class _Run:
         total, loads = 0.0, None
         for batch in self.val_batches:
             with self._autocast():
-                out = self.model(batch[:, :-1].to(self.device))
+                out = self.model(batch[:, :-1].to(self.device), mtp=False)
             total += _cross_entropy(out.logits, batch[:, 1:].to(self.device)).item() * len(batch)
             batch_loads = [x.float() for x in out.loads]
             loads = batch_loads if loads is None else [a + b for a, b in zip(loads, batch_loads)]

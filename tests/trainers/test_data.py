@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from trainers import load_corpus, stdlib_corpus
+from trainers.data import TrainStream, validation_batches
+
+
+def test_stdlib_corpus_is_deterministic_bytes():
+    c = stdlib_corpus()
+    assert c.vocab_size == 256 and len(c.tokens) > 1_000_000
+    assert c.hash == load_corpus("stdlib").hash
+    assert b"def " in bytes(c.tokens[:100_000])
+
+
+def test_train_and_validation_do_not_overlap():
+    c = stdlib_corpus()
+    assert len(c.train_tokens) + len(c.val_tokens) == len(c.tokens)
+    assert len(c.val_tokens) == pytest.approx(0.05 * len(c.tokens), rel=0.01)
+
+
+def test_stream_is_seeded_and_independent_of_batching():
+    c = stdlib_corpus()
+    a = TrainStream(c, 32, seed=3)
+    b = TrainStream(c, 32, seed=3)
+    big = a.next_batch(8)
+    small = torch.cat([b.next_batch(3), b.next_batch(5)])
+    assert torch.equal(big, small)  # same windows whatever the batch sizes
+    assert not torch.equal(TrainStream(c, 32, seed=4).next_batch(8), big)
+
+
+def test_validation_batches_are_fixed():
+    c = stdlib_corpus()
+    v1 = validation_batches(c, 64, n_seqs=20, batch=8)
+    v2 = validation_batches(c, 64, n_seqs=20, batch=8)
+    assert [len(b) for b in v1] == [8, 8, 4]
+    assert all(torch.equal(x, y) for x, y in zip(v1, v2))
+
+
+def test_text_file_and_directory(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_bytes(b"hello " * 1000)
+    (tmp_path / "d" / "b.txt").write_bytes(b"world " * 1000)
+    one = load_corpus(tmp_path / "d" / "a.txt")
+    both = load_corpus(tmp_path / "d")
+    assert one.vocab_size == 256 and len(one.tokens) == 6000
+    assert len(both.tokens) == 12000 and one.hash != both.hash
+
+
+def test_token_files_bin_and_npy(tmp_path):
+    ids = (np.arange(5000) % 1000).astype(np.uint16)
+    ids.tofile(tmp_path / "t.bin")
+    np.save(tmp_path / "t.npy", ids.astype(np.uint32))
+    b = load_corpus(tmp_path / "t.bin", vocab_size=1000)
+    n = load_corpus(tmp_path / "t.npy", vocab_size=1000)
+    assert np.array_equal(np.asarray(b.tokens), ids)
+    assert np.array_equal(np.asarray(n.tokens), ids)
+
+
+@pytest.mark.parametrize(("make", "kwargs", "message"), [
+    (lambda p: p / "missing.txt", {}, "does not exist"),
+    (lambda p: (p / "e.txt").write_bytes(b"") and p / "e.txt" or p / "e.txt", {}, "is empty"),
+    (lambda p: _ids(p, [1, 2, 3]), {}, "needs a positive vocab_size"),
+    (lambda p: _ids(p, [1, 2, 300]), {"vocab_size": 256}, "holds id 300.*< vocab_size=256"),
+    (lambda p: _ids(p, []), {"vocab_size": 256}, "is empty"),
+    (lambda p: _odd_bytes(p), {"vocab_size": 256}, "not a multiple of 2"),
+])
+def test_bad_corpus_files_get_clear_errors(tmp_path, make, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        load_corpus(make(tmp_path), **kwargs)
+
+
+def test_corpus_too_short_for_one_sequence(tmp_path):
+    (tmp_path / "tiny.txt").write_bytes(b"x" * 100)
+    c = load_corpus(tmp_path / "tiny.txt")
+    with pytest.raises(ValueError, match=r"fewer than one sequence.*seq_len"):
+        TrainStream(c, 128, seed=0)
+
+
+def _ids(p, values):
+    path = p / "ids.bin"
+    np.asarray(values, dtype=np.uint16).tofile(path)
+    return path
+
+
+def _odd_bytes(p):
+    path = p / "odd.bin"
+    path.write_bytes(b"\x01\x00\x02")
+    return path
