@@ -25,6 +25,7 @@ from reports.hypervolume import hypervolume  # noqa: E402
 from reports.pareto import to_minimization  # noqa: E402
 from reports.progress import feasible_points, pinned_reference  # noqa: E402
 from reports.snapshot import Snapshot, take_snapshot  # noqa: E402
+from tuner import records  # noqa: E402
 
 COLORS = ("#1f77b4", "#d62728")
 
@@ -46,7 +47,7 @@ def compare(study_a: optuna.Study, study_b: optuna.Study, out_dir: str | Path, *
     union = np.vstack(points)
     if not len(union) and reference_point is None:
         raise ValueError("compare: neither study has a feasible trial, so there is no front.")
-    ref = pinned_reference(union, directions, reference_point)
+    ref = pinned_reference(union, directions, reference_point, scope="in both studies")
     ref_min = to_minimization(np.array([ref.values]), directions)[0]
     hvs = [hypervolume(to_minimization(p, directions), ref_min) if len(p) else 0.0
            for p in points]
@@ -75,7 +76,23 @@ def _markdown(snaps: list[Snapshot], hvs: list[float], ref: str) -> str:
         lines.append(f"| {s.study_name} | {len(s.frame)} | {int(s.frame['feasible'].sum())} | "
                      f"{len(_front(s)[1])} | {hv:.6g} |")
     lines += ["", *[f"> {s.study_name}: {s.banner()}" for s in snaps if s.banner()]]
+    lines += [f"> Not like for like: {d}." for d in setup_differences(snaps)]
     return "\n".join(lines) + "\n"
+
+
+def setup_differences(snaps: list[Snapshot]) -> list[str]:
+    """What differs between the two studies' setups besides the search (budget, model, data).
+
+    Fronts trained on different token budgets or proxies are not comparable point for point.
+    """
+    specs = [s.study_user_attrs.get(records.SPEC) or {} for s in snaps]
+    out = []
+    for section in ("budget", "model", "data"):
+        a, b = (sp.get(section) for sp in specs)
+        if a is not None and b is not None and a != b:
+            out.append(f"[{section}] differs: {snaps[0].study_name} {a} vs "
+                       f"{snaps[1].study_name} {b}")
+    return out
 
 
 def _figure(snaps: list[Snapshot]) -> go.Figure:

@@ -173,7 +173,8 @@ def _progress_note(prog: Progress) -> str:
         return "Convergence: each feasible trial's value and the best so far."
     if prog.reference is None:
         return "No feasible trial yet: no hypervolume."
-    return f"Hypervolume of the feasible trials so far; reference point: {prog.reference.how}."
+    return (f"Hypervolume of the feasible trials so far; reference point: {prog.reference.how}; "
+            f"the same point for every step of the curve.")
 
 
 def _importance_figure(imp: Importances) -> go.Figure | None:

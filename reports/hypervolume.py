@@ -75,10 +75,12 @@ def _sweep_2d(pts: np.ndarray, ref: np.ndarray) -> float:
     return area
 
 
-def reference_from_data(points: np.ndarray, directions: Sequence[str]) -> ReferencePoint:
+def reference_from_data(points: np.ndarray, directions: Sequence[str], *,
+                        scope: str = "in this snapshot") -> ReferencePoint:
     """Worst observed value of each objective pushed out by 10% of its range (1 if flat).
 
-    `points` are in the objectives' own orientation; the result is too.
+    `points` are in the objectives' own orientation; the result is too. `scope` says where the
+    points came from, for the stated description.
     """
     pts = np.asarray(points, dtype=float).reshape(-1, len(directions))
     values = []
@@ -88,9 +90,8 @@ def reference_from_data(points: np.ndarray, directions: Sequence[str]) -> Refere
         worst = col.min() if d == "maximize" else col.max()
         step = REFERENCE_MARGIN * span
         values.append(float(worst - step if d == "maximize" else worst + step))
-    how = (f"derived once from the worst feasible value of each objective in this snapshot, "
-           f"pushed out by {REFERENCE_MARGIN:.0%} of its range; "
-           f"the same point for every step of the curve")
+    how = (f"derived from the worst feasible value of each objective {scope}, "
+           f"pushed out by {REFERENCE_MARGIN:.0%} of its range")
     return ReferencePoint(values=tuple(values), how=how)
 
 

@@ -52,11 +52,12 @@ def progress(snapshot: Snapshot, *, reference: Sequence[float] | None = None) ->
 
 
 def pinned_reference(points: np.ndarray, directions: Sequence[str],
-                     reference: Sequence[float] | None) -> ReferencePoint:
+                     reference: Sequence[float] | None, *,
+                     scope: str = "in this snapshot") -> ReferencePoint:
     """The caller's reference point if given, else one derived from `points`."""
     if reference is not None:
         if len(reference) != len(directions):
             raise ValueError(f"reference point: must have one value per objective "
                              f"({len(directions)}), but got {list(reference)!r}.")
         return ReferencePoint(values=tuple(float(v) for v in reference), how="given by the user")
-    return reference_from_data(points, directions)
+    return reference_from_data(points, directions, scope=scope)

@@ -31,6 +31,7 @@ class Snapshot:
     taken_at: dt.datetime
     n_unfinished: int
     note: str | None
+    study_user_attrs: dict
 
     @property
     def is_partial(self) -> bool:
@@ -64,4 +65,5 @@ def take_snapshot(study: optuna.Study, *, note: str | None = None) -> Snapshot:
         taken_at=dt.datetime.now(dt.UTC),
         n_unfinished=sum(t.state in UNFINISHED for t in trials),
         note=note,
+        study_user_attrs=dict(study.user_attrs),
     )

@@ -95,3 +95,18 @@ def test_missing_arguments_are_usage_errors(argv) -> None:
     with pytest.raises(SystemExit) as exc:
         run(argv)
     assert exc.value.code == 2
+
+
+def test_compare_says_when_the_studies_are_not_like_for_like(tmp_path) -> None:
+    import reports
+    from tuner import records
+
+    a, b = new_study("a"), new_study("b")
+    for study, tokens in ((a, 150_000), (b, 100_000)):
+        study.set_user_attr(records.SPEC, {"budget": {"tokens_per_trial": tokens},
+                                           "model": {"preset": "debug"}})
+        add(study, values=[3.0, 1.0], constraints={"max_peak_memory_gb": -1.0})
+    md = reports.compare(a, b, tmp_path)["compare_md"].read_text()
+    assert "Not like for like: [budget] differs: a {'tokens_per_trial': 150000} vs b" in md
+    assert "[model] differs" not in md
+    assert "derived from the worst feasible value of each objective in both studies" in md
