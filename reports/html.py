@@ -211,7 +211,15 @@ def _balance_figure(snapshot: Snapshot) -> go.Figure | None:
                              name="MaxVio (validation)"), 1, 1)
     fig.add_trace(go.Bar(x=df["number"], y=df["loss_spikes"], name="loss spikes",
                          marker={"color": "#ff7f0e"}), 1, 2)
+    for name, limit in snapshot.constraints.items():  # the study's own MaxVio limits
+        if name in ("max_vio", "max_vio_batch"):
+            fig.add_hline(y=limit, line_dash="dash", line_color="#555", row=1, col=1,
+                          annotation_text=f"{name} limit {fmt(limit)}")
+    if not (df["loss_spikes"].fillna(0) > 0).any():
+        fig.add_annotation(text="no loss spike in any trial", showarrow=False, row=1, col=2,
+                           x=0.5, y=0.5, xref="x2 domain", yref="y2 domain")
     fig.update_xaxes(title_text="trial number")
+    fig.update_yaxes(rangemode="tozero")
     fig.update_layout(height=360)
     return fig
 
