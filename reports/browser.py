@@ -68,7 +68,11 @@ def check_page(path: str | Path, *, screenshot: str | Path | None = None,
                 return _drive(cdp, Path(path).resolve(), screenshot, size, settle_s, timeout_s)
         finally:
             proc.terminate()
-            proc.wait(timeout=10)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def _devtools_port(profile: Path, proc: subprocess.Popen, timeout_s: float) -> int:
