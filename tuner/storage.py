@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import sqlalchemy
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner import records
@@ -33,7 +34,24 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         kwargs = {"connect_args": {"timeout": 60}}
-    return optuna.storages.RDBStorage(_with_installed_driver(url), engine_kwargs=kwargs)
+    storage = optuna.storages.RDBStorage(_with_installed_driver(url), engine_kwargs=kwargs)
+    if url.startswith("sqlite"):
+        _fast_sqlite(storage)
+    return storage
+
+
+def _fast_sqlite(storage: optuna.storages.RDBStorage) -> None:
+    """WAL journal + synchronous=NORMAL: a commit survives a killed process (what resume needs)
+    and costs no fsync; only a power loss can drop the last commits. ~10x faster per trial."""
+
+    @sqlalchemy.event.listens_for(storage.engine, "connect")
+    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cur = dbapi_connection.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    storage.engine.dispose()  # reconnect so every pooled connection gets the pragmas
 
 
 def _with_installed_driver(url: str) -> str:
@@ -57,7 +75,9 @@ def create_study(spec: StudySpec, storage: optuna.storages.BaseStorage,
                               "use `moetune resume` (or submit --resume) to continue it.")
     study = optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler,
                                 directions=[d for _, d in spec.objectives])
-    study.set_metric_names([n for n, _ in spec.objectives])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names([n for n, _ in spec.objectives])
     study.set_user_attr(records.SPEC, spec.to_dict())
     study.set_user_attr(records.OBJECTIVES, [list(o) for o in spec.objectives])
     study.set_user_attr(records.CONSTRAINTS, dict(spec.constraints))
