@@ -59,20 +59,31 @@ def check_page(path: str | Path, *, screenshot: str | Path | None = None,
     exe = find_browser()
     if exe is None:
         raise FileNotFoundError(f"no browser found on PATH (looked for {', '.join(BROWSERS)})")
-    with tempfile.TemporaryDirectory(prefix="moetune-chromium-") as profile:
-        proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    profile = tempfile.mkdtemp(prefix="moetune-chromium-")  # a fresh profile every time
+    proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        port = _devtools_port(Path(profile), proc, timeout_s)
+        with _Cdp(_page_ws_url(port)) as cdp:
+            return _drive(cdp, Path(path).resolve(), screenshot, size, settle_s, timeout_s)
+    finally:
+        proc.terminate()
         try:
-            port = _devtools_port(Path(profile), proc, timeout_s)
-            with _Cdp(_page_ws_url(port)) as cdp:
-                return _drive(cdp, Path(path).resolve(), screenshot, size, settle_s, timeout_s)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        _remove_profile(Path(profile))
+
+
+def _remove_profile(profile: Path) -> None:
+    # Chromium's helper processes may still write to the profile for a moment after the main
+    # process exits; retry briefly, then leave what remains to the system's temp cleaning.
+    for _ in range(50):
+        shutil.rmtree(profile, ignore_errors=True)
+        if not profile.exists():
+            return
+        time.sleep(0.1)
 
 
 def _devtools_port(profile: Path, proc: subprocess.Popen, timeout_s: float) -> int:
@@ -87,10 +98,16 @@ def _devtools_port(profile: Path, proc: subprocess.Popen, timeout_s: float) -> i
     raise TimeoutError("browser did not open its DevTools port")
 
 
-def _page_ws_url(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
-        targets = json.load(r)
-    return next(t["webSocketDebuggerUrl"] for t in targets if t.get("type") == "page")
+def _page_ws_url(port: int, timeout_s: float = 30.0) -> str:
+    # The page target can show up a moment after the DevTools port does.
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+            pages = [t for t in json.load(r) if t.get("type") == "page"]
+        if pages:
+            return pages[0]["webSocketDebuggerUrl"]
+        time.sleep(0.1)
+    raise TimeoutError("browser opened no page")
 
 
 def _drive(cdp: _Cdp, path: Path, screenshot, size, settle_s, timeout_s) -> PageCheck:
@@ -100,7 +117,7 @@ def _drive(cdp: _Cdp, path: Path, screenshot, size, settle_s, timeout_s) -> Page
     cdp.call("Emulation.setDeviceMetricsOverride", width=size[0], height=size[1],
              deviceScaleFactor=1, mobile=False)
     cdp.call("Page.navigate", url=path.as_uri())
-    cdp.wait_for("Page.loadEventFired", timeout_s)
+    _wait_loaded(cdp, path.as_uri(), timeout_s)
     time.sleep(settle_s)  # let Plotly finish drawing (it renders after load)
     n = cdp.call("Runtime.evaluate",
                  expression="[...document.querySelectorAll('.js-plotly-plot')]"
@@ -112,6 +129,21 @@ def _drive(cdp: _Cdp, path: Path, screenshot, size, settle_s, timeout_s) -> Page
     for method, params in cdp.events:
         _record(result, method, params)
     return result
+
+
+def _wait_loaded(cdp: _Cdp, url: str, timeout_s: float) -> None:
+    # A late load event of the initial about:blank must not count as our page's.
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = cdp.call("Runtime.evaluate", expression="document.readyState + ' ' + "
+                             "location.href")["result"].get("value", "")
+        except RuntimeError:  # the old document's context went away mid-call: ask again
+            state = ""
+        if state == f"complete {url}":
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} did not finish loading within {timeout_s} s")
 
 
 def _record(result: PageCheck, method: str, params: dict) -> None:
@@ -163,15 +195,6 @@ class _Cdp:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return msg.get("result", {})
             self.events.append((msg.get("method", ""), msg.get("params", {})))
-
-    def wait_for(self, method: str, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            msg = json.loads(self._recv())
-            self.events.append((msg.get("method", ""), msg.get("params", {})))
-            if msg.get("method") == method:
-                return
-        raise TimeoutError(f"no {method} within {timeout_s} s")
 
     def _send(self, text: str) -> None:
         data, mask = text.encode(), os.urandom(4)
