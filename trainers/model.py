@@ -101,10 +101,23 @@ class MLA(nn.Module):
         k_nope, v = kv.split([a.qk_nope_head_dim, a.v_head_dim], dim=-1)
         q = torch.cat([q_nope, apply_rope(q_pe, angles)], dim=-1)
         k = torch.cat([k_nope, k_pe.expand(-1, -1, a.n_heads, -1).to(k_nope.dtype)], dim=-1)
-        out = F.scaled_dot_product_attention(  # (B, H, T, v_head_dim)
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-            is_causal=True, scale=self.softmax_scale)
-        return self.wo(out.transpose(1, 2).reshape(b, t, -1))
+        out = _causal_attention(q, k, v, self.softmax_scale)  # (B, T, H, v_head_dim)
+        return self.wo(out.reshape(b, t, -1))
+
+
+def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      scale: float) -> torch.Tensor:
+    """Causal SDPA over (B, T, H, ·) inputs whose q/k and v head dims differ (MLA: 192 vs 128).
+
+    Fused (flash) kernels want one head dim for q, k and v, so the narrower side is zero-padded:
+    zeros change neither q·k nor the useful columns of the output, and on CPU this takes the
+    flash kernel (about 3x the math fallback, and no (T, T) matrix kept for backward).
+    """
+    dv, d = v.shape[-1], max(q.shape[-1], v.shape[-1])
+    q, k, v = (F.pad(x, (0, d - x.shape[-1])) if x.shape[-1] < d else x for x in (q, k, v))
+    out = F.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, scale=scale)
+    return out.transpose(1, 2)[..., :dv]
 
 
 class Block(nn.Module):

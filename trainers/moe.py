@@ -162,8 +162,8 @@ def sequence_balance_loss(scores_BTE: torch.Tensor, idx_BTK: torch.Tensor) -> to
     """
     b, t, e = scores_BTE.shape
     k = idx_BTK.shape[-1]
-    hits_BE = torch.zeros(b, e, device=scores_BTE.device).scatter_add_(
-        1, idx_BTK.reshape(b, -1), torch.ones(b, t * k, device=scores_BTE.device))
+    seq_offset = torch.arange(b, device=idx_BTK.device).view(b, 1, 1) * e
+    hits_BE = torch.bincount((idx_BTK + seq_offset).flatten(), minlength=b * e).view(b, e)
     f_BE = hits_BE * e / (k * t)
     p_BE = (scores_BTE / scores_BTE.sum(dim=-1, keepdim=True)).mean(dim=1)
     return (f_BE * p_BE).sum(dim=-1).mean()
