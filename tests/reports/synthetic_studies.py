@@ -1,4 +1,8 @@
-"""Synthetic moetune studies written exactly as tuner.records says, for the report tests."""
+"""Synthetic moetune studies written exactly as tuner.records says, for the report tests.
+
+A plain module (not conftest.py) so that `from synthetic_studies import ...` cannot pick up
+another package's conftest.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ import random
 import warnings
 
 import optuna
-import pytest
 
 from tuner import records
 
@@ -93,8 +96,3 @@ def random_study(n: int = 40, seed: int = 0, name: str = "random") -> optuna.Stu
                 reason=f"constraint max_peak_memory_gb: {mem} > {MEMORY_LIMIT}"
                 if over > 0 else None)
     return study
-
-
-@pytest.fixture
-def mixed_study() -> optuna.Study:
-    return random_study()

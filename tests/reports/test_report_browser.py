@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import add, new_study, random_study
+from synthetic_studies import add, new_study, random_study
 
 import reports
 from reports.browser import check_page, find_browser

@@ -7,7 +7,7 @@ import math
 import optuna
 import pandas as pd
 import pytest
-from conftest import MEMORY_LIMIT, add, new_study, random_study
+from synthetic_studies import MEMORY_LIMIT, add, new_study, random_study
 
 import reports
 from reports.fp8_gap import fp8_gaps

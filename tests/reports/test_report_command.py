@@ -6,7 +6,7 @@ import argparse
 
 import numpy as np
 import pytest
-from conftest import add, new_study, random_study
+from synthetic_studies import add, new_study, random_study
 
 from reports.hypervolume import hypervolume
 from tuner import report_command, storage

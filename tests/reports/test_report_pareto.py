@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import random_study
+from synthetic_studies import random_study
 
 import reports
 from reports.pareto import crowding_distance, nondominated_ranks, rank_and_crowd
@@ -66,7 +66,7 @@ def test_trials_csv_ranks_equal_independent_recomputation(tmp_path) -> None:
 
 
 def test_maximized_objective_is_ranked_the_right_way(tmp_path) -> None:
-    from conftest import add, new_study
+    from synthetic_studies import add, new_study
     study = new_study("maxi", objectives=[["val_loss", "minimize"], ["tokens_per_s", "maximize"]])
     add(study, values=[3.0, 100.0])  # dominated: slower and worse
     add(study, values=[2.5, 200.0])
