@@ -173,3 +173,15 @@ def test_mup_scales_hidden_lr_and_init(tiny_args):
     torch.manual_seed(0)
     std_mup = Transformer(wide).layers[0].attn.wo.weight.std().item()
     assert std_mup == pytest.approx(std_sp / 2, rel=0.05)
+
+
+def test_command_line_run_and_bad_input(tmp_path, capsys):
+    from trainers.__main__ import main
+
+    out = tmp_path / "r.json"
+    assert main(["--tokens", "2048", "--set", "precision=fp32", "--json", str(out)]) == 0
+    assert "val_loss" in capsys.readouterr().out and out.exists()
+    assert main(["--set", "lr=-1"]) == 2
+    assert "Recipe.lr" in capsys.readouterr().err
+    assert main(["--set", "learning_rate=1"]) == 2
+    assert "unknown Recipe field 'learning_rate'" in capsys.readouterr().err
