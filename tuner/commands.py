@@ -108,6 +108,10 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
     print(f"study {spec.name}: {summary.done}/{summary.n_trials} trials done; "
           f"storage {summary.storage}; run folder {run_dir}")
     _build_report(spec.name, run_dir, summary.storage)
+    if summary.done < summary.n_trials:  # e.g. Ctrl-C: Ray stops the trials and returns
+        print(f"moetune: study {spec.name} stopped early; `moetune resume {spec.name}` "
+              "finishes it.", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -17,6 +17,7 @@ Trial level (``trial.user_attrs``), written for every trial that started trainin
     EVAL_CURVE   ``[[tokens_seen, val_loss], ...]`` at each evaluation.
     TRAIN_CURVE  compact train-loss curve, ``[[tokens_seen, loss], ...]`` (at most ~200 points).
     SEED, CORPUS_HASH, TORCH_VERSION, DEVICE, NODE   to re-run the trial outside the service.
+    RERUN_OF     on a trial that re-runs an interrupted one: that trial's number.
     OUTCOME      one of OUTCOMES.
     REASON       why a trial is not a plain success: "diverged at step 12", "out of memory",
                  "constraint max_peak_memory_gb: 5.1 > 4.0", "pruned by ASHA at 50000 tokens",
@@ -49,6 +50,7 @@ CORPUS_HASH = "corpus_hash"
 TORCH_VERSION = "torch_version"
 DEVICE = "device"
 NODE = "node"
+RERUN_OF = "rerun_of"
 OUTCOME = "outcome"
 REASON = "reason"
 

@@ -146,11 +146,14 @@ class StudySearcher(Searcher):
     # -- recording ---------------------------------------------------------------------------
 
     def abandon_live(self, reason: str) -> None:
-        """Tell every trial still in flight FAIL (e.g. the driver is shutting down)."""
+        """Tell every trial still in flight FAIL (the driver is stopping) and queue its params,
+        so that a resume re-runs exactly these points."""
         for trial_id in list(self._live):
             live = self._live.pop(trial_id)
             self.tally.running -= 1
             self._record(live.trial, Outcome(state="fail", reason=reason))
+            self._study.enqueue_trial(live.trial.params,
+                                      user_attrs={records.RERUN_OF: live.trial.number})
 
     def _write_report_attrs(self, live: _Live, report: TrialReport) -> None:
         t = live.trial

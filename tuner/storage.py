@@ -125,6 +125,6 @@ def reap_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage) 
         study.tell(t.number, state=TrialState.FAIL)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            study.enqueue_trial(t.params, user_attrs={"moetune.rerun_of": t.number})
+            study.enqueue_trial(t.params, user_attrs={records.RERUN_OF: t.number})
         reaped.append(t.number)
     return reaped

@@ -8,6 +8,7 @@ killed driver followed by a resume ends with exactly ``n_trials`` counted trials
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,9 @@ def _fit(spec: StudySpec, searcher: StudySearcher, *, run_dir: Path, trainer: Tr
          address: str | None, n_samples: int) -> None:
     started = _ensure_ray(address)
     logging.getLogger("ray.tune").setLevel(logging.WARNING)  # our progress bar says enough
+    # Ray's newer console output prints an experiment box even at verbose=0; the classic one
+    # is silent there.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     try:
         tuner = tune.Tuner(
             tune.with_resources(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import time
 from typing import Any
 
@@ -91,9 +92,14 @@ def memory_hog_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainR
                        peak_memory_bytes=8 * 2**30)
 
 
+def crash_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainResult:
+    """The worker process dies (as when the OS kills it): nothing is reported back."""
+    os._exit(3)
+
+
 # lr -> behaviour, so one study (with these lr values enqueued) exercises every outcome.
 BY_LR = {1e-4: nan_train, 2e-4: inf_train, 3e-4: oom_train, 4e-4: cpu_oom_train,
-         5e-4: error_train, 6e-4: memory_hog_train}
+         5e-4: error_train, 6e-4: memory_hog_train, 7e-4: crash_train}
 
 
 def mixed_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainResult:

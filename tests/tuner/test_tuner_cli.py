@@ -88,7 +88,7 @@ def test_submit_refuses_an_existing_name_without_resume(stored_study, capsys):
 
 
 def test_status_and_list(stored_study, capsys):
-    root, _ = stored_study
+    root, spec = stored_study
     assert main(["list", "--root", str(root)]) == 0
     assert capsys.readouterr().out.split() == ["cli"]
     assert main(["status", "cli", "--root", str(root)]) == 0
@@ -97,7 +97,7 @@ def test_status_and_list(stored_study, capsys):
     assert out[2].split()[1:3] == ["complete", "3.2"] and "ValueError: boom" in out[3]
     assert main(["status", "--root", str(root)]) == 0
     summary = capsys.readouterr().out
-    assert "3/16" in summary and "val_loss=3.2 (#1)" in summary
+    assert f"3/{spec.study.n_trials}" in summary and "val_loss=3.2 (#1)" in summary
 
 
 def test_unknown_study_or_trial_exits_2(stored_study, capsys):

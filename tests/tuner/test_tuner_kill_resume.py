@@ -88,7 +88,7 @@ def test_sigkill_driver_then_resume_finishes_the_study(tmp_path):
     for n in in_flight:  # marked interrupted, and re-run exactly once with the same params
         assert trials[n].state == TrialState.FAIL
         assert trials[n].user_attrs[records.REASON] == st.INTERRUPTED
-        reruns = [t for t in trials if t.user_attrs.get("moetune.rerun_of") == n]
+        reruns = [t for t in trials if t.user_attrs.get(records.RERUN_OF) == n]
         assert len(reruns) == 1 and reruns[0].params == trials[n].params
         assert reruns[0].state == TrialState.COMPLETE
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
