@@ -206,3 +206,26 @@ def test_resume_reaps_interrupted_trials_and_reruns_them(ray_session, tmp_path):
     reruns = [t for t in trials if t.user_attrs.get(records.RERUN_OF) == dead.number]
     assert len(reruns) == 1 and reruns[0].params == dead_params
     assert reruns[0].state == TrialState.COMPLETE
+
+
+def test_stopping_the_driver_records_in_flight_trials_and_queues_them(tmp_path):
+    """What run_study does when fit ends early (Ctrl-C): no RUNNING left, same points re-run."""
+    from trainers import preset
+    from tuner.searcher import StudySearcher
+
+    spec = make_spec("stop", n=3)
+    (tmp_path / "stop").mkdir()
+    study = st.create_study(spec, st.open_storage(st.storage_url(tmp_path / "stop")),
+                            make_sampler(spec))
+    searcher = StudySearcher(study=study, spec=spec, model_args=preset("debug"), n_to_run=4)
+    configs = [searcher.suggest("a"), searcher.suggest("b")]
+    assert searcher.tally.running == 2
+    searcher.abandon_live(st.INTERRUPTED)
+    trials = study.get_trials()
+    assert [t.state for t in trials[:2]] == [TrialState.FAIL] * 2
+    assert all(t.user_attrs[records.REASON] == st.INTERRUPTED for t in trials[:2])
+    assert searcher.tally.running == 0 and searcher.tally.failed == 2
+    queued = study.get_trials(states=(TrialState.WAITING,))
+    assert [t.user_attrs[records.RERUN_OF] for t in queued] == [0, 1]
+    reruns = [searcher.suggest("c"), searcher.suggest("d")]  # the queue comes first
+    assert [c["recipe"] for c in reruns] == [c["recipe"] for c in configs]
