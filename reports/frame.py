@@ -6,7 +6,8 @@ Columns (prefixes keep names from colliding):
     constraint.<name>  constraint values (feasible iff <= 0),
     param.<name>       the sampled parameters,
     duration_s, tokens, precision, fp8_emulated, seed, peak_memory_gb, peak_memory_method,
-    tokens_per_s, val_loss, max_vio_batch, max_vio_val, loss_spikes, diverged.
+    tokens_per_s, val_loss, max_vio_batch, max_vio_val, loss_spikes, diverged,
+    rerun_of           the interrupted trial this one re-runs, if any.
 
 `pareto_rank` (1 = Pareto set) and `crowding` are computed over the feasible trials only; the
 others have no rank.
@@ -75,7 +76,7 @@ def _columns(rows: list[dict[str, Any]], objectives: list[Objective]) -> list[st
     rest = sorted({k for r in rows for k in r if k.startswith("constraint.")})
     rest += sorted({k for r in rows for k in r if k.startswith("param.")})
     rest += ["duration_s", "tokens", "precision", "fp8_emulated", "seed", "peak_memory_gb",
-             "peak_memory_method", *METRIC_COLUMNS]
+             "peak_memory_method", *METRIC_COLUMNS, "rerun_of"]
     return head + rest
 
 
@@ -96,6 +97,7 @@ def _row(t: optuna.trial.FrozenTrial, objectives: list[Objective]) -> dict[str, 
         "seed": t.user_attrs.get(records.SEED, metrics.get("seed", recipe.get("seed"))),
         "peak_memory_gb": _gb(metrics.get("peak_memory_bytes")),
         "peak_memory_method": metrics.get("peak_memory_method"),
+        "rerun_of": t.user_attrs.get(records.RERUN_OF),
     }
     row.update({o.column: float(v) for o, v in zip(objectives, values, strict=True)})
     row.update({f"constraint.{k}": float(v) for k, v in constraints.items()})

@@ -148,6 +148,8 @@ def _feasible_sections(snapshot: Snapshot) -> list[str]:
 
 def _grouped(snapshot: Snapshot) -> list[str]:
     df = snapshot.frame
+    reruns = {int(r): int(n) for r, n in zip(df["rerun_of"], df["number"], strict=True)
+              if not _missing(r)}
     out = []
     for outcome, title in GROUPS:
         part = df[df["outcome"] == outcome]
@@ -158,6 +160,9 @@ def _grouped(snapshot: Snapshot) -> list[str]:
         keyed = [reason_kind(r) for r in reasons]
         kinds = pd.Series([k for k, _ in keyed], index=part.index)
         details = dict(zip(part.index, (d for _, d in keyed), strict=True))
+        for i, n in zip(part.index, part["number"], strict=True):  # interrupted, then re-run
+            if n in reruns:
+                details[i] = ", ".join(x for x in (details[i], f"re-run as #{reruns[n]}") if x)
         for key, g in part.groupby(kinds, sort=False):
             trials = ", ".join(f"#{n}" + (f" ({details[i]})" if details[i] else "")
                                for i, n in zip(g.index, g["number"], strict=True))

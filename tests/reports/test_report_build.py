@@ -12,6 +12,7 @@ from synthetic_studies import MEMORY_LIMIT, add, new_study, random_study
 import reports
 from reports.fp8_gap import fp8_gaps
 from reports.snapshot import take_snapshot
+from tuner import records
 
 ARTIFACTS = ("trials_csv", "trials_parquet", "ranked_md", "report_html")
 
@@ -70,6 +71,21 @@ def test_reasons_that_differ_only_in_numbers_are_one_group(tmp_path) -> None:
         add(study, state="pruned", reason=f"pruned by ASHA at {tokens} tokens")
     _, md, _, _ = built(study, tmp_path)
     assert "- pruned by ASHA at N tokens (3): #0 (77824), #1 (75776), #2 (77824)" in md
+
+
+def test_interrupted_trial_points_to_its_rerun(tmp_path) -> None:
+    study = new_study()
+    add(study, state="fail", reason="interrupted")
+    add(study, values=[3.0, 1.0], constraints={"max_peak_memory_gb": -3.0})
+    rerun = study.trials[1]
+    study.add_trial(optuna.trial.create_trial(
+        state=optuna.trial.TrialState.COMPLETE, values=[2.9, 1.0], params=rerun.params,
+        distributions=rerun.distributions,
+        user_attrs={**rerun.user_attrs, records.RERUN_OF: 0},
+        system_attrs={"constraints:max_peak_memory_gb": -3.0}))
+    _, md, _, df = built(study, tmp_path)
+    assert df["rerun_of"].tolist()[2] == 0
+    assert "- interrupted (1): #0 (re-run as #2)" in md
 
 
 def test_infeasible_reason_derived_when_runner_left_none(tmp_path) -> None:
