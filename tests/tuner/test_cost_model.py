@@ -173,24 +173,32 @@ def _measure(args: ModelArgs, seq_len: int, batch: int) -> int:
 
     recipe = Recipe(batch_schedule="constant", batch_end=batch, batch_start=batch,
                     seq_len=seq_len, checkpoint_ratio=0.0, precision="fp32")
-    return train(args, recipe, token_budget=batch * seq_len, seed=0).activation_bytes
+    return train(args, recipe, token_budget=batch * seq_len, seed=0,
+                 eval_sequences=4).activation_bytes
 
 
 @pytest.mark.slow
 def test_model_activation_bytes_against_measured_proxy():
     """The memory model against the proxy's exact saved-activation bytes (ratio 0, fp32).
 
-    The proxy's CPU attention is not flash: it keeps about one h·s score tensor per token
-    (score_tensors=1). Measured 2026-11-29 on the `debug` preset: model/measured = 0.86-0.90
-    over seq 32-128, batch 2-8 (the model misses ~12% per token: views whose whole storage
-    autograd keeps, RoPE copies). Bound: 20% until the coefficients are fitted.
+    The proxy runs flash attention on CPU too (no s² term, score_tensors=0). Measured
+    2026-11-29: model/measured = 0.733-0.746 on debug and proxy-s over seq 32-256, batch 2-8.
+    The structure (linear in s·b, coefficients per architecture) holds to ±1%; the constant
+    26% the model does not count are this implementation's extra copies (v and the output
+    padded to the q/k head dim for the flash kernel, RoPE's rotated copies, concatenations).
+    So: the fitted calibration for the proxy is measured ≈ modeled / 0.74, and the check is
+    that one factor explains every shape to within 3%.
     """
     try:
         from trainers import preset
     except ImportError:
         pytest.skip("trainers.preset / trainers.train not available yet")
-    args = preset("debug")
-    for seq_len, batch in ((32, 2), (128, 2)):
-        measured = _measure(args, seq_len, batch)
-        modeled = cm.model_activation_bytes(args, seq_len, batch, 4, score_tensors=1)
-        assert modeled == pytest.approx(measured, rel=0.2), (seq_len, batch, modeled, measured)
+    ratios = []
+    for name in ("debug", "proxy-s"):
+        args = preset(name)
+        for seq_len, batch in ((32, 2), (128, 4), (256, 2)):
+            measured = _measure(args, seq_len, batch)
+            modeled = cm.model_activation_bytes(args, seq_len, batch, 4)
+            ratios.append(modeled / measured)
+    assert all(0.70 <= r <= 0.78 for r in ratios), ratios
+    assert max(ratios) / min(ratios) <= 1.03, ratios
