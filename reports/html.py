@@ -19,6 +19,7 @@ from reports.importance import Importances
 from reports.progress import Progress
 from reports.ranked import fmt, recipe_line
 from reports.snapshot import Snapshot
+from reports.transfer import validation_lines
 
 CONFIG = {"displaylogo": False, "responsive": True}
 FEASIBLE, INFEASIBLE, PARETO = "#1f77b4", "#999999", "#d62728"
@@ -50,6 +51,9 @@ def render_html(snapshot: Snapshot, *, importances: Importances, gaps: list[Fp8G
                      "MaxVio = (max expert load − mean) / mean, per batch (mean over steps) and "
                      "on the validation set; loss spikes counted by the trainer [measured].")
     body += _section("fp8 vs bf16", _fp8_figure(gaps), _fp8_note(gaps))
+    body.append("<h2>Transfer confidence</h2>" + "".join(
+        f"<p class='note'>{html_lib.escape(x)}</p>"
+        for x in validation_lines(snapshot.study_user_attrs)))
     body.append(f"<p class='note'>{html_lib.escape(labels.LEGEND).replace('*', '')}</p>")
     title = html_lib.escape(f"moetune report: {snapshot.study_name}")
     return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{title}</title>"

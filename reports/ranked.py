@@ -19,6 +19,7 @@ from reports.frame import objective_columns, ranked
 from reports.importance import Importances
 from reports.progress import Progress
 from reports.snapshot import Snapshot
+from reports.transfer import validation_lines
 
 GROUPS = (("infeasible", "Infeasible"), ("pruned", "Pruned"), ("fail", "Failed"),
           ("running", "Still running"), ("waiting", "Waiting"))
@@ -103,7 +104,9 @@ def render_ranked(snapshot: Snapshot, *, importances: Importances, gaps: list[Fp
     lines += _feasible_sections(snapshot) + [""]
     lines += _grouped(snapshot) + [""]
     lines += _what_matters(importances) + [""]
-    lines += _fp8_section(gaps) + ["", labels.LEGEND, ""]
+    lines += _fp8_section(gaps) + [""]
+    lines += ["## Transfer confidence", ""] + [
+        f"- {x}" for x in validation_lines(snapshot.study_user_attrs)] + ["", labels.LEGEND, ""]
     return "\n".join(lines)
 
 

@@ -185,6 +185,10 @@ def status(args: argparse.Namespace) -> int:
     if args.study:
         study = _open_study(args.study, Path(args.root) / args.study, args.storage)
         print(format_table(trial_rows(study)))
+        import reports  # the ranking (Pareto rank, then crowding) as the report computes it
+
+        print("\nTop of the ranking:")
+        print(reports.top_table(reports.trials_frame(study), 5))
         return 0
     studies = [_open_study(n, Path(args.root) / n, args.storage) for n in _names(args)]
     print(format_table(study_summary_rows(studies)) if studies else "no studies")

@@ -24,6 +24,10 @@ from typing import Any
 from search_spaces.loader import SearchSpace, SpaceError, load_space, space_from_dict
 from tuner.objectives import DIRECTIONS, METRICS, constraint_target
 
+# Registers the modeled full-run metrics (full_peak_memory_gb, full_gpu_hours) so specs can use
+# them; it lives in tuner.export because it shares the export's scaling rules and cost model.
+import tuner.export  # noqa: E402, F401, I001
+
 SAMPLERS = ("tpe", "gp", "nsga2", "random", "auto")
 SCHEDULERS = ("asha", "none")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -161,9 +165,20 @@ def spec_from_dict(d: Mapping[str, Any], *, base_dir: Path | None = None) -> Stu
     _check_resources(resources)
     objectives = _objectives(d.get("objectives", {"val_loss": "minimize"}))
     constraints = _constraints(d.get("constraints", {}))
+    _check_full_run_metrics(model, objectives, constraints)
     space = _space(d.get("space"), base_dir)
     return StudySpec(study=study, model=model, data=data, budget=budget, objectives=objectives,
                      constraints=constraints, pruning=pruning, resources=resources, space=space)
+
+
+def _check_full_run_metrics(model: Any, objectives: tuple, constraints: tuple) -> None:
+    """full_* metrics model the full run of `[model] full`: without it there is nothing to model."""
+    names = [n for n, _ in objectives] + [constraint_target(k)[0] for k, _ in constraints]
+    for name in names:
+        if name.startswith("full_"):
+            _require(bool(model.full), f"objectives.{name}" if name in dict(objectives)
+                     else "constraints", "needs [model] full = a DeepSeek config JSON (the full "
+                     "run it models)", name)
 
 
 def _section(cls: type, table: Mapping[str, Any], where: str) -> Any:

@@ -95,6 +95,8 @@ def test_status_and_list(stored_study, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:4] == ["#", "outcome", "val_loss", "tokens_per_s"]
     assert out[2].split()[1:3] == ["complete", "3.2"] and "ValueError: boom" in out[3]
+    top = out[out.index("Top of the ranking:") + 1:]
+    assert any("3.2" in line for line in top)  # the one complete trial heads the ranking
     assert main(["status", "--root", str(root)]) == 0
     summary = capsys.readouterr().out
     assert f"3/{spec.study.n_trials}" in summary and "val_loss=3.2 (#1)" in summary
