@@ -29,9 +29,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tuner.cost_model import flops_per_token  # noqa: E402
 from trainers import Recipe, Transformer, preset, train  # noqa: E402
 from trainers.data import TrainStream, stdlib_corpus  # noqa: E402
+from tuner.cost_model import flops_per_token  # noqa: E402
 
 SEQ, BATCH = 128, 16
 
@@ -53,11 +53,12 @@ def _hf_step(model, opt, batch):
 
 def _hf_model(args):
     sys.path.insert(0, str(ROOT / "tests" / "trainers"))
-    from test_hf_parity import copy_weights_to_hf, hf_config
     import transformers
+    from test_hf_parity import copy_weights_to_hf, hf_config
 
     ours = Transformer(args)
-    hf = transformers.DeepseekV3ForCausalLM(hf_config(args))
+    # HF's own default attention (SDPA) rather than the eager path the parity test uses
+    hf = transformers.DeepseekV3ForCausalLM(hf_config(args, attn_implementation="sdpa"))
     copy_weights_to_hf(ours, hf)
     return ours.train(), hf.train()
 
@@ -128,10 +129,18 @@ def render(tp: list[dict], mf: list[dict], mem: list[dict], threads: int, cmd: s
         "alternating runs; ratios are the robust part).",
         f"Command: `{cmd}`.", "",
         f"### Training throughput vs transformers' DeepseekV3ForCausalLM (fp32, batch {BATCH}"
-        f"×{SEQ}, MTP off, AdamW step included; target >= 1.5x)", "",
+        f"×{SEQ}, MTP off, AdamW step included, HF with its SDPA attention and grouped_mm "
+        "experts; "
+        "target >= 1.5x)", "",
         "| preset | ours (tok/s) | HF (tok/s) | speedup |", "|---|---|---|---|",
         *[f"| {r['preset']} | {r['ours_tok_s']:.0f} | {r['hf_tok_s']:.0f} | "
           f"{r['speedup']:.2f}x |" for r in tp], "",
+        "Reading (runs on 2026-11-29): the proxy-s speedup moved between 1.06x and 1.35x from "
+        "run to run on this shared machine, so the 1.5x target is **not met**. transformers 5 "
+        "already runs experts with grouped_mm and attention with SDPA; what is left is attention "
+        "over MLA's small head dims (about 40% of a proxy-s step, flash and math kernels within "
+        "10% of each other at T=128) and the three expert GEMMs per MoE (fusing w1/w3 measured "
+        "13% on the expert part).", "",
         "### Model FLOP utilization (fp32; reference: measured 1024³ fp32 matmul rate at the "
         "same thread count; target >= 25% for proxy-s)", "",
         "| preset | tok/s | model FLOPs/token | achieved GFLOP/s | matmul GFLOP/s | MFU |",

@@ -12,7 +12,7 @@ from trainers import Transformer
 transformers = pytest.importorskip("transformers")
 
 
-def hf_config(args):
+def hf_config(args, attn_implementation: str = "eager"):
     return transformers.DeepseekV3Config(
         vocab_size=args.vocab_size, hidden_size=args.dim, intermediate_size=args.inter_dim,
         moe_intermediate_size=args.moe_inter_dim, num_hidden_layers=args.n_layers,
@@ -26,7 +26,7 @@ def hf_config(args):
         v_head_dim=args.v_head_dim, rms_norm_eps=args.norm_eps,
         max_position_embeddings=args.max_seq_len, rope_interleave=True,
         rope_parameters={"rope_type": "default", "rope_theta": args.rope_theta},
-        tie_word_embeddings=False, attn_implementation="eager",
+        tie_word_embeddings=False, attn_implementation=attn_implementation,
     )
 
 
