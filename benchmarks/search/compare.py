@@ -1,0 +1,187 @@
+"""Search efficiency on the surrogate: our default (TPE + ASHA) vs the alternatives, many seeds.
+
+Every study is replayed by `benchmarks.search.replay` on `benchmarks.search.surrogate` (an
+interpolation of the real runs recorded in grid.json, not new trainings). Per method and seed it
+records the hypervolume of (val_loss min, tokens_per_s max) and the best val_loss after every
+trial, with the training tokens spent so far, and summarises medians and IQRs.
+
+    python benchmarks/search/compare.py                  # prints the summary
+    python benchmarks/search/compare.py --write          # + hv_vs_tokens.png, compare.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+
+from benchmarks.search import replay as rp  # noqa: E402
+from benchmarks.search.surrogate import LABEL, Surrogate  # noqa: E402
+
+N_TRIALS = 40
+MAX_CONCURRENT = 2  # the spec default
+GRACE = 15_000  # a quarter of the 60k budget, the share quickstart.toml uses (50k of 200k)
+REDUCTION = 3.0  # the spec default
+# (key, label, sampler, scheduler)
+METHODS = [
+    ("default", "default: TPE + ASHA", "tpe", "asha"),
+    ("tpe", "TPE, no pruning", "tpe", "none"),
+    ("random", "random, no pruning (Ray Tune's default)", "random", "none"),
+    ("random_asha", "random + ASHA", "random", "asha"),
+    ("nsga2", "NSGA-II + ASHA", "nsga2", "asha"),
+    ("gp", "GPSampler + ASHA", "gp", "asha"),
+]
+
+
+def make_spec(*, sampler: str, scheduler: str, seed: int, n_trials: int = N_TRIALS,
+              max_concurrent: int = MAX_CONCURRENT, grace: int = GRACE,
+              budget: int = 60_000) -> Any:
+    """A real StudySpec over the recorded knobs (validated by tuner.spec like any spec file)."""
+    from tuner.spec import spec_from_dict
+
+    return spec_from_dict({
+        "study": {"name": "surrogate", "n_trials": n_trials, "max_concurrent": max_concurrent,
+                  "seed": seed, "sampler": sampler},
+        "model": {"preset": "debug"},
+        "budget": {"tokens_per_trial": budget, "eval_every_tokens": 7_500},
+        "objectives": {"val_loss": "minimize", "tokens_per_s": "maximize"},
+        "pruning": {"scheduler": scheduler, "grace_tokens": grace,
+                    "reduction_factor": REDUCTION},
+        "space": {"params": {
+            "lr": {"type": "float", "low": 3e-4, "high": 2e-2, "log": True},
+            "warmup_fraction": {"type": "float", "low": 0.0, "high": 0.2},
+            "batch_schedule": {"type": "categorical", "choices": ["constant", "linear", "step"]},
+            "bias_update_speed": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+            "precision": {"type": "categorical", "choices": ["bf16", "fp8"]}},
+            "fixed": {"batch_start": 8, "batch_end": 32, "seq_len": 128}},
+    })
+
+
+def run_methods(surrogate: Surrogate, methods: list[tuple], seeds: range,
+                **spec_kw: Any) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for key, label, sampler, scheduler in methods:
+        t0 = time.perf_counter()
+        out[key] = []
+        for seed in seeds:
+            rep = rp.replay(make_spec(sampler=sampler, scheduler=scheduler, seed=seed, **spec_kw),
+                         surrogate, method=key)
+            out[key].append({"hv": rp.hypervolume_curve(rep), "best": rp.best_loss_curve(rep),
+                             "pruned": sum(t.state == "pruned" for t in rep.trials),
+                             "clock_s": rep.trials[-1].clock_s})
+        print(f"{label}: {len(seeds)} seeds in {time.perf_counter() - t0:.1f} s", flush=True)
+    return out
+
+
+def first_reach(curve: list[tuple[int, float, float]], target: float,
+                better: str = "max") -> tuple[float, float]:
+    """(trials, tokens) when the curve first reaches ``target``; (inf, inf) if it never does."""
+    for k, tokens, v in curve:
+        if (v >= target * (1 - 1e-12)) if better == "max" else (v <= target + 1e-12):
+            return k, tokens
+    return math.inf, math.inf
+
+
+def _stats(xs: list[float]) -> dict[str, float]:
+    a = np.asarray(xs, float)
+    if np.isinf(a).sum() * 2 > len(a):  # median not reached
+        return {"median": math.inf, "q1": math.inf, "q3": math.inf,
+                "reached": int(np.isfinite(a).sum()), "n": len(a)}
+    q1, med, q3 = np.percentile(a, [25, 50, 75])
+    return {"median": float(med), "q1": float(q1), "q3": float(q3),
+            "reached": int(np.isfinite(a).sum()), "n": len(a)}
+
+
+def summarise(res: dict[str, list[dict]]) -> dict[str, Any]:
+    random_final = float(np.median([r["hv"][-1][2] for r in res["random"]]))
+    random_tokens = float(np.median([r["hv"][-1][1] for r in res["random"]]))
+    tpe_best = float(np.median([r["best"][-1][2] for r in res["tpe"]]))
+    out: dict[str, Any] = {"random_final_hv": random_final, "random_final_tokens": random_tokens,
+                           "tpe_nopruning_final_best": tpe_best, "methods": {}}
+    for key, runs in res.items():
+        reach = [first_reach(r["hv"], random_final) for r in runs]
+        best_reach = [first_reach(r["best"], tpe_best, "min") for r in runs]
+        out["methods"][key] = {
+            "hv_final": _stats([r["hv"][-1][2] for r in runs]),
+            "tokens_total": _stats([r["hv"][-1][1] for r in runs]),
+            "best_val_loss": _stats([r["best"][-1][2] for r in runs]),
+            "pruned": _stats([r["pruned"] for r in runs]),
+            "trials_to_random_hv": _stats([t for t, _ in reach]),
+            "tokens_to_random_hv": _stats([k for _, k in reach]),
+            "tokens_to_tpe_best": _stats([k for _, k in best_reach]),
+        }
+    return out
+
+
+def plot(res: dict[str, list[dict]], path: Path, labels: dict[str, str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    grid = np.linspace(0, max(r["hv"][-1][1] for runs in res.values() for r in runs), 200)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for key, runs in res.items():
+        curves = np.array([_step_at(r["hv"], grid) for r in runs])
+        med = np.nanmedian(curves, axis=0)  # seeds that spent fewer tokens drop out at their end
+        q1, q3 = np.nanpercentile(curves, [25, 75], axis=0)
+        ax.plot(grid / 1e6, med, label=labels[key])
+        ax.fill_between(grid / 1e6, q1, q3, alpha=0.15)
+    ax.set_xlabel("training tokens spent (millions)")
+    ax.set_ylabel("hypervolume (val_loss min, tokens/s max)")
+    ax.set_title(f"Hypervolume vs compute, median and IQR of {len(next(iter(res.values())))} "
+                 f"seeds\n({LABEL})", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _step_at(curve: list[tuple[int, float, float]], grid: np.ndarray) -> np.ndarray:
+    xs = np.array([c[1] for c in curve])
+    ys = np.array([c[2] for c in curve])
+    idx = np.searchsorted(xs, grid, side="right") - 1
+    out = np.where(idx >= 0, ys[np.clip(idx, 0, None)], 0.0)
+    return np.where(grid > xs[-1], np.nan, out)  # past a run's end: unknown, not flat
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--methods", default=",".join(m[0] for m in METHODS))
+    p.add_argument("--write", action="store_true")
+    a = p.parse_args(argv)
+    import importlib.util
+
+    keys = a.methods.split(",")
+    methods = [m for m in METHODS if m[0] in keys
+               and (m[2] != "gp" or importlib.util.find_spec("scipy"))]
+    sur = Surrogate.load()
+    t0 = time.perf_counter()
+    res = run_methods(sur, methods, range(a.seeds))
+    summary = summarise(res)
+    summary.update({"seeds": a.seeds, "n_trials": N_TRIALS, "max_concurrent": MAX_CONCURRENT,
+                    "grace_tokens": GRACE, "reduction_factor": REDUCTION,
+                    "reference": rp.REFERENCE, "label": LABEL,
+                    "labels": {m[0]: m[1] for m in methods},
+                    "date": time.strftime("%Y-%m-%d"),
+                    "seconds": round(time.perf_counter() - t0, 1)})
+    print(json.dumps(summary, indent=1))
+    if a.write:
+        (HERE / "compare.json").write_text(json.dumps(summary, indent=1) + "\n")
+        plot(res, HERE / "hv_vs_tokens.png", summary["labels"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
