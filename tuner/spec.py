@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# tuner.export registers the modeled full-run metrics (full_peak_memory_gb, full_gpu_hours) so
+# specs can use them; it lives there because it shares the export's scaling rules and cost model.
+import tuner.export  # noqa: F401
 from search_spaces.loader import SearchSpace, SpaceError, load_space, space_from_dict
 from tuner.objectives import DIRECTIONS, METRICS, constraint_target
-
-# Registers the modeled full-run metrics (full_peak_memory_gb, full_gpu_hours) so specs can use
-# them; it lives in tuner.export because it shares the export's scaling rules and cost model.
-import tuner.export  # noqa: E402, F401, I001
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random", "auto")
 SCHEDULERS = ("asha", "none")
@@ -160,6 +159,7 @@ def spec_from_dict(d: Mapping[str, Any], *, base_dir: Path | None = None) -> Stu
              "must be an integer >= 0 (0 = the corpus' own)", data.vocab_size)
     budget = _section(BudgetSection, d.get("budget", {}), "budget")
     pruning = _section(PruningSection, d.get("pruning", {}), "pruning")
+    budget, pruning = _relative_defaults(budget, pruning, d)
     _check_budget(budget, pruning)
     resources = _section(ResourcesSection, d.get("resources", {}), "resources")
     _check_resources(resources)
@@ -172,7 +172,7 @@ def spec_from_dict(d: Mapping[str, Any], *, base_dir: Path | None = None) -> Stu
 
 
 def _check_full_run_metrics(model: Any, objectives: tuple, constraints: tuple) -> None:
-    """full_* metrics model the full run of `[model] full`: without it there is nothing to model."""
+    """full_* metrics model the run of `[model] full`; without it there is nothing to model."""
     names = [n for n, _ in objectives] + [constraint_target(k)[0] for k, _ in constraints]
     for name in names:
         if name.startswith("full_"):
@@ -240,6 +240,19 @@ def _check_preset(key: str, value: str) -> None:
         preset(value)
     except (ValueError, KeyError) as e:
         raise SpecError(f"model.{key}: {e}") from None
+
+
+def _relative_defaults(budget: BudgetSection, pruning: PruningSection,
+                       d: Mapping[str, Any]) -> tuple[BudgetSection, PruningSection]:
+    """Unset intervals follow the budget: a quarter of it between evaluations, and ASHA's grace
+    one evaluation, so a spec that only shrinks tokens_per_trial stays valid."""
+    if "eval_every_tokens" not in d.get("budget", {}) and isinstance(
+            budget.tokens_per_trial, int) and budget.tokens_per_trial > 0:
+        budget = dataclasses.replace(
+            budget, eval_every_tokens=min(50_000, max(1, budget.tokens_per_trial // 4)))
+    if "grace_tokens" not in d.get("pruning", {}):
+        pruning = dataclasses.replace(pruning, grace_tokens=budget.eval_every_tokens)
+    return budget, pruning
 
 
 def _check_budget(b: BudgetSection, p: PruningSection) -> None:

@@ -13,7 +13,8 @@ from tuner.export import full_gpu_hours, target_from_spec
 from tuner.spec import SpecError, spec_from_dict
 from tuner.study_runner import run_study
 
-CONFIG = Path(__file__).resolve().parents[3] / "shared/reference/deepseek_v3_configs/config_671B.json"
+SHARED = Path(__file__).resolve().parents[3] / "shared"
+CONFIG = SHARED / "reference" / "deepseek_v3_configs" / "config_671B.json"
 SPACE = {"params": {"precision": {"type": "categorical", "choices": ["bf16", "fp8"]}},
          "fixed": {"seq_len": 64}}
 

@@ -123,3 +123,14 @@ def test_constraint_forms():
                                                   "min_tokens_per_s": 1000}})
     assert s.constraints == (("max_vio", 0.5), ("max_peak_memory_gb", 4.0),
                              ("min_tokens_per_s", 1000.0))
+
+
+def test_unset_intervals_follow_a_small_budget():
+    """Shrinking tokens_per_trial alone must not trip over the 50k defaults."""
+    spec = spec_from_dict(with_("budget.tokens_per_trial", 20_000))
+    assert spec.budget.eval_every_tokens == 5_000
+    assert spec.pruning.grace_tokens == 5_000
+    explicit = with_("budget.tokens_per_trial", 20_000)
+    explicit["pruning"] = {"grace_tokens": 30_000}
+    with pytest.raises(SpecError, match=r"pruning.grace_tokens.*30000"):
+        spec_from_dict(explicit)  # a value the user wrote is still checked, not adjusted
