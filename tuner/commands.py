@@ -36,22 +36,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("status", help="trials of a study, or a summary of all studies")
     p.add_argument("study", nargs="?")
-    _where_options(p)
+    where_options(p)
     p.set_defaults(handler=status)
 
     p = subparsers.add_parser("list", help="studies under the root (or in --storage)")
-    _where_options(p)
+    where_options(p)
     p.set_defaults(handler=list_studies)
 
     p = subparsers.add_parser("rerun", help="re-run one trial outside the service")
     p.add_argument("study")
     p.add_argument("trial", type=int, help="trial number")
     p.add_argument("--device", default=None, help="cpu or cuda (default: the stored device)")
-    _where_options(p)
+    where_options(p)
     p.set_defaults(handler=rerun)
 
 
-def _where_options(p: argparse.ArgumentParser) -> None:
+def where_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", default=os.environ.get("MOETUNE_ROOT", DEFAULT_ROOT),
                    help="folder holding the run folders (default: $MOETUNE_ROOT or ./runs)")
     p.add_argument("--storage", default=os.environ.get("MOETUNE_STORAGE", ""),
@@ -60,7 +60,7 @@ def _where_options(p: argparse.ArgumentParser) -> None:
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
-    _where_options(p)
+    where_options(p)
     p.add_argument("--address", default=None,
                    help="Ray cluster to join (e.g. 10.0.0.1:6379 or auto); default: local Ray")
     p.add_argument("--trainer", default="trainers:train",
@@ -77,7 +77,7 @@ def submit(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec, overrides=overrides)
     except SpecError as e:
         raise UsageError(str(e)) from None
-    trainer = _import_trainer(args.trainer)
+    trainer = import_trainer(args.trainer)
     run_dir = Path(args.root) / spec.name
     if not args.resume:
         _refuse_existing(spec, run_dir, args.storage)
@@ -88,9 +88,9 @@ def submit(args: argparse.Namespace) -> int:
 def resume(args: argparse.Namespace) -> int:
     from tuner import storage as st
 
-    trainer = _import_trainer(args.trainer)
+    trainer = import_trainer(args.trainer)
     run_dir = Path(args.root) / args.study
-    study = _open_study(args.study, run_dir, args.storage)
+    study = open_study(args.study, run_dir, args.storage)
     spec = st.stored_spec(study)
     return _run(spec, run_dir, args, trainer, resume=True)
 
@@ -137,7 +137,7 @@ def _build_report(name: str, run_dir: Path, url: str) -> None:
         print(f"report: {p}")
 
 
-def _import_trainer(target: str) -> Any:
+def import_trainer(target: str) -> Any:
     module, _, attr = target.partition(":")
     if not module or not attr:
         raise UsageError(f"--trainer: must be MODULE:FUNCTION, but got {target!r}.")
@@ -164,7 +164,7 @@ def _study_exists(name: str, run_dir: Path, url: str) -> bool:
     return name in st.study_names(st.open_storage(st.storage_url(run_dir, url)))
 
 
-def _open_study(name: str, run_dir: Path, url: str) -> Any:
+def open_study(name: str, run_dir: Path, url: str) -> Any:
     from tuner import storage as st
 
     if not url and not (run_dir / st.DB_FILE).exists():
@@ -183,14 +183,14 @@ def status(args: argparse.Namespace) -> int:
     from tuner.status import format_table, study_summary_rows, trial_rows
 
     if args.study:
-        study = _open_study(args.study, Path(args.root) / args.study, args.storage)
+        study = open_study(args.study, Path(args.root) / args.study, args.storage)
         print(format_table(trial_rows(study)))
         import reports  # the ranking (Pareto rank, then crowding) as the report computes it
 
         print("\nTop of the ranking:")
         print(reports.top_table(reports.trials_frame(study), 5))
         return 0
-    studies = [_open_study(n, Path(args.root) / n, args.storage) for n in _names(args)]
+    studies = [open_study(n, Path(args.root) / n, args.storage) for n in _names(args)]
     print(format_table(study_summary_rows(studies)) if studies else "no studies")
     return 0
 
@@ -216,7 +216,7 @@ def rerun(args: argparse.Namespace) -> int:
     from tuner.rerun import rerun_trial
 
     run_dir = Path(args.root) / args.study
-    study = _open_study(args.study, run_dir, args.storage)
+    study = open_study(args.study, run_dir, args.storage)
     try:
         out = rerun_trial(study, args.trial, device=args.device, out_dir=run_dir)
     except (LookupError, ValueError) as e:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from tuner import formats
-from tuner.commands import _import_trainer, _open_study, _where_options
+from tuner.commands import import_trainer, open_study, where_options
 from tuner.export import DEFAULT_MFU, ExportError, FullRunTarget, export_study, load_target
 from tuner.hardware import HARDWARE, get_hardware
 from tuner.pick import PICKS, Pick
@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "the value that reproduces DeepSeek-V3's reported GPU-hours)")
     p.add_argument("--format", default="native", help=f"one of {sorted(formats.FORMATS)}")
     p.add_argument("--out", type=Path, help="output file (default: stdout)")
-    _where_options(p)
+    where_options(p)
     p.set_defaults(handler=run_export)
 
     v = subparsers.add_parser("validate", help="re-train the top recipes on a wider proxy and "
@@ -67,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     v.add_argument("--trainer", default="trainers:train",
                    help="MODULE:FUNCTION with trainers.train's signature (default: %(default)s)")
     v.add_argument("--device", default=None, help="cpu or cuda (default: trainers' choice)")
-    _where_options(v)
+    where_options(v)
     v.set_defaults(handler=run_validate)
 
 
@@ -106,7 +106,7 @@ def run_export(args: argparse.Namespace) -> int:
                              f"{sorted(formats.FORMATS)}.")
         pick = parse_pick(args)
         target = parse_target(args)  # validates before the study is opened
-        study = _open_study(args.study, Path(args.root) / args.study, args.storage)
+        study = open_study(args.study, Path(args.root) / args.study, args.storage)
         full, picked = export_study(study, pick, target)
         text = formats.render(args.format, full)
     except (LookupError, ValueError, ExportError) as exc:
@@ -129,8 +129,8 @@ def run_validate(args: argparse.Namespace) -> int:
     from tuner.validate import validate_study
 
     try:
-        trainer = _import_trainer(args.trainer)
-        study = _open_study(args.study, Path(args.root) / args.study, args.storage)
+        trainer = import_trainer(args.trainer)
+        study = open_study(args.study, Path(args.root) / args.study, args.storage)
         out = validate_study(study, top=args.top, scale=args.scale,
                              token_scale=args.token_scale, trainer=trainer, device=args.device)
     except (LookupError, ValueError) as exc:

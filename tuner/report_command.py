@@ -14,7 +14,7 @@ from pathlib import Path
 
 import reports
 from tuner.cli import UsageError
-from tuner.commands import _open_study, _where_options
+from tuner.commands import open_study, where_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,14 +35,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _storage_args(p: argparse.ArgumentParser) -> None:
-    _where_options(p)
+    where_options(p)
     p.add_argument("--reference-point", type=float, nargs="+", metavar="V",
                    help="hypervolume reference point, one value per objective")
 
 
 def run_report(args: argparse.Namespace) -> int:
     try:
-        study = _open_study(args.study, Path(args.root) / args.study, args.storage)
+        study = open_study(args.study, Path(args.root) / args.study, args.storage)
         out = args.out or Path(args.root) / args.study / "report"
         snap = reports.take_snapshot(study)
         paths = reports.write_report(snap, out, reference_point=args.reference_point)
@@ -60,7 +60,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 def run_compare(args: argparse.Namespace) -> int:
     try:
-        studies = [_open_study(n, Path(args.root) / n, args.storage)
+        studies = [open_study(n, Path(args.root) / n, args.storage)
                    for n in (args.study_a, args.study_b)]
         out = args.out or Path(args.root) / f"compare-{args.study_a}-{args.study_b}"
         paths = reports.compare(*studies, out, reference_point=args.reference_point)
