@@ -117,6 +117,8 @@ class _Run:
         seed = recipe.seed if seed is None else seed
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         torch.manual_seed(seed)
+        if device.type == "cuda":  # the peak we report must be this run's, not the process's
+            torch.cuda.reset_peak_memory_stats(device)
         model = Transformer(args).to(device)
         model.set_precision(fp8=recipe.precision == "fp8")
         model.set_checkpointing(recipe.checkpoint_ratio)
