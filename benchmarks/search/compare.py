@@ -6,7 +6,8 @@ records the hypervolume of (val_loss min, tokens_per_s max) and the best val_los
 trial, with the training tokens spent so far, and summarises medians and IQRs.
 
     python benchmarks/search/compare.py                  # prints the summary
-    python benchmarks/search/compare.py --write          # + hv_vs_tokens.png, compare.json
+    python benchmarks/search/compare.py --write          # + compare.json, compare_hv_vs_tokens.png
+    python benchmarks/search/compare.py --methods default,tpe_asha_grace30k --out variants --write
 """
 
 from __future__ import annotations
@@ -31,14 +32,19 @@ N_TRIALS = 40
 MAX_CONCURRENT = 2  # the spec default
 GRACE = 15_000  # a quarter of the 60k budget, the share quickstart.toml uses (50k of 200k)
 REDUCTION = 3.0  # the spec default
-# (key, label, sampler, scheduler)
+# (key, label, sampler, scheduler, extra StudySpec settings)
 METHODS = [
-    ("default", "default: TPE + ASHA", "tpe", "asha"),
-    ("tpe", "TPE, no pruning", "tpe", "none"),
-    ("random", "random, no pruning (Ray Tune's default)", "random", "none"),
-    ("random_asha", "random + ASHA", "random", "asha"),
-    ("nsga2", "NSGA-II + ASHA", "nsga2", "asha"),
-    ("gp", "GPSampler + ASHA", "gp", "asha"),
+    ("default", "default: TPE + ASHA", "tpe", "asha", {}),
+    ("tpe", "TPE, no pruning", "tpe", "none", {}),
+    ("random", "random, no pruning (Ray Tune's default)", "random", "none", {}),
+    ("random_asha", "random + ASHA", "random", "asha", {}),
+    ("nsga2", "NSGA-II + ASHA", "nsga2", "asha", {}),
+    ("gp", "GPSampler + ASHA", "gp", "asha", {}),
+]
+# Candidate default changes, run only when named with --methods.
+VARIANTS = [
+    ("tpe_asha_grace30k", "TPE + ASHA, grace 30k tokens", "tpe", "asha", {"grace": 30_000}),
+    ("tpe_asha_serial", "TPE + ASHA, 1 trial at a time", "tpe", "asha", {"max_concurrent": 1}),
 ]
 
 
@@ -69,12 +75,13 @@ def make_spec(*, sampler: str, scheduler: str, seed: int, n_trials: int = N_TRIA
 def run_methods(surrogate: Surrogate, methods: list[tuple], seeds: range,
                 **spec_kw: Any) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
-    for key, label, sampler, scheduler in methods:
+    for key, label, sampler, scheduler, extra in methods:
         t0 = time.perf_counter()
         out[key] = []
         for seed in seeds:
-            rep = rp.replay(make_spec(sampler=sampler, scheduler=scheduler, seed=seed, **spec_kw),
-                         surrogate, method=key)
+            spec = make_spec(sampler=sampler, scheduler=scheduler, seed=seed,
+                             **{**spec_kw, **extra})
+            rep = rp.replay(spec, surrogate, method=key)
             out[key].append({"hv": rp.hypervolume_curve(rep), "best": rp.best_loss_curve(rep),
                              "pruned": sum(t.state == "pruned" for t in rep.trials),
                              "clock_s": rep.trials[-1].clock_s})
@@ -160,11 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--methods", default=",".join(m[0] for m in METHODS))
     p.add_argument("--write", action="store_true")
+    p.add_argument("--out", default="compare", help="file stem for the JSON and PNG written")
     a = p.parse_args(argv)
     import importlib.util
 
-    keys = a.methods.split(",")
-    methods = [m for m in METHODS if m[0] in keys
+    keys = a.methods.split(",") + ["random", "tpe"]  # the references every summary needs
+    known = [m[0] for m in METHODS + VARIANTS]
+    if unknown := sorted(set(keys) - set(known)):
+        p.error(f"--methods: unknown {unknown}; valid: {known}")
+    methods = [m for m in METHODS + VARIANTS if m[0] in keys
                and (m[2] != "gp" or importlib.util.find_spec("scipy"))]
     sur = Surrogate.load()
     t0 = time.perf_counter()
@@ -173,13 +184,14 @@ def main(argv: list[str] | None = None) -> int:
     summary.update({"seeds": a.seeds, "n_trials": N_TRIALS, "max_concurrent": MAX_CONCURRENT,
                     "grace_tokens": GRACE, "reduction_factor": REDUCTION,
                     "reference": rp.REFERENCE, "label": LABEL,
+                    "speed_source": sur.speed_source,
                     "labels": {m[0]: m[1] for m in methods},
                     "date": time.strftime("%Y-%m-%d"),
                     "seconds": round(time.perf_counter() - t0, 1)})
     print(json.dumps(summary, indent=1))
     if a.write:
-        (HERE / "compare.json").write_text(json.dumps(summary, indent=1) + "\n")
-        plot(res, HERE / "hv_vs_tokens.png", summary["labels"])
+        (HERE / f"{a.out}.json").write_text(json.dumps(summary, indent=1) + "\n")
+        plot(res, HERE / f"{a.out}_hv_vs_tokens.png", summary["labels"])
     return 0
 
 

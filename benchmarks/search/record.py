@@ -7,6 +7,10 @@ Two tables, each one JSON file next to this script:
   bias_update_speed, bf16), plus fp8 at a few points (fp8 is EMULATED on CPU: its numerics are
   faithful, its speed is not) and a few repeated seeds (run-to-run noise). Every run keeps its
   learning curve (val_loss at every evaluation), so a surrogate can replay pruning.
+- ``throughput.json``: tokens_per_s and peak memory per batch_schedule × precision, ONE run at a
+  time (the grid's own tokens_per_s is recorded but shares the cores with a second run and with
+  whatever else the machine does; the computation does not depend on lr, warmup or γ, so speed is
+  measured once per schedule and precision, repeated).
 - ``fidelity.json``: 12 recipes trained at ``proxy-s`` (the same token budget as the grid), to
   compare their ranking with the same recipes at ``debug`` (taken from ``grid.json``).
 
@@ -15,6 +19,7 @@ deterministic at one thread); tokens_per_s and train_time_s are wall-clock measu
 with machine load.
 
     python benchmarks/search/record.py grid
+    python benchmarks/search/record.py throughput
     python benchmarks/search/record.py fidelity
 """
 
@@ -76,6 +81,16 @@ def grid_jobs() -> list[dict]:
     return jobs
 
 
+THROUGHPUT_REPEATS = 3
+
+
+def throughput_jobs() -> list[dict]:
+    return [{"preset": "debug", "precision": prec, "seed": SEED, "repeat": i,
+             "params": {"lr": 3e-3, "warmup_fraction": 0.0, "batch_schedule": s,
+                        "bias_update_speed": 1e-4}}
+            for i in range(THROUGHPUT_REPEATS) for s in SCHEDULES for prec in ("bf16", "fp8")]
+
+
 def fidelity_jobs() -> list[dict]:
     return [{"preset": name, "precision": "bf16", "seed": SEED, "params": p,
              "token_budget": FIDELITY_BUDGET, "eval_every_tokens": FIDELITY_BUDGET // 2}
@@ -95,6 +110,9 @@ def run_one(job: dict) -> dict:
     cached = _cache_path(job)
     if cached.exists():  # an interrupted recording resumes without retraining finished runs
         return json.loads(cached.read_text())
+    import os
+
+    load_before = os.getloadavg()[0]
     recipe = Recipe(**job["params"], **FIXED, precision=job["precision"], seed=job["seed"])
     t0 = time.perf_counter()
     r = train(preset(job["preset"]), recipe, token_budget=job.get("token_budget", TOKEN_BUDGET),
@@ -104,7 +122,8 @@ def run_one(job: dict) -> dict:
             "tokens_per_s": round(r.tokens_per_s, 1), "train_time_s": round(r.train_time_s, 3),
             "wall_s": round(time.perf_counter() - t0, 3),
             "peak_memory_bytes": int(r.peak_memory_bytes), "diverged": bool(r.diverged),
-            "max_vio_val": _num(r.max_vio_val), "fp8_emulated": r.fp8_emulated}
+            "max_vio_val": _num(r.max_vio_val), "fp8_emulated": r.fp8_emulated,
+            "load_avg_1min_before": round(load_before, 2)}
     CACHE.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(out))
     return out
@@ -123,7 +142,9 @@ def _num(v: float) -> float | str:
 def record(which: str, processes: int = 2, *, resume: bool = False) -> Path:
     import torch
 
-    jobs = grid_jobs() if which == "grid" else fidelity_jobs()
+    jobs = {"grid": grid_jobs, "throughput": throughput_jobs, "fidelity": fidelity_jobs}[which]()
+    if which == "throughput":
+        processes = 1  # alone on the machine (as far as this script controls it)
     if not resume:  # a fresh recording measures again; --resume keeps finished runs
         for job in jobs:
             _cache_path(job).unlink(missing_ok=True)
@@ -141,8 +162,8 @@ def record(which: str, processes: int = 2, *, resume: bool = False) -> Path:
             "date": time.strftime("%Y-%m-%d"), "command": f"python benchmarks/search/record.py "
                                                            f"{which}",
             "torch": torch.__version__, "python": platform.python_version(),
-            "token_budget": TOKEN_BUDGET if which == "grid" else FIDELITY_BUDGET,
-            "eval_every_tokens": EVAL_EVERY if which == "grid" else FIDELITY_BUDGET // 2,
+            "token_budget": FIDELITY_BUDGET if which == "fidelity" else TOKEN_BUDGET,
+            "eval_every_tokens": FIDELITY_BUDGET // 2 if which == "fidelity" else EVAL_EVERY,
             "fixed": FIXED,
             "corpus": "stdlib (default)", "wall_s": round(time.perf_counter() - t0, 1)}
     out.write_text(json.dumps({"meta": meta, "runs": runs}, separators=(",", ":")) + "\n")
@@ -151,7 +172,7 @@ def record(which: str, processes: int = 2, *, resume: bool = False) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("which", choices=("grid", "fidelity"))
+    p.add_argument("which", choices=("grid", "throughput", "fidelity"))
     p.add_argument("--processes", type=int, default=2)
     p.add_argument("--resume", action="store_true",
                    help=f"reuse runs an interrupted recording finished (cached in {CACHE})")

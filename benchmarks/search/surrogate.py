@@ -4,9 +4,12 @@ Maps any point of the benchmark space (the knobs of ``search_spaces/quickstart.t
 precision) to the learning curve and final metrics a real ``debug`` proxy run would have, by
 multilinear interpolation over the recorded grid in normalised coordinates (log lr, warmup,
 log bias_update_speed), exactly per batch_schedule (categorical). fp8 points are the bf16
-interpolation plus the measured fp8 − bf16 offset at matched grid points (loss offset
-interpolated in log lr, throughput and memory as the median ratio); fp8 was emulated on CPU, so
-its speed ratio describes emulation, not fp8 hardware.
+interpolation plus the measured fp8 − bf16 loss offset at matched grid points (interpolated in
+log lr). Throughput and peak memory come from ``throughput.json`` when given: the median of
+repeated runs per batch_schedule × precision, each alone on the machine (the computation does
+not depend on lr, warmup or γ, and the grid's own per-run speeds share the cores with other
+work). Without it they are interpolated from the grid like the loss. fp8 was emulated on CPU,
+so its speed describes emulation, not fp8 hardware.
 
 A study replayed on it costs milliseconds per trial, and every trial has intermediate values at
 the recorded evaluation points, which is what ASHA needs to prune.
@@ -28,6 +31,7 @@ from typing import Any
 import numpy as np
 
 GRID = Path(__file__).resolve().parent / "grid.json"
+THROUGHPUT = Path(__file__).resolve().parent / "throughput.json"
 LABEL = "surrogate: interpolation of recorded real runs (benchmarks/search/grid.json)"
 # Interpolated axes: name, log-scaled?
 AXES = (("lr", True), ("warmup_fraction", False), ("bias_update_speed", True))
@@ -50,7 +54,7 @@ class SurrogateRun:
 class Surrogate:
     """Interpolates a recorded grid of real runs (see the module docstring)."""
 
-    def __init__(self, data: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], throughput: dict[str, Any] | None = None) -> None:
         self.meta = data["meta"]
         self.label = LABEL
         self.token_budget = int(self.meta["token_budget"])
@@ -77,10 +81,23 @@ class Surrogate:
                 tps[idx], mem[idx] = r["tokens_per_s"], r["peak_memory_bytes"]
             self._curves[sched], self._tps[sched], self._mem[sched] = curves, tps, mem
         self._fp8 = _fp8_offsets(runs, base)
+        # (schedule, precision) -> (tokens_per_s, peak_memory_bytes), medians of repeats
+        reps: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for r in (throughput or {}).get("runs", []):
+            reps.setdefault((r["params"]["batch_schedule"], r["precision"]), []).append(
+                (r["tokens_per_s"], r["peak_memory_bytes"]))
+        self._speed = {k: (float(np.median([a for a, _ in v])),
+                           float(np.median([b for _, b in v]))) for k, v in reps.items()}
+        self.speed_source = "throughput.json" if self._speed else "grid.json"
 
     @classmethod
-    def load(cls, path: str | Path = GRID) -> Surrogate:
-        return cls(json.loads(Path(path).read_text()))
+    def load(cls, path: str | Path = GRID, throughput: str | Path | None = THROUGHPUT
+             ) -> Surrogate:
+        """The shipped grid (and throughput table, if recorded); pass throughput=None to
+        interpolate speed from the grid instead."""
+        tp = Path(throughput) if throughput is not None else None
+        return cls(json.loads(Path(path).read_text()),
+                   json.loads(tp.read_text()) if tp is not None and tp.exists() else None)
 
     def evaluate(self, params: dict[str, Any]) -> SurrogateRun:
         """Interpolated learning curve and final metrics for ``params``.
@@ -104,6 +121,8 @@ class Surrogate:
             curve = curve + np.interp(math.log(params["lr"]), *self._fp8["loss_offset"])
             tps *= self._fp8["tps_ratio"]
             mem *= self._fp8["mem_ratio"]
+        if (sched, precision) in self._speed:
+            tps, mem = self._speed[(sched, precision)]
         diverged = not np.all(np.isfinite(curve))
         pts = [(t, float(v)) for t, v in zip(self._tokens[sched], curve, strict=True)]
         return SurrogateRun(curve=pts, val_loss=float(curve[-1]), tokens_per_s=tps,

@@ -55,7 +55,7 @@ def _grid(tmp_path: Path, *, diverge_lr: float | None = None) -> Path:
 
 
 def test_recorded_points_come_back_exactly_and_between_them_it_interpolates(tmp_path):
-    s = Surrogate.load(_grid(tmp_path))
+    s = Surrogate.load(_grid(tmp_path), throughput=None)
     p = {"lr": 1e-2, "warmup_fraction": 0.2, "batch_schedule": "linear",
          "bias_update_speed": 1e-4}
     run = s.evaluate(p)
@@ -69,7 +69,7 @@ def test_recorded_points_come_back_exactly_and_between_them_it_interpolates(tmp_
 
 
 def test_every_evaluation_point_is_returned_for_pruning_and_the_result_says_surrogate(tmp_path):
-    run = Surrogate.load(_grid(tmp_path)).evaluate(
+    run = Surrogate.load(_grid(tmp_path), throughput=None).evaluate(
         {"lr": 3e-3, "warmup_fraction": 0.1, "batch_schedule": "constant",
          "bias_update_speed": 1e-3})
     assert [t for t, _ in run.curve] == TOKENS
@@ -79,7 +79,7 @@ def test_every_evaluation_point_is_returned_for_pruning_and_the_result_says_surr
 
 
 def test_fp8_adds_the_measured_offset_and_speed_ratio(tmp_path):
-    s = Surrogate.load(_grid(tmp_path))
+    s = Surrogate.load(_grid(tmp_path), throughput=None)
     p = {"lr": 1e-3, "warmup_fraction": 0.0, "batch_schedule": "constant",
          "bias_update_speed": 1e-4}
     bf16, fp8 = s.evaluate(p), s.evaluate({**p, "precision": "fp8"})
@@ -87,8 +87,24 @@ def test_fp8_adds_the_measured_offset_and_speed_ratio(tmp_path):
     assert fp8.tokens_per_s / bf16.tokens_per_s == pytest.approx(0.5)
 
 
+def test_a_throughput_table_sets_speed_per_schedule_and_precision(tmp_path):
+    runs = [{"params": {"batch_schedule": s}, "precision": p, "tokens_per_s": tps,
+             "peak_memory_bytes": 5e7}
+            for s, p, tps in [("step", "bf16", 9000.0), ("step", "bf16", 9400.0),
+                              ("step", "bf16", 1000.0), ("step", "fp8", 4000.0)]]
+    tp = tmp_path / "throughput.json"
+    tp.write_text(json.dumps({"runs": runs}))
+    s = Surrogate.load(_grid(tmp_path), throughput=tp)
+    p = {"lr": 3e-3, "warmup_fraction": 0.1, "batch_schedule": "step", "bias_update_speed": 1e-3}
+    assert s.evaluate(p).tokens_per_s == 9000.0  # the median: one slow outlier does not count
+    assert s.evaluate({**p, "precision": "fp8"}).tokens_per_s == 4000.0
+    assert s.evaluate(p).val_loss == Surrogate.load(_grid(tmp_path), throughput=None).evaluate(
+        p).val_loss
+    assert s.speed_source == "throughput.json"
+
+
 def test_a_diverged_corner_makes_the_cell_diverge_and_bad_input_is_named(tmp_path):
-    s = Surrogate.load(_grid(tmp_path, diverge_lr=1e-2))
+    s = Surrogate.load(_grid(tmp_path, diverge_lr=1e-2), throughput=None)
     run = s.evaluate({"lr": 5e-3, "warmup_fraction": 0.1, "batch_schedule": "step",
                       "bias_update_speed": 1e-3})
     assert run.diverged and math.isinf(run.val_loss)
@@ -124,7 +140,7 @@ def test_asha_stops_the_same_trials_as_ray_tunes_rule():
 def test_a_replayed_study_prunes_and_reports_compute(tmp_path):
     from benchmarks.search.compare import make_spec
 
-    s = Surrogate.load(_grid(tmp_path))
+    s = Surrogate.load(_grid(tmp_path), throughput=None)
     spec = make_spec(sampler="random", scheduler="asha", seed=0, n_trials=12,
                      budget=TOKENS[-1], grace=7_500)
     rep = replay(spec, s, method="random_asha")
@@ -140,7 +156,7 @@ def test_a_replayed_study_prunes_and_reports_compute(tmp_path):
 @pytest.mark.skipif(not GRID.exists(), reason="grid.json not recorded")
 def test_the_shipped_grid_reproduces_its_own_recorded_runs():
     data = json.loads(GRID.read_text())
-    s = Surrogate(data)
+    s = Surrogate(data)  # speed interpolated from the grid itself
     runs = [r for r in data["runs"] if r["precision"] == "bf16" and r["seed"] == 0
             and not r["diverged"]]
     for r in runs[:: max(1, len(runs) // 10)]:
