@@ -29,6 +29,8 @@ from benchmarks.search import replay as rp  # noqa: E402
 from benchmarks.search.surrogate import LABEL, Surrogate  # noqa: E402
 
 N_TRIALS = 40
+BUDGET = 60_000  # tokens per trial, the recorded runs' budget
+OBJECTIVES = ("val_loss", "tokens_per_s")
 MAX_CONCURRENT = 2  # the spec default
 GRACE = 15_000  # a quarter of the 60k budget, the share quickstart.toml uses (50k of 200k)
 REDUCTION = 3.0  # the spec default
@@ -44,13 +46,14 @@ METHODS = [
 # Candidate default changes, run only when named with --methods.
 VARIANTS = [
     ("tpe_asha_grace30k", "TPE + ASHA, grace 30k tokens", "tpe", "asha", {"grace": 30_000}),
+    ("tpe_asha_grace7k", "TPE + ASHA, grace 7.5k tokens", "tpe", "asha", {"grace": 7_500}),
     ("tpe_asha_serial", "TPE + ASHA, 1 trial at a time", "tpe", "asha", {"max_concurrent": 1}),
 ]
 
 
 def make_spec(*, sampler: str, scheduler: str, seed: int, n_trials: int = N_TRIALS,
               max_concurrent: int = MAX_CONCURRENT, grace: int = GRACE,
-              budget: int = 60_000) -> Any:
+              budget: int = 60_000, objectives: tuple[str, ...] = OBJECTIVES) -> Any:
     """A real StudySpec over the recorded knobs (validated by tuner.spec like any spec file)."""
     from tuner.spec import spec_from_dict
 
@@ -59,7 +62,8 @@ def make_spec(*, sampler: str, scheduler: str, seed: int, n_trials: int = N_TRIA
                   "seed": seed, "sampler": sampler},
         "model": {"preset": "debug"},
         "budget": {"tokens_per_trial": budget, "eval_every_tokens": 7_500},
-        "objectives": {"val_loss": "minimize", "tokens_per_s": "maximize"},
+        "objectives": {n: {"val_loss": "minimize", "tokens_per_s": "maximize"}[n]
+                       for n in objectives},
         "pruning": {"scheduler": scheduler, "grace_tokens": grace,
                     "reduction_factor": REDUCTION},
         "space": {"params": {
@@ -73,7 +77,7 @@ def make_spec(*, sampler: str, scheduler: str, seed: int, n_trials: int = N_TRIA
 
 
 def run_methods(surrogate: Surrogate, methods: list[tuple], seeds: range,
-                **spec_kw: Any) -> dict[str, list[dict]]:
+                token_budget: float | None = None, **spec_kw: Any) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for key, label, sampler, scheduler, extra in methods:
         t0 = time.perf_counter()
@@ -81,10 +85,16 @@ def run_methods(surrogate: Surrogate, methods: list[tuple], seeds: range,
         for seed in seeds:
             spec = make_spec(sampler=sampler, scheduler=scheduler, seed=seed,
                              **{**spec_kw, **extra})
-            rep = rp.replay(spec, surrogate, method=key)
+            rep = rp.replay(spec, surrogate, method=key, token_budget=token_budget)
             out[key].append({"hv": rp.hypervolume_curve(rep), "best": rp.best_loss_curve(rep),
                              "pruned": sum(t.state == "pruned" for t in rep.trials),
-                             "clock_s": rep.trials[-1].clock_s})
+                             "by_schedule": {
+                                 sched: [sum(t.params.get("batch_schedule") == sched
+                                             for t in rep.trials),
+                                         sum(t.params.get("batch_schedule") == sched
+                                             and t.state == "pruned" for t in rep.trials)]
+                                 for sched in ("constant", "linear", "step")},
+                             "clock_s": rep.trials[-1].clock_s, "trials": len(rep.trials)})
         print(f"{label}: {len(seeds)} seeds in {time.perf_counter() - t0:.1f} s", flush=True)
     return out
 
@@ -100,10 +110,11 @@ def first_reach(curve: list[tuple[int, float, float]], target: float,
 
 def _stats(xs: list[float]) -> dict[str, float]:
     a = np.asarray(xs, float)
-    if np.isinf(a).sum() * 2 > len(a):  # median not reached
+    if np.isinf(a).sum() * 2 >= len(a):  # half or more never reached: no median
         return {"median": math.inf, "q1": math.inf, "q3": math.inf,
                 "reached": int(np.isfinite(a).sum()), "n": len(a)}
-    q1, med, q3 = np.percentile(a, [25, 50, 75])
+    with np.errstate(invalid="ignore"):
+        q1, med, q3 = np.nan_to_num(np.percentile(a, [25, 50, 75]), nan=math.inf)
     return {"median": float(med), "q1": float(q1), "q3": float(q3),
             "reached": int(np.isfinite(a).sum()), "n": len(a)}
 
@@ -122,6 +133,10 @@ def summarise(res: dict[str, list[dict]]) -> dict[str, Any]:
             "tokens_total": _stats([r["hv"][-1][1] for r in runs]),
             "best_val_loss": _stats([r["best"][-1][2] for r in runs]),
             "pruned": _stats([r["pruned"] for r in runs]),
+            "trials": _stats([r["trials"] for r in runs]),
+            # trials proposed / pruned per batch schedule, summed over seeds
+            "by_schedule": {k: [sum(r["by_schedule"][k][i] for r in runs) for i in (0, 1)]
+                            for k in runs[0]["by_schedule"]},
             "trials_to_random_hv": _stats([t for t, _ in reach]),
             "tokens_to_random_hv": _stats([k for _, k in reach]),
             "tokens_to_tpe_best": _stats([k for _, k in best_reach]),
@@ -129,28 +144,40 @@ def summarise(res: dict[str, list[dict]]) -> dict[str, Any]:
     return out
 
 
-def plot(res: dict[str, list[dict]], path: Path, labels: dict[str, str]) -> None:
+def plot(res: dict[str, list[dict]], path: Path, labels: dict[str, str],
+         target: float) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    grid = np.linspace(0, max(r["hv"][-1][1] for runs in res.values() for r in runs), 200)
-    fig, ax = plt.subplots(figsize=(8, 5))
+    grid = np.linspace(0, max(r["hv"][-1][1] for runs in res.values() for r in runs), 300)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+    top = 0.0
     for key, runs in res.items():
-        curves = np.array([_step_at(r["hv"], grid) for r in runs])
-        med = np.nanmedian(curves, axis=0)  # seeds that spent fewer tokens drop out at their end
-        q1, q3 = np.nanpercentile(curves, [25, 75], axis=0)
-        ax.plot(grid / 1e6, med, label=labels[key])
-        ax.fill_between(grid / 1e6, q1, q3, alpha=0.15)
-    ax.set_xlabel("training tokens spent (millions)")
-    ax.set_ylabel("hypervolume (val_loss min, tokens/s max)")
-    ax.set_title(f"Hypervolume vs compute, median and IQR of {len(next(iter(res.values())))} "
-                 f"seeds\n({LABEL})", fontsize=9)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+        # Drawn only while every seed is still running, so the median is over all seeds.
+        end = min(r["hv"][-1][1] for r in runs)
+        x = grid[grid <= end]
+        curves = np.array([_step_at(r["hv"], x) for r in runs])
+        med = np.median(curves, axis=0)
+        q1, q3 = np.percentile(curves, [25, 75], axis=0)
+        top = max(top, float(q3.max()))
+        for ax in axes:
+            ax.plot(x / 1e6, med, label=labels[key])
+            ax.fill_between(x / 1e6, q1, q3, alpha=0.12)
+    for ax in axes:
+        ax.axhline(target, color="k", lw=0.8, ls="--", label="target: random's median final")
+        ax.set_xlabel("training tokens spent (millions)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("hypervolume")
+    axes[0].set_title("full range", fontsize=9)
+    axes[1].set_ylim(target - 0.06 * abs(target), top + 0.01 * abs(target))
+    axes[1].set_title("zoom near the target", fontsize=9)
+    axes[1].legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"Hypervolume vs compute, median and IQR of {len(next(iter(res.values())))} "
+                 f"seeds ({LABEL})", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
 
 
@@ -159,7 +186,7 @@ def _step_at(curve: list[tuple[int, float, float]], grid: np.ndarray) -> np.ndar
     ys = np.array([c[2] for c in curve])
     idx = np.searchsorted(xs, grid, side="right") - 1
     out = np.where(idx >= 0, ys[np.clip(idx, 0, None)], 0.0)
-    return np.where(grid > xs[-1], np.nan, out)  # past a run's end: unknown, not flat
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,7 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default=",".join(m[0] for m in METHODS))
     p.add_argument("--write", action="store_true")
     p.add_argument("--out", default="compare", help="file stem for the JSON and PNG written")
+    p.add_argument("--objectives", default=",".join(OBJECTIVES),
+                   help="val_loss,tokens_per_s (default) or val_loss alone")
     a = p.parse_args(argv)
+    objectives = tuple(a.objectives.split(","))
+    if objectives not in (OBJECTIVES, ("val_loss",)):
+        p.error(f"--objectives: must be {','.join(OBJECTIVES)} or val_loss, but got "
+                f"{a.objectives!r}")
     import importlib.util
 
     keys = a.methods.split(",") + ["random", "tpe"]  # the references every summary needs
@@ -179,9 +212,14 @@ def main(argv: list[str] | None = None) -> int:
                and (m[2] != "gp" or importlib.util.find_spec("scipy"))]
     sur = Surrogate.load()
     t0 = time.perf_counter()
-    res = run_methods(sur, methods, range(a.seeds))
+    # Equal compute: every study may spend what N_TRIALS unpruned trials spend; a study that
+    # prunes runs more trials in it.
+    res = run_methods(sur, methods, range(a.seeds), token_budget=N_TRIALS * BUDGET,
+                      objectives=objectives)
     summary = summarise(res)
-    summary.update({"seeds": a.seeds, "n_trials": N_TRIALS, "max_concurrent": MAX_CONCURRENT,
+    summary.update({"seeds": a.seeds, "objectives": list(objectives), "n_trials": N_TRIALS,
+                    "token_budget": N_TRIALS * BUDGET,
+                    "max_concurrent": MAX_CONCURRENT,
                     "grace_tokens": GRACE, "reduction_factor": REDUCTION,
                     "reference": rp.REFERENCE, "label": LABEL,
                     "speed_source": sur.speed_source,
@@ -191,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(summary, indent=1))
     if a.write:
         (HERE / f"{a.out}.json").write_text(json.dumps(summary, indent=1) + "\n")
-        plot(res, HERE / f"{a.out}_hv_vs_tokens.png", summary["labels"])
+        plot(res, HERE / f"{a.out}_hv_vs_tokens.png", summary["labels"],
+             summary["random_final_hv"])
     return 0
 
 

@@ -79,12 +79,14 @@ class Finished:
     tokens: int  # tokens this trial trained
     clock_s: float  # simulated wall time when it ended
     tokens_spent: float  # tokens trained by all trials (finished + running) at that time
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class Replay:
     method: str
     seed: int
+    objectives: tuple[str, ...] = ("val_loss", "tokens_per_s")
     trials: list[Finished] = field(default_factory=list)
 
 
@@ -96,8 +98,15 @@ class _Running:
     next_eval: int = 0
 
 
-def replay(spec: Any, surrogate: Surrogate, *, method: str) -> Replay:
-    """Run ``spec`` (a `tuner.spec.StudySpec`) to its n_trials on the surrogate."""
+def replay(spec: Any, surrogate: Surrogate, *, method: str,
+           token_budget: float | None = None) -> Replay:
+    """Run ``spec`` (a `tuner.spec.StudySpec`) to its n_trials on the surrogate.
+
+    Args:
+        token_budget: instead of stopping after n_trials, keep starting trials until this many
+            training tokens are spent (equal compute for studies that prune and those that do
+            not); the sampler is still the one the spec's n_trials configures.
+    """
     from tuner.outcome import constraint_names
     from tuner.samplers import make_sampler
 
@@ -108,7 +117,11 @@ def replay(spec: Any, surrogate: Surrogate, *, method: str) -> Replay:
         asha = Asha(max_t=spec.budget.tokens_per_trial, grace=spec.pruning.grace_tokens,
                     reduction_factor=spec.pruning.reduction_factor)
     names = constraint_names(spec)
-    out = Replay(method=method, seed=spec.study.seed)
+    out = Replay(method=method, seed=spec.study.seed,
+                 objectives=tuple(n for n, _ in spec.objectives))
+    if set(out.objectives) - set(REFERENCE):
+        raise ValueError(f"objectives: the surrogate has {sorted(REFERENCE)}, but the spec asks "
+                         f"for {list(out.objectives)}.")
     events: list[tuple[float, int, int]] = []  # (time, number, eval index)
     running: dict[int, _Running] = {}
     done_tokens = 0.0
@@ -127,7 +140,14 @@ def replay(spec: Any, surrogate: Surrogate, *, method: str) -> Replay:
         return done_tokens + sum(min(r.run.tokens_per_s * (now - r.start_s),
                                      r.run.curve[-1][0]) for r in running.values())
 
-    while asked < min(spec.study.max_concurrent, spec.study.n_trials):
+    def more(now: float) -> bool:
+        if token_budget is None:
+            return asked < spec.study.n_trials
+        # Start a trial only if its whole budget still fits beside the running ones' budgets.
+        committed = done_tokens + sum(r.run.curve[-1][0] for r in running.values())
+        return committed + spec.budget.tokens_per_trial <= token_budget
+
+    while asked < spec.study.max_concurrent and more(0.0):
         ask(0.0)
     while events:
         now, number, i = heapq.heappop(events)
@@ -157,11 +177,13 @@ def replay(spec: Any, surrogate: Surrogate, *, method: str) -> Replay:
             if diverged:  # tuner.outcome: worst observed val_loss, its own throughput
                 seen = [t.values[0] for t in study.get_trials(states=(TrialState.COMPLETE,))]
                 values = (max(seen, default=REFERENCE["val_loss"]), r.run.tokens_per_s)
-            study.tell(r.trial, values=list(values))
+            pair = dict(zip(("val_loss", "tokens_per_s"), values, strict=True))
+            study.tell(r.trial, values=[pair[n] for n in out.objectives])
         out.trials.append(Finished(number=number, state=state,
                                    values=values if state == "complete" else None,
-                                   tokens=tokens, clock_s=now, tokens_spent=spent(now)))
-        if asked < spec.study.n_trials:
+                                   tokens=tokens, clock_s=now, tokens_spent=spent(now),
+                                   params=dict(r.trial.params)))
+        if more(now):
             ask(now)
     return out
 
@@ -176,13 +198,15 @@ def hypervolume_curve(rep: Replay) -> list[tuple[int, float, float]]:
     """(trials ended, tokens spent, hypervolume of the complete trials so far) after each end."""
     from reports import hypervolume
 
-    ref = [REFERENCE["val_loss"], -REFERENCE["tokens_per_s"]]
+    sign = {"val_loss": 1.0, "tokens_per_s": -1.0}  # as minimisation
+    ref = [sign[n] * REFERENCE[n] for n in rep.objectives]
     pts: list[list[float]] = []
     out = []
     hv = 0.0
     for k, t in enumerate(rep.trials, 1):
         if t.values is not None:
-            pts.append([t.values[0], -t.values[1]])
+            pair = dict(zip(("val_loss", "tokens_per_s"), t.values, strict=True))
+            pts.append([sign[n] * pair[n] for n in rep.objectives])
             hv = hypervolume(np.array(pts), ref)
         out.append((k, t.tokens_spent, hv))
     return out
