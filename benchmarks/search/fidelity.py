@@ -37,8 +37,13 @@ def analyse(data: dict[str, Any]) -> dict[str, Any]:
                   key=lambda r: r["rank_debug"])
     top3_s = {i for i, r in enumerate(rank_s) if r <= 3}
     top3_b = {i for i, r in enumerate(rank_b) if r <= 3}
+    half = len(keys) // 2
+    top_s = {i for i, r in enumerate(rank_s) if r <= half}
+    top_b = {i for i, r in enumerate(rank_b) if r <= half}
     return {"n": len(keys), "spearman": spearman(small, big),
-            "top3_overlap": len(top3_s & top3_b), "rows": rows,
+            "top3_overlap": len(top3_s & top3_b), "top_half_overlap": len(top_s & top_b),
+            "top_half_spread_proxy_s": max(big[i] for i in top_b) - min(big[i] for i in top_b),
+            "rows": rows,
             "token_budget": data["meta"]["token_budget"], "date": data["meta"]["date"]}
 
 

@@ -180,3 +180,21 @@ def _fp8_offsets(runs: list[dict], base: list[dict]) -> dict[str, Any]:
 
 def _final(run: dict) -> float:
     return float(run["val_loss"])
+
+
+def holdout_error(data: dict[str, Any]) -> dict[str, float]:
+    """How far the interpolation is from real runs it did not see: drop each interior lr level
+    of the grid in turn, predict its runs from the rest, compare final val_loss (absolute)."""
+    base = [r for r in data["runs"] if r["precision"] == "bf16" and r["seed"] == 0]
+    lrs = sorted({r["params"]["lr"] for r in base})
+    errs = []
+    for lr in lrs[1:-1]:
+        kept = {"meta": data["meta"], "runs": [r for r in data["runs"]
+                                                if r["params"]["lr"] != lr]}
+        s = Surrogate(kept)
+        for r in base:
+            if r["params"]["lr"] == lr and not r["diverged"]:
+                errs.append(abs(s.evaluate(r["params"]).val_loss - float(r["val_loss"])))
+    a = np.asarray(errs)
+    return {"n": len(a), "median": float(np.median(a)), "p90": float(np.percentile(a, 90)),
+            "max": float(a.max())}

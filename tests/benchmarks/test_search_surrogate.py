@@ -163,3 +163,20 @@ def test_the_shipped_grid_reproduces_its_own_recorded_runs():
         got = s.evaluate(r["params"])
         assert np.allclose([v for _, v in got.curve], [v for _, v in r["curve"]])
         assert got.tokens_per_s == pytest.approx(r["tokens_per_s"])
+
+
+def test_holdout_error_is_zero_when_the_truth_is_multilinear(tmp_path):
+    from benchmarks.search.surrogate import holdout_error
+
+    # Three lr levels, loss linear in log lr: leaving the middle one out loses nothing.
+    data = json.loads(_grid(tmp_path).read_text())
+    extra = []
+    for r in data["runs"]:
+        if r["precision"] == "bf16" and r["params"]["lr"] == 1e-2:
+            p = {**r["params"], "lr": 1e-1}
+            curve = [[t, _loss(1e-1, p["warmup_fraction"], p["bias_update_speed"], t)]
+                     for t in TOKENS]
+            extra.append({**r, "params": p, "curve": curve, "val_loss": curve[-1][1]})
+    data["runs"] += extra
+    h = holdout_error(data)
+    assert h["n"] == 12 and h["max"] == pytest.approx(0.0, abs=1e-9)
