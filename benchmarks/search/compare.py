@@ -48,6 +48,8 @@ VARIANTS = [
     ("tpe_asha_grace30k", "TPE + ASHA, grace 30k tokens", "tpe", "asha", {"grace": 30_000}),
     ("tpe_asha_grace7k", "TPE + ASHA, grace 7.5k tokens", "tpe", "asha", {"grace": 7_500}),
     ("tpe_asha_serial", "TPE + ASHA, 1 trial at a time", "tpe", "asha", {"max_concurrent": 1}),
+    ("gp_nopruning", "GPSampler, no pruning", "gp", "none", {}),
+    ("nsga2_nopruning", "NSGA-II, no pruning", "nsga2", "none", {}),
 ]
 
 

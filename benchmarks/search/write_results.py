@@ -22,10 +22,10 @@ sys.path.insert(0, str(HERE.parents[1]))
 RESULTS = HERE.parent / "RESULTS.md"
 HEADING = "## Search efficiency"
 VLO_CMD = ("python benchmarks/search/compare.py --objectives val_loss --methods "
-           "default,tpe,random,random_asha,nsga2,gp,tpe_asha_grace30k,tpe_asha_grace7k "
-           "--out val_loss_only --write")
-VAR_CMD = ("python benchmarks/search/compare.py --methods "
-           "default,tpe_asha_grace30k,tpe_asha_grace7k,tpe_asha_serial --out variants --write")
+           "default,tpe,random,random_asha,nsga2,gp,tpe_asha_grace30k,tpe_asha_grace7k,"
+           "gp_nopruning --out val_loss_only --write")
+VAR_CMD = ("python benchmarks/search/compare.py --methods default,tpe_asha_grace30k,"
+           "tpe_asha_grace7k,tpe_asha_serial,gp_nopruning,nsga2_nopruning --out variants --write")
 
 
 def _load(name: str) -> dict[str, Any] | None:
