@@ -79,7 +79,8 @@ def make_spec(*, sampler: str, scheduler: str, seed: int, n_trials: int = N_TRIA
 
 
 def run_methods(surrogate: Surrogate, methods: list[tuple], seeds: range,
-                token_budget: float | None = None, **spec_kw: Any) -> dict[str, list[dict]]:
+                token_budget: float | None = None, noise: float = 0.0,
+                **spec_kw: Any) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for key, label, sampler, scheduler, extra in methods:
         t0 = time.perf_counter()
@@ -87,7 +88,8 @@ def run_methods(surrogate: Surrogate, methods: list[tuple], seeds: range,
         for seed in seeds:
             spec = make_spec(sampler=sampler, scheduler=scheduler, seed=seed,
                              **{**spec_kw, **extra})
-            rep = rp.replay(spec, surrogate, method=key, token_budget=token_budget)
+            rep = rp.replay(spec, surrogate, method=key, token_budget=token_budget,
+                            noise=noise)
             out[key].append({"hv": rp.hypervolume_curve(rep), "best": rp.best_loss_curve(rep),
                              "pruned": sum(t.state == "pruned" for t in rep.trials),
                              "by_schedule": {
@@ -197,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default=",".join(m[0] for m in METHODS))
     p.add_argument("--write", action="store_true")
     p.add_argument("--out", default="compare", help="file stem for the JSON and PNG written")
+    p.add_argument("--noise", type=float, default=0.0,
+                   help="per-trial val_loss noise (std) added to the surrogate; 0 = none")
     p.add_argument("--objectives", default=",".join(OBJECTIVES),
                    help="val_loss,tokens_per_s (default) or val_loss alone")
     a = p.parse_args(argv)
@@ -217,9 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     # Equal compute: every study may spend what N_TRIALS unpruned trials spend; a study that
     # prunes runs more trials in it.
     res = run_methods(sur, methods, range(a.seeds), token_budget=N_TRIALS * BUDGET,
-                      objectives=objectives)
+                      noise=a.noise, objectives=objectives)
     summary = summarise(res)
     summary.update({"seeds": a.seeds, "objectives": list(objectives), "n_trials": N_TRIALS,
+                    "noise": a.noise,
                     "token_budget": N_TRIALS * BUDGET,
                     "max_concurrent": MAX_CONCURRENT,
                     "grace_tokens": GRACE, "reduction_factor": REDUCTION,

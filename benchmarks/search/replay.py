@@ -15,6 +15,7 @@ bracket, as ``tuner.study_runner._BudgetASHA`` configures it), not Ray's schedul
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -99,13 +100,15 @@ class _Running:
 
 
 def replay(spec: Any, surrogate: Surrogate, *, method: str,
-           token_budget: float | None = None) -> Replay:
+           token_budget: float | None = None, noise: float = 0.0) -> Replay:
     """Run ``spec`` (a `tuner.spec.StudySpec`) to its n_trials on the surrogate.
 
     Args:
         token_budget: instead of stopping after n_trials, keep starting trials until this many
             training tokens are spent (equal compute for studies that prune and those that do
             not); the sampler is still the one the spec's n_trials configures.
+        noise: standard deviation of a per-trial val_loss offset (the whole curve shifts, as a
+            different training seed would shift it); 0 = the surrogate's noise-free landscape.
     """
     from tuner.outcome import constraint_names
     from tuner.samplers import make_sampler
@@ -132,7 +135,13 @@ def replay(spec: Any, surrogate: Surrogate, *, method: str,
         trial = study.ask()
         params = spec.space.suggest(trial)
         asked += 1
-        r = _Running(trial=trial, run=surrogate.evaluate(params), start_s=now)
+        run = surrogate.evaluate(params)
+        if noise:
+            rng = np.random.default_rng([spec.study.seed, trial.number])
+            shift = float(rng.normal(0.0, noise))
+            run = dataclasses.replace(run, curve=[(t, v + shift) for t, v in run.curve],
+                                      val_loss=run.val_loss + shift)
+        r = _Running(trial=trial, run=run, start_s=now)
         running[trial.number] = r
         _push(events, r)
 
