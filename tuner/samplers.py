@@ -14,22 +14,24 @@ import optuna
 from search_spaces.loader import SearchSpace
 from tuner.spec import StudySpec
 
+GP_MAX_TRIALS = 300  # beyond this a GP fit per proposal costs seconds
+
 
 def resolve_sampler_name(spec: StudySpec) -> str:
-    """``auto``: GP for one objective over a purely numeric unconditional space (its strength),
-    NSGA-II for many objectives with a large budget, TPE otherwise (handles conditions)."""
+    """``auto`` (the default): GP for an unconditional space of any objectives (it reached random
+    search's result with ~1/3 of its compute in benchmarks/RESULTS.md, "Search efficiency"),
+    TPE for conditional spaces (GP samples conditional knobs at random), and for very long
+    studies (GP's cost grows with trials) NSGA-II if several objectives, else TPE."""
     name = spec.study.sampler
     if name != "auto":
         return name
     space: SearchSpace = spec.space
-    numeric = not any(isinstance(p.distribution, optuna.distributions.CategoricalDistribution)
-                      for p in space.params)
     has_scipy = importlib.util.find_spec("scipy") is not None  # GPSampler needs it
-    if len(spec.objectives) == 1 and numeric and not space.has_conditions() and has_scipy:
+    if space.has_conditions():
+        return "tpe"
+    if has_scipy and spec.study.n_trials <= GP_MAX_TRIALS:
         return "gp"
-    if len(spec.objectives) > 1 and spec.study.n_trials >= 200:
-        return "nsga2"
-    return "tpe"
+    return "nsga2" if len(spec.objectives) > 1 else "tpe"
 
 
 def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:

@@ -28,7 +28,7 @@ from search_spaces.loader import SearchSpace, SpaceError, load_space, space_from
 from tuner.objectives import DIRECTIONS, METRICS, constraint_target
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random", "auto")
-SCHEDULERS = ("asha", "none")
+SCHEDULERS = ("auto", "asha", "none")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SECTIONS = ("study", "model", "data", "budget", "objectives", "constraints", "pruning",
             "resources", "space")
@@ -44,7 +44,7 @@ class StudySection:
     n_trials: int = 12
     max_concurrent: int = 2
     seed: int = 0
-    sampler: str = "tpe"
+    sampler: str = "auto"
     storage: str = ""  # "" = sqlite file in the study's run folder
 
 
@@ -71,7 +71,7 @@ class BudgetSection:
 
 @dataclass(frozen=True, kw_only=True)
 class PruningSection:
-    scheduler: str = "asha"
+    scheduler: str = "auto"
     grace_tokens: int = 50_000
     reduction_factor: float = 3.0
 
@@ -164,6 +164,7 @@ def spec_from_dict(d: Mapping[str, Any], *, base_dir: Path | None = None) -> Stu
     resources = _section(ResourcesSection, d.get("resources", {}), "resources")
     _check_resources(resources)
     objectives = _objectives(d.get("objectives", {"val_loss": "minimize"}))
+    pruning = _resolve_pruning(pruning, objectives)
     constraints = _constraints(d.get("constraints", {}))
     _check_full_run_metrics(model, objectives, constraints)
     space = _space(d.get("space"), base_dir)
@@ -253,6 +254,19 @@ def _relative_defaults(budget: BudgetSection, pruning: PruningSection,
     if "grace_tokens" not in d.get("pruning", {}):
         pruning = dataclasses.replace(pruning, grace_tokens=budget.eval_every_tokens)
     return budget, pruning
+
+
+def _resolve_pruning(pruning: PruningSection, objectives: tuple) -> PruningSection:
+    """``auto``: ASHA when val_loss is the only objective, none otherwise.
+
+    ASHA ranks trials by val_loss alone, so in a multi-objective study it prunes the fast,
+    large-batch end of the Pareto front (measured: benchmarks/RESULTS.md, "Search efficiency").
+    The resolved choice is what the stored spec shows.
+    """
+    if pruning.scheduler != "auto":
+        return pruning
+    only_loss = [n for n, _ in objectives] == ["val_loss"]
+    return dataclasses.replace(pruning, scheduler="asha" if only_loss else "none")
 
 
 def _check_budget(b: BudgetSection, p: PruningSection) -> None:

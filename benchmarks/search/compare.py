@@ -36,7 +36,7 @@ GRACE = 15_000  # a quarter of the 60k budget, the share quickstart.toml uses (5
 REDUCTION = 3.0  # the spec default
 # (key, label, sampler, scheduler, extra StudySpec settings)
 METHODS = [
-    ("default", "default: TPE + ASHA", "tpe", "asha", {}),
+    ("default", "TPE + ASHA (default before 2026-11-30)", "tpe", "asha", {}),
     ("tpe", "TPE, no pruning", "tpe", "none", {}),
     ("random", "random, no pruning (Ray Tune's default)", "random", "none", {}),
     ("random_asha", "random + ASHA", "random", "asha", {}),

@@ -254,8 +254,7 @@ def findings(cmp_: dict[str, Any], vlo: dict[str, Any] | None,
             f"{reach(vlo, 'default')}; GPSampler + ASHA in "
             f"{reach(vlo, 'gp') if 'gp' in v else 'n/a'}; TPE + ASHA with grace 30k in "
             f"{reach(vlo, 'tpe_asha_grace30k') if 'tpe_asha_grace30k' in v else 'n/a'}. "
-            "`sampler = \"auto\"` picks GP only for purely numeric spaces; this space has two "
-            "categorical knobs, so auto gives TPE here.")
+            "(`sampler = \"auto\"` then picked GP only for purely numeric spaces.)")
     if var and "gp_nopruning" in var["methods"]:
         line = ("- **Best default found: GPSampler without pruning.** Two objectives: "
                 f"{reach(var, 'gp_nopruning')}")
@@ -265,11 +264,13 @@ def findings(cmp_: dict[str, Any], vlo: dict[str, Any] | None,
             line += (f"; two objectives with noise σ = {noisy['noise']:g}: "
                      f"{reach(noisy, 'gp_nopruning')} (default there: "
                      f"{reach(noisy, 'default')})")
-        line += (". Suggested default change: `sampler = \"gp\"` (or `auto` choosing GP "
-                 "also for categorical and multi-objective spaces without conditions, which "
-                 "Optuna 5's GPSampler supports) with `[pruning] scheduler = \"none\"` for "
-                 "multi-objective studies. Caveat: the surrogate is a smooth interpolation, "
-                 "which suits a GP; on real, noisier landscapes its margin may be smaller.")
+        line += (". **Defaults changed accordingly (2026-11-30):** `sampler = \"auto\"` now "
+                 "picks GP for every space without conditional knobs (categorical and "
+                 "multi-objective included), and `[pruning] scheduler = \"auto\"` runs ASHA "
+                 "only when val_loss is the sole objective; the rows labelled \"default before "
+                 "2026-11-30\" are the previous TPE + ASHA default. Caveat: the surrogate is a "
+                 "smooth interpolation, which suits a GP; on real, noisier landscapes its margin "
+                 "may be smaller.")
         lines.append(line)
     g, rf = cmp_["grace_tokens"], cmp_["reduction_factor"]
     b = cmp_["token_budget"] // cmp_["n_trials"]

@@ -63,9 +63,21 @@ def test_tpe_learns_to_avoid_an_infeasible_region():
 
 
 def test_auto_choice():
-    assert resolve_sampler_name(spec_for("auto")) in ("gp", "tpe")  # gp needs scipy
-    multi = spec_for("auto", objectives={"val_loss": "minimize", "tokens_per_s": "maximize"})
-    assert resolve_sampler_name(multi) == "tpe"
-    big = spec_for("auto", n=500, objectives={"val_loss": "minimize",
-                                              "tokens_per_s": "maximize"})
-    assert resolve_sampler_name(big) == "nsga2"
+    two = {"val_loss": "minimize", "tokens_per_s": "maximize"}
+    assert resolve_sampler_name(spec_for("auto")) == "gp"
+    assert resolve_sampler_name(spec_for("auto", objectives=two)) == "gp"  # categorical ok too
+    conditional = {"params": {
+        "decay": {"type": "categorical", "choices": ["cosine", "wsd"]},
+        "decay_fraction": {"type": "float", "low": 0.1, "high": 0.3,
+                           "when": {"decay": ["wsd"]}}}}
+    assert resolve_sampler_name(spec_for("auto", space=conditional)) == "tpe"
+    assert resolve_sampler_name(spec_for("auto", n=500, objectives=two)) == "nsga2"
+    assert resolve_sampler_name(spec_for("auto", n=500)) == "tpe"
+
+
+def test_default_pruning_follows_the_objectives():
+    """ASHA ranks by val_loss: with more objectives it would prune the fast end of the front."""
+    assert spec_for("auto").pruning.scheduler == "asha"
+    two = spec_for("auto", objectives={"val_loss": "minimize", "tokens_per_s": "maximize"})
+    assert two.pruning.scheduler == "none"
+    assert spec_for("auto").study.sampler == "auto"
