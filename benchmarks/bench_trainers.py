@@ -135,7 +135,7 @@ def render(tp: list[dict], mf: list[dict], mem: list[dict], threads: int, cmd: s
         "| preset | ours (tok/s) | HF (tok/s) | speedup |", "|---|---|---|---|",
         *[f"| {r['preset']} | {r['ours_tok_s']:.0f} | {r['hf_tok_s']:.0f} | "
           f"{r['speedup']:.2f}x |" for r in tp], "",
-        "Reading (runs on 2026-11-29): the proxy-s speedup moved between 1.06x and 1.35x from "
+        "Reading (runs on 2026-11-29): the proxy-s speedup moved between 1.06x and 1.40x from "
         "run to run on this shared machine, so the 1.5x target is **not met**. transformers 5 "
         "already runs experts with grouped_mm and attention with SDPA; what is left is attention "
         "over MLA's small head dims (about 40% of a proxy-s step, flash and math kernels within "
