@@ -19,6 +19,8 @@ from trainers.mlp import MLP
 from trainers.model_args import ModelArgs
 from trainers.moe import MoE
 
+Rope = tuple[torch.Tensor, torch.Tensor]  # (cos, sin) of the rope angles, each (T, R/2)
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float) -> None:
@@ -56,12 +58,12 @@ def _yarn_correction_range(args: ModelArgs, r: int) -> tuple[int, int]:
     return max(low, 0), min(high, r - 1)
 
 
-def apply_rope(x: torch.Tensor, angles_TR2: torch.Tensor) -> torch.Tensor:
-    """Rotate interleaved pairs (x0, x1), (x2, x3), … of x (B, T, H, R) by the angles."""
+def apply_rope(x: torch.Tensor, rope: Rope) -> torch.Tensor:
+    """Rotate interleaved pairs (x0, x1), (x2, x3), … of x (B, T, H, R) by the angles whose
+    (cos, sin), each (T, R/2), the model computes once per forward."""
+    cos, sin = (r[None, :, None, :] for r in rope)
     xf = x.float().unflatten(-1, (-1, 2))  # (B, T, H, R/2, 2)
     x0, x1 = xf[..., 0], xf[..., 1]
-    cos = angles_TR2.cos()[None, :, None, :]
-    sin = angles_TR2.sin()[None, :, None, :]
     out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
     return out.flatten(-2).to(x.dtype)
 
@@ -89,17 +91,17 @@ class MLA(nn.Module):
             mscale = 0.1 * args.mscale * math.log(args.rope_factor) + 1.0
             self.softmax_scale *= mscale * mscale
 
-    def forward(self, x_BTD: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    def forward(self, x_BTD: torch.Tensor, rope: Rope) -> torch.Tensor:
         a = self.args
         b, t, _ = x_BTD.shape
         q = self.wq(x_BTD) if a.q_lora_rank == 0 else self.wq_b(self.q_norm(self.wq_a(x_BTD)))
         q = q.view(b, t, a.n_heads, a.qk_head_dim)
         q_nope, q_pe = q.split([a.qk_nope_head_dim, a.qk_rope_head_dim], dim=-1)
         kv, k_pe = self.wkv_a(x_BTD).split([a.kv_lora_rank, a.qk_rope_head_dim], dim=-1)
-        k_pe = apply_rope(k_pe.unsqueeze(2), angles)  # (B, T, 1, R): one rope key for all heads
+        k_pe = apply_rope(k_pe.unsqueeze(2), rope)  # (B, T, 1, R): one rope key for all heads
         kv = self.wkv_b(self.kv_norm(kv)).view(b, t, a.n_heads, -1)
         k_nope, v = kv.split([a.qk_nope_head_dim, a.v_head_dim], dim=-1)
-        q = torch.cat([q_nope, apply_rope(q_pe, angles)], dim=-1)
+        q = torch.cat([q_nope, apply_rope(q_pe, rope)], dim=-1)
         k = torch.cat([k_nope, k_pe.expand(-1, -1, a.n_heads, -1).to(k_nope.dtype)], dim=-1)
         out = _causal_attention(q, k, v, self.softmax_scale)  # (B, T, H, v_head_dim)
         return self.wo(out.reshape(b, t, -1))
@@ -131,9 +133,9 @@ class Block(nn.Module):
         self.ffn = MoE(args) if moe else MLP(args.dim, args.inter_dim)
         self.checkpoint = False  # recompute this block in backward (set by the trainer)
 
-    def forward(self, x: torch.Tensor, angles: torch.Tensor):
+    def forward(self, x: torch.Tensor, rope: Rope):
         """Returns (output, balance loss or None, expert load or None)."""
-        x = x + self.attn(self.attn_norm(x), angles)
+        x = x + self.attn(self.attn_norm(x), rope)
         if isinstance(self.ffn, MoE):
             y, balance, load = self.ffn(self.ffn_norm(x))
             return x + y, balance, load
@@ -151,9 +153,10 @@ class MTPModule(nn.Module):
         self.block = Block(args, moe=args.n_dense_layers < args.n_layers)
         self.norm = RMSNorm(args.dim, args.norm_eps)
 
-    def forward(self, h_prev: torch.Tensor, emb_next: torch.Tensor, angles: torch.Tensor):
+    def forward(self, h_prev: torch.Tensor, emb_next: torch.Tensor,
+                rope: Rope):
         x = self.proj(torch.cat([self.hidden_norm(h_prev), self.embed_norm(emb_next)], dim=-1))
-        return self.block(x, angles)
+        return self.block(x, rope)
 
 
 @dataclass
@@ -211,25 +214,26 @@ class Transformer(nn.Module):
         """`mtp=False` skips the MTP modules (evaluation only needs the main head)."""
         t = tokens_BT.shape[1]
         angles = rope_frequencies(self.args, t).to(tokens_BT.device)
+        rope = (angles.cos(), angles.sin())  # (T, R/2) each, shared by every layer
         emb = self.embed(tokens_BT)
         h, balance, loads = emb, emb.new_zeros(()), []
         for block in self.layers:
-            h, bal, load = self._run_block(block, h, angles)
+            h, bal, load = self._run_block(block, h, rope)
             if bal is not None:
                 balance, loads = balance + bal, loads + [load]
         logits = self._logits(self.norm(h))
         mtp_logits = []
         for k, module in enumerate(self.mtp if mtp else [], start=1):
-            h, bal, load = module(h[:, :-1], emb[:, k:], angles[: t - k])
+            h, bal, load = module(h[:, :-1], emb[:, k:], (rope[0][: t - k], rope[1][: t - k]))
             if bal is not None:
                 balance, loads = balance + bal, loads + [load]
             mtp_logits.append(self._logits(module.norm(h)))
         return ModelOutput(logits, mtp_logits, balance, loads)
 
-    def _run_block(self, block: Block, h: torch.Tensor, angles: torch.Tensor):
+    def _run_block(self, block: Block, h: torch.Tensor, rope: Rope):
         if block.checkpoint and self.training and torch.is_grad_enabled():
-            return checkpoint(block, h, angles, use_reentrant=False)
-        return block(h, angles)
+            return checkpoint(block, h, rope, use_reentrant=False)
+        return block(h, rope)
 
     def _logits(self, h_normed: torch.Tensor) -> torch.Tensor:
         # µP: output logits × 1/width_mult so the readout does not blow up with width.

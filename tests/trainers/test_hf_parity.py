@@ -50,8 +50,7 @@ def copy_weights_to_hf(ours: Transformer, hf) -> None:
             sd[p + "mlp.gate.weight"] = ffn.gate.weight
             sd[p + "mlp.gate.e_score_correction_bias"] = ffn.gate.bias
             ex = ffn.experts
-            sd[p + "mlp.experts.gate_up_proj"] = torch.cat(
-                [ex.w1_EDI.transpose(1, 2), ex.w3_EDI.transpose(1, 2)], dim=1)
+            sd[p + "mlp.experts.gate_up_proj"] = ex.w13_EDJ.transpose(1, 2)  # (E, 2I, D)
             sd[p + "mlp.experts.down_proj"] = ex.w2_EID.transpose(1, 2)
             for name, hf_name in mlp_names.items():
                 sd[p + f"mlp.shared_experts.{hf_name}.weight"] = getattr(ffn.shared, name).weight

@@ -82,7 +82,8 @@ def reference_moe(moe, x_BTD):
         y = moe.shared(x[t:t + 1])[0]
         for k in range(idx.shape[1]):
             e = idx[t, k]
-            h = F.silu(x[t] @ ex.w1_EDI[e]) * (x[t] @ ex.w3_EDI[e])
+            w1, w3 = ex.w13_EDJ[e].split(ex.inter_dim, dim=-1)
+            h = F.silu(x[t] @ w1) * (x[t] @ w3)
             y = y + w[t, k] * (h @ ex.w2_EID[e])
         out.append(y)
     return torch.stack(out).view_as(x_BTD)
