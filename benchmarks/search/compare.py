@@ -50,6 +50,9 @@ VARIANTS = [
     ("tpe_asha_serial", "TPE + ASHA, 1 trial at a time", "tpe", "asha", {"max_concurrent": 1}),
     ("gp_nopruning", "GPSampler, no pruning", "gp", "none", {}),
     ("nsga2_nopruning", "NSGA-II, no pruning", "nsga2", "none", {}),
+    # what a spec gets since 2026-11-30: sampler = "auto", pruning = "auto" (resolved by the
+    # service itself: GP here, ASHA only when val_loss is the sole objective)
+    ("auto_default", "default since 2026-11-30: sampler auto, pruning auto", "auto", "auto", {}),
 ]
 
 

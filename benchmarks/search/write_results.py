@@ -27,7 +27,8 @@ VLO_CMD = ("python benchmarks/search/compare.py --objectives val_loss --methods 
 NOISY_CMD = ("python benchmarks/search/compare.py --noise 0.076 --methods default,tpe,random,"
              "gp,gp_nopruning,tpe_asha_grace30k --out noisy --write")
 VAR_CMD = ("python benchmarks/search/compare.py --methods default,tpe_asha_grace30k,"
-           "tpe_asha_grace7k,tpe_asha_serial,gp_nopruning,nsga2_nopruning --out variants --write")
+           "tpe_asha_grace7k,tpe_asha_serial,gp_nopruning,nsga2_nopruning,auto_default "
+           "--out variants --write")
 
 
 def _load(name: str) -> dict[str, Any] | None:
