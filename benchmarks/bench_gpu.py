@@ -8,7 +8,8 @@
 3. fp8 vs bf16 validation loss after the same tokens (DeepSeek-V3's bar: < 0.25% relative).
 
 Prints a markdown section for benchmarks/RESULTS.md and writes the raw figures as JSON.
-It imports only torch and `trainers` (the device machine has no Ray or Optuna).
+It imports only torch, `trainers` and `tuner.cost_model` (neither pulls in Ray or Optuna,
+which the device machine lacks).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainers import Recipe, preset, train  # noqa: E402
 from trainers.moe import RoutedExperts  # noqa: E402
+from tuner.cost_model import flops_per_token  # noqa: E402  (torch-only: no Ray, no Optuna)
 
 
 def matmul_peak(n: int = 8192, repeats: int = 20) -> float:
@@ -40,21 +42,11 @@ def matmul_peak(n: int = 8192, repeats: int = 20) -> float:
     return 2 * n ** 3 * repeats / (time.perf_counter() - t0)
 
 
-def model_flops_per_token(args, seq_len: int) -> float:
-    """6 × active matmul weights (head included, embedding excluded) + causal attention."""
-    from trainers import count_params
-
-    _, active = count_params(args)
-    matmul = active - args.vocab_size * args.dim  # the embedding is a lookup
-    attn = 3 * args.n_heads * (args.qk_head_dim + args.v_head_dim) * seq_len
-    return 6 * matmul + (args.n_layers + args.mtp_depth) * attn
-
-
 def throughput(name: str, precision: str, tokens: int, peak: float) -> dict:
     args = preset(name)
     recipe = Recipe(batch_schedule="constant", batch_end=32, seq_len=1024, precision=precision)
     res = train(args, recipe, token_budget=tokens, eval_every_tokens=tokens, device="cuda")
-    flops = model_flops_per_token(args, recipe.seq_len)
+    flops = flops_per_token(args, recipe.seq_len).model
     return {"preset": name, "precision": precision, "tok_s": res.tokens_per_s,
             "mfu": res.tokens_per_s * flops / peak, "val_loss": res.val_loss,
             "fp8_emulated": res.fp8_emulated, "peak_gib": res.peak_memory_bytes / 2 ** 30}
