@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from trainers.fp8 import Fp8Linear
+from trainers.fp8 import Backend, Fp8Linear
 from trainers.mlp import MLP
 from trainers.model_args import ModelArgs
 from trainers.moe import MoE
@@ -198,7 +198,8 @@ class Transformer(nn.Module):
             else:
                 nn.init.normal_(p, std=hidden_std)
 
-    def set_precision(self, *, fp8: bool) -> None:
+    def set_precision(self, *, fp8: Backend | None) -> None:
+        """Run the blocks' Linears (and routed experts) through an fp8 back end, or not."""
         for m in self.modules():
             if hasattr(m, "fp8"):
                 m.fp8 = fp8

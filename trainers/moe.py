@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainers.fp8 import fp8_linear
+from trainers.fp8 import Backend, fp8_linear
 from trainers.mlp import MLP
 from trainers.model_args import ModelArgs
 
@@ -78,7 +78,7 @@ class RoutedExperts(nn.Module):
         self.w13_EDJ = nn.Parameter(torch.empty(e, d, 2 * i))  # J = 2I
         self.w2_EID = nn.Parameter(torch.empty(e, i, d))  # down projection
         self.inter_dim = i
-        self.fp8 = False
+        self.fp8: Backend | None = None  # an fp8 back end runs the looped path
         self.use_grouped_mm = hasattr(torch, "_grouped_mm")
 
     def forward(self, x_AD: torch.Tensor, counts_E: torch.Tensor) -> torch.Tensor:
@@ -110,8 +110,8 @@ class RoutedExperts(nn.Module):
     def _expert(self, x: torch.Tensor, e: int) -> torch.Tensor:
         w1, w3 = self.w13_EDJ[e].split(self.inter_dim, dim=-1)
         if self.fp8:  # fp8_linear takes (N, K)-shaped weights like nn.Linear; w1, w3 scaled apart
-            h = F.silu(fp8_linear(x, w1.t())) * fp8_linear(x, w3.t())
-            return fp8_linear(h, self.w2_EID[e].t())
+            h = F.silu(fp8_linear(x, w1.t(), self.fp8)) * fp8_linear(x, w3.t(), self.fp8)
+            return fp8_linear(h, self.w2_EID[e].t(), self.fp8)
         return (F.silu(x @ w1) * (x @ w3)) @ self.w2_EID[e]
 
 

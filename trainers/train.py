@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from trainers.data import Corpus, TrainStream, load_corpus, validation_batches
-from trainers.fp8 import native_fp8_available
+from trainers.fp8 import Backend, fp8_backend
 from trainers.memory import SavedActivationMeter, training_state_bytes
 from trainers.model import ModelOutput, Transformer
 from trainers.model_args import ModelArgs
@@ -88,6 +88,7 @@ class _Run:
     budget: int
     eval_every: int
     meter: SavedActivationMeter
+    fp8: Backend | None  # the back end of fp8 GEMMs; None unless precision is fp8
     fp8_note: str
     tokens: int = 0
     steps: int = 0
@@ -116,11 +117,12 @@ class _Run:
                              f", larger than ModelArgs.vocab_size={args.vocab_size}.")
         seed = recipe.seed if seed is None else seed
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        fp8, fp8_note = fp8_backend(device) if recipe.precision == "fp8" else (None, "")
         torch.manual_seed(seed)
         if device.type == "cuda":  # the peak we report must be this run's, not the process's
             torch.cuda.reset_peak_memory_stats(device)
         model = Transformer(args).to(device)
-        model.set_precision(fp8=recipe.precision == "fp8")
+        model.set_precision(fp8=fp8)
         model.set_checkpointing(recipe.checkpoint_ratio)
         model.train()
         optimizer = torch.optim.AdamW(
@@ -132,7 +134,7 @@ class _Run:
             val_batches=validation_batches(corpus, recipe.seq_len, eval_sequences,
                                            batch=min(eval_sequences, 16)),
             budget=budget, eval_every=eval_every, meter=SavedActivationMeter(model),
-            fp8_note=native_fp8_available(device)[1] if recipe.precision == "fp8" else "",
+            fp8=fp8, fp8_note=fp8_note,
             next_eval=eval_every)
 
     # one optimizer step ---------------------------------------------------------------------
@@ -271,7 +273,7 @@ class _Run:
             loss_spike_steps=self.spike_steps, grad_norm_mean=sum(norms) / len(norms),
             grad_norm_max=max(norms), diverged=self.diverged, diverged_step=self.diverged_step,
             stopped_early=self.stopped_early, precision=self.recipe.precision,
-            fp8_emulated=True if self.recipe.precision == "fp8" else None,
+            fp8_emulated=None if self.fp8 is None else self.fp8 == "emulated",
             seed=self.seed, corpus_hash=self.corpus.hash, n_params=total,
             n_active_params=active, environment=self._environment())
 
@@ -288,7 +290,7 @@ class _Run:
         if self.device.type == "cuda":
             env["gpu"] = torch.cuda.get_device_name(self.device)
         if self.fp8_note:
-            env["fp8_backend"] = f"emulated: {self.fp8_note}"
+            env["fp8_backend"] = self.fp8_note
         return env
 
 

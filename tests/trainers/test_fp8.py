@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from trainers import fp8
 from trainers.fp8 import E4M3_MAX, fp8_linear, quantize_tiles
 
 
@@ -40,3 +41,88 @@ def test_fp8_linear_close_to_fp32_with_gradients():
     dx_ref, dw_ref = g @ w, g.t() @ x
     assert (dx - dx_ref).norm() / dx_ref.norm() < 0.05
     assert (dw - dw_ref).norm() / dw_ref.norm() < 0.05
+
+
+# --- the native back end's plumbing, checked on CPU against torch's documented rules ------------
+
+def _scaling_kind(t: torch.Tensor, scale: torch.Tensor) -> str:
+    """Which block scaling `torch._scaled_mm` sees for operand `t` (R, C), per ScaledBlas.cpp."""
+    r, c = t.shape
+    cb = -(-c // 128)
+
+    def dim_ok(d, size, stride):
+        return scale.shape[d] == size and (size <= 1 or scale.stride(d) == stride)
+
+    if scale.dim() == 2 and dim_ok(0, r, 1) and dim_ok(1, cb, r):
+        return "1x128"
+    if scale.dim() == 2 and dim_ok(0, -(-r // 128), cb) and dim_ok(1, cb, 1):
+        return "128x128"
+    return "invalid"
+
+
+def _expand(t: torch.Tensor, scale: torch.Tensor, kind: str) -> torch.Tensor:
+    rows = 1 if kind == "1x128" else 128
+    s = scale.repeat_interleave(rows, 0)[: t.shape[0]].repeat_interleave(128, 1)[:, : t.shape[1]]
+    return t.float() * s
+
+
+def _fake_scaled_mm(a, b, *, scale_a, scale_b, out_dtype):
+    """torch._scaled_mm's contract for block-wise scales (mat_b column-major, scale_b checked
+    transposed against mat_b.t()), computed in fp32 on CPU."""
+    assert a.dtype == b.dtype == torch.float8_e4m3fn
+    assert a.is_contiguous() and b.t().is_contiguous(), "a row-major, b column-major"
+    assert a.shape[1] % 16 == 0 and b.shape[0] % 16 == 0 and b.shape[1] % 16 == 0
+    kinds = (_scaling_kind(a, scale_a), _scaling_kind(b.t(), scale_b.t()))
+    assert kinds in {("1x128", "128x128"), ("128x128", "1x128"), ("1x128", "1x128")}, kinds
+    return (_expand(a, scale_a, kinds[0]) @ _expand(b.t(), scale_b.t(), kinds[1]).t()).to(
+        out_dtype)
+
+
+def test_native_gemm_layouts_meet_scaled_mm_contract(monkeypatch):
+    """Every pairing the native back end issues passes torch's scale-layout checks, and reading
+    the scales as torch documents reproduces the emulation (same codes, same scales)."""
+    monkeypatch.setattr(torch, "_scaled_mm", _fake_scaled_mm, raising=False)
+    layout = {"aligned_block_stride": False, "out_fp32": True}
+    for a, b, ar, br in fp8._probe_cases(torch.device("cpu")):
+        ref = fp8._emulated_gemm(a, b, ar, br, torch.float32)
+        got = fp8._native_gemm(a, b, ar, br, torch.float32, layout)
+        assert got.shape == ref.shape == (a.shape[0], b.shape[0])
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-4)
+
+
+def test_aligned_block_scales_keep_values_with_16_byte_row_strides():
+    """The probe's fallback layout for builds that want 16-byte aligned 128x128 scale rows."""
+    s = torch.rand(5, 3)  # (N/128, K/128) with K/128 = 3: rows of 12 bytes unless padded
+    scale_b = fp8._scale_b(s, 128, aligned=True)
+    assert torch.equal(scale_b, s.t()) and scale_b.t().stride() == (4, 1)
+
+
+def test_emulated_gemm_equals_dequantized_product():
+    a, b = torch.randn(40, 300), torch.randn(70, 300)
+    got = fp8._emulated_gemm(a, b, 1, 128, torch.float32)
+    torch.testing.assert_close(got, quantize_tiles(a, 1, 128) @ quantize_tiles(b, 128, 128).t())
+
+
+def test_cpu_trains_fp8_emulated_and_says_why():
+    backend, note = fp8.fp8_backend("cpu")
+    assert backend == "emulated" and "no fp8 tensor cores" in note
+
+
+cuda_hopper = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+    reason="native fp8 needs a Hopper GPU (runs in the device session's bench script)")
+
+
+@cuda_hopper
+def test_native_fp8_matches_emulation_on_hopper():
+    ok, note = fp8.native_fp8_available("cuda")
+    assert ok, note
+    x = torch.randn(300, 296, device="cuda", requires_grad=True)
+    w = (torch.randn(592, 296, device="cuda") * 0.05).requires_grad_()
+    g = torch.randn(300, 592, device="cuda")
+    outs = {}
+    for backend in ("native", "emulated"):
+        y = fp8_linear(x, w, backend)
+        outs[backend] = (y, *torch.autograd.grad(y, (x, w), g))
+    for nat, emu in zip(outs["native"], outs["emulated"]):
+        assert (nat - emu).norm() / emu.norm() < 1e-4
