@@ -47,13 +47,14 @@ def _pad_to(x: torch.Tensor, dim: int, multiple: int) -> torch.Tensor:
 
 
 def _quantize(x_RC: torch.Tensor, tile_rows: int, tile_cols: int = TILE,
-              row_multiple: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+              row_multiple: int = 1, col_multiple: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """E4M3 codes of `x` padded with zeros to whole tiles, and one fp32 scale per tile.
 
     Returns codes (R', C') and scales (R'/tile_rows, C'/tile_cols); scale = amax/448, so
     code · scale reproduces x up to E4M3 rounding. Zero padding changes no product.
     """
-    x = _pad_to(_pad_to(x_RC.float(), 0, tile_rows * row_multiple), 1, tile_cols).contiguous()
+    x = _pad_to(_pad_to(x_RC.float(), 0, tile_rows * row_multiple), 1,
+                tile_cols * col_multiple).contiguous()
     rp, cp = x.shape
     tiles = x.view(rp // tile_rows, tile_rows, cp // tile_cols, tile_cols)
     scale = (tiles.abs().amax(dim=(1, 3), keepdim=True) / E4M3_MAX).clamp(min=1e-12)
@@ -88,6 +89,12 @@ def _emulated_gemm(a_MK: torch.Tensor, b_NK: torch.Tensor, a_rows: int, b_rows: 
     return (a @ b.t()).to(out_dtype)
 
 
+# Relative error allowed between native and emulated products of the same codes and scales.
+# Hopper's fp8 MMA accumulates with ~14 bits (DeepSeek-V3 §3.3.2), so even fp32 output differs
+# from the emulation's exact fp32 sum (1.2e-4 seen on an H200); bf16 output adds its rounding.
+# A misread scale layout gives errors of 0.07 and more.
+NATIVE_TOLERANCE = {"fp32": 1e-3, "bf16": 8e-3}
+
 # How this torch build wants its block scales and output; settled by the start-up probe.
 _NATIVE_LAYOUT = {"aligned_block_stride": False, "out_fp32": True}
 
@@ -113,9 +120,15 @@ def _native_gemm(a_MK: torch.Tensor, b_NK: torch.Tensor, a_rows: int, b_rows: in
                  out_dtype: torch.dtype, layout: dict | None = None) -> torch.Tensor:
     layout = layout or _NATIVE_LAYOUT
     m, n = a_MK.shape[0], b_NK.shape[0]
-    # torch._scaled_mm wants K and both dims of B divisible by 16; whole 128-blocks for B rows
-    qa, sa = _quantize(a_MK, a_rows, row_multiple=16 // a_rows if a_rows < 16 else 1)
-    qb, sb = _quantize(b_NK, b_rows, row_multiple=16 // b_rows if b_rows < 16 else 1)
+    # torch._scaled_mm wants K and both dims of B divisible by 16. With 128×128 blocks on B,
+    # cuBLAS reads B's scale rows at 16-byte strides while torch (2.11) insists on packed rows:
+    # on an H200 a K/128 of 3 gave wrong products (rel. error 0.08), so K is padded with zeros
+    # to a multiple of 4·128 there and both layouts agree.
+    k_blocks = 4 if b_rows == TILE else 1
+    qa, sa = _quantize(a_MK, a_rows, row_multiple=16 // a_rows if a_rows < 16 else 1,
+                       col_multiple=k_blocks)
+    qb, sb = _quantize(b_NK, b_rows, row_multiple=16 // b_rows if b_rows < 16 else 1,
+                       col_multiple=k_blocks)
     gemm_dtype = torch.float32 if layout["out_fp32"] else torch.bfloat16
     y = torch._scaled_mm(qa, qb.t(), scale_a=_scale_a(sa) if a_rows == 1 else sa,
                          scale_b=_scale_b(sb, b_rows, layout["aligned_block_stride"]),
@@ -181,15 +194,15 @@ def _probe(device_str: str) -> tuple[bool, str]:
             except (RuntimeError, NotImplementedError, ValueError) as e:
                 first_error = first_error or f"{type(e).__name__}: {str(e).splitlines()[0]}"
                 continue
-            # same codes and scales: only accumulation order and output rounding may differ
-            tol = 1e-5 if out_fp32 else 8e-3
+            tol = NATIVE_TOLERANCE["fp32" if out_fp32 else "bf16"]
             if worst > tol:
                 first_error = first_error or f"native result differs from emulation by {worst:.2g}"
                 continue
             _NATIVE_LAYOUT.update(layout)
             return True, (f"torch._scaled_mm block-wise (1x128 activations, 128x128 "
                           f"weights), {'fp32' if out_fp32 else 'bf16'} output; matched the "
-                          f"emulation to {worst:.1e} at start-up")
+                          f"emulation to {worst:.1e} at start-up"
+                          + (f" (fp32 output rejected: {first_error})" if first_error else ""))
     return False, f"torch._scaled_mm block-wise probe failed ({first_error})"
 
 

@@ -56,7 +56,9 @@ def _scaling_kind(t: torch.Tensor, scale: torch.Tensor) -> str:
     if scale.dim() == 2 and dim_ok(0, r, 1) and dim_ok(1, cb, r):
         return "1x128"
     if scale.dim() == 2 and dim_ok(0, -(-r // 128), cb) and dim_ok(1, cb, 1):
-        return "128x128"
+        # cuBLAS reads these rows at 16-byte strides (seen on an H200, torch 2.11): a packed row
+        # of 3 scales gave wrong products, so only whole groups of 4 are correct
+        return "128x128" if scale.shape[0] == 1 or cb % 4 == 0 else "misread"
     return "invalid"
 
 
@@ -124,5 +126,7 @@ def test_native_fp8_matches_emulation_on_hopper():
     for backend in ("native", "emulated"):
         y = fp8_linear(x, w, backend)
         outs[backend] = (y, *torch.autograd.grad(y, (x, w), g))
+    # same codes and scales; only accumulation order and the GEMM's output rounding differ
+    tol = fp8.NATIVE_TOLERANCE["fp32" if fp8._NATIVE_LAYOUT["out_fp32"] else "bf16"]
     for nat, emu in zip(outs["native"], outs["emulated"]):
-        assert (nat - emu).norm() / emu.norm() < 1e-4
+        assert 0 < (nat - emu).norm() / emu.norm() < tol

@@ -19,7 +19,7 @@ def debug_args():
 
 def run(args, recipe, **kw):
     """train() with a small fixed validation set: evaluations dominate such short runs."""
-    return train(args, recipe, **{"eval_sequences": 16, **kw})
+    return train(args, recipe, **{"eval_sequences": 16, "device": "cpu", **kw})
 
 
 def quick(**kw) -> Recipe:
