@@ -15,25 +15,27 @@ Supported sources (``load_corpus(spec)``):
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
+import struct
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 VAL_FRACTION = 0.05
 STDLIB_MAX_BYTES = 8 << 20  # 8 MiB: plenty for proxies, read in well under a second
-TOKEN_DTYPES = {"uint16": np.uint16, "uint32": np.uint32}
+TOKEN_DTYPES = {"uint16": torch.uint16, "uint32": torch.uint32}
+NPY_DESCR = {"<u2": "uint16", "<u4": "uint32"}  # .npy dtypes we read (little-endian, as written)
 
 
 @dataclass(frozen=True, eq=False)
 class Corpus:
     """Token ids (memory-mapped where possible), their vocabulary size, name and sha256 hash."""
 
-    tokens: np.ndarray
+    tokens: torch.Tensor  # 1-D uint8/uint16/uint32
     vocab_size: int
     name: str
     hash: str
@@ -43,11 +45,11 @@ class Corpus:
         return max(1, int(len(self.tokens) * VAL_FRACTION))
 
     @property
-    def train_tokens(self) -> np.ndarray:
+    def train_tokens(self) -> torch.Tensor:
         return self.tokens[: len(self.tokens) - self.n_val]
 
     @property
-    def val_tokens(self) -> np.ndarray:
+    def val_tokens(self) -> torch.Tensor:
         return self.tokens[len(self.tokens) - self.n_val:]
 
     def check_fits(self, seq_len: int) -> None:
@@ -67,13 +69,12 @@ class TrainStream:
         corpus.check_fits(seq_len)
         self.tokens = corpus.train_tokens
         self.seq_len = seq_len
-        self.rng = np.random.default_rng(seed)
+        self.rng = torch.Generator().manual_seed(seed)  # its own stream: model init is apart
 
     def next_batch(self, n: int) -> torch.Tensor:
         """The next n windows as a (n, seq_len + 1) int64 tensor."""
-        starts = self.rng.integers(0, len(self.tokens) - self.seq_len, size=n)
-        rows = [np.asarray(self.tokens[s: s + self.seq_len + 1]) for s in starts]
-        return torch.from_numpy(np.stack(rows).astype(np.int64))
+        starts = torch.randint(0, len(self.tokens) - self.seq_len, (n,), generator=self.rng)
+        return _windows(self.tokens, starts.tolist(), self.seq_len + 1)
 
 
 def validation_batches(corpus: Corpus, seq_len: int, n_seqs: int,
@@ -82,9 +83,14 @@ def validation_batches(corpus: Corpus, seq_len: int, n_seqs: int,
     corpus.check_fits(seq_len)
     val = corpus.val_tokens
     span = len(val) - seq_len - 1
-    starts = np.linspace(0, span, num=n_seqs).astype(np.int64)
-    rows = np.stack([np.asarray(val[s: s + seq_len + 1]) for s in starts]).astype(np.int64)
-    return [torch.from_numpy(rows[i: i + batch]) for i in range(0, n_seqs, batch)]
+    starts = [span * i // max(1, n_seqs - 1) for i in range(n_seqs)]
+    rows = _windows(val, starts, seq_len + 1)
+    return [rows[i: i + batch] for i in range(0, n_seqs, batch)]
+
+
+def _windows(tokens: torch.Tensor, starts: list[int], length: int) -> torch.Tensor:
+    # slice, then widen: uint16/uint32 tensors support copies, not arithmetic or indexing
+    return torch.stack([tokens[s: s + length].to(torch.int64) for s in starts])
 
 
 def load_corpus(spec: str | Path | None = "stdlib", *, vocab_size: int | None = None,
@@ -135,7 +141,7 @@ def _read_text_source(path: Path) -> bytes:
 
 
 def _bytes_corpus(data: bytes, name: str) -> Corpus:
-    tokens = np.frombuffer(data, dtype=np.uint8)
+    tokens = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     return Corpus(tokens=tokens, vocab_size=256, name=name, hash=hashlib.sha256(data).hexdigest())
 
 
@@ -144,27 +150,51 @@ def _token_file(path: Path, vocab_size: int | None, dtype: str) -> Corpus:
         raise ValueError(f"corpus: token file {str(path)!r} needs a positive vocab_size, "
                          f"but got vocab_size={vocab_size!r}.")
     if path.suffix == ".npy":
-        tokens = np.load(path, mmap_mode="r")
-        if tokens.dtype not in (np.uint16, np.uint32) or tokens.ndim != 1:
-            raise ValueError(f"corpus: {str(path)!r} must hold a 1-D uint16 or uint32 array, "
-                             f"but got dtype={tokens.dtype}, shape={tokens.shape}.")
+        offset, dtype = _npy_header(path)
     else:
+        offset = 0
         if dtype not in TOKEN_DTYPES:
             raise ValueError(f"corpus: dtype must be one of {sorted(TOKEN_DTYPES)}, "
                              f"but got dtype={dtype!r}.")
-        itemsize = np.dtype(TOKEN_DTYPES[dtype]).itemsize
-        if path.stat().st_size % itemsize:
-            raise ValueError(f"corpus: {str(path)!r} has {path.stat().st_size} bytes, not a "
-                             f"multiple of {itemsize} ({dtype}).")
-        tokens = np.memmap(path, dtype=TOKEN_DTYPES[dtype], mode="r") \
-            if path.stat().st_size else np.zeros(0, TOKEN_DTYPES[dtype])
-    if len(tokens) == 0:
+    itemsize = TOKEN_DTYPES[dtype].itemsize
+    n_bytes = path.stat().st_size - offset
+    if n_bytes % itemsize:
+        raise ValueError(f"corpus: {str(path)!r} has {n_bytes} bytes of ids, not a "
+                         f"multiple of {itemsize} ({dtype}).")
+    if n_bytes == 0:
         raise ValueError(f"corpus: token file {str(path)!r} is empty.")
-    top = int(max(int(tokens[i: i + (1 << 24)].max()) for i in range(0, len(tokens), 1 << 24)))
+    # memory-mapped, copy-on-write: pages are read when a window touches them
+    raw = torch.from_file(str(path), shared=False, size=offset + n_bytes, dtype=torch.uint8)
+    tokens = raw[offset:].view(TOKEN_DTYPES[dtype])
+    chunk = 1 << 24
+    top = max(int(tokens[i: i + chunk].to(torch.int64).max())
+              for i in range(0, len(tokens), chunk))
     if top >= vocab_size:
         raise ValueError(f"corpus: token file {str(path)!r} holds id {top}, but ids must be "
                          f"< vocab_size={vocab_size}.")
     return Corpus(tokens=tokens, vocab_size=vocab_size, name=str(path), hash=_file_hash(path))
+
+
+def _npy_header(path: Path) -> tuple[int, str]:
+    """Data offset and id dtype of a .npy file holding a 1-D little-endian uint16/uint32 array."""
+    with path.open("rb") as f:
+        head = f.read(12)
+        if len(head) < 10 or head[:6] != b"\x93NUMPY":
+            raise ValueError(f"corpus: {str(path)!r} is not a .npy file (bad magic bytes).")
+        if head[6] == 1:
+            size, start = struct.unpack("<H", head[8:10])[0], 10
+        else:
+            size, start = struct.unpack("<I", head[8:12])[0], 12
+        f.seek(start)
+        try:
+            header = ast.literal_eval(f.read(size).decode("latin1"))
+        except (ValueError, SyntaxError) as e:
+            raise ValueError(f"corpus: {str(path)!r} has an unreadable .npy header.") from e
+    descr, shape = header.get("descr"), header.get("shape")
+    if descr not in NPY_DESCR or not isinstance(shape, tuple) or len(shape) != 1:
+        raise ValueError(f"corpus: {str(path)!r} must hold a 1-D uint16 or uint32 array, "
+                         f"but got dtype={descr}, shape={shape}.")
+    return start + size, NPY_DESCR[descr]
 
 
 def _file_hash(path: Path) -> str:

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -55,8 +59,39 @@ def test_token_files_bin_and_npy(tmp_path):
     np.save(tmp_path / "t.npy", ids.astype(np.uint32))
     b = load_corpus(tmp_path / "t.bin", vocab_size=1000)
     n = load_corpus(tmp_path / "t.npy", vocab_size=1000)
-    assert np.array_equal(np.asarray(b.tokens), ids)
-    assert np.array_equal(np.asarray(n.tokens), ids)
+    assert torch.equal(b.tokens.to(torch.int64), torch.arange(5000) % 1000)
+    assert torch.equal(n.tokens.to(torch.int64), torch.arange(5000) % 1000)
+    assert b.tokens.dtype == torch.uint16 and n.tokens.dtype == torch.uint32
+
+
+def test_npy_big_endian_and_2d_are_refused(tmp_path):
+    np.save(tmp_path / "be.npy", np.arange(500, dtype=">u2"))
+    np.save(tmp_path / "2d.npy", np.zeros((10, 50), dtype=np.uint16))
+    (tmp_path / "fake.npy").write_bytes(b"not numpy at all")
+    for name, message in (("be.npy", "dtype=>u2"), ("2d.npy", r"shape=\(10, 50\)"),
+                          ("fake.npy", "bad magic")):
+        with pytest.raises(ValueError, match=message):
+            load_corpus(tmp_path / name, vocab_size=1000)
+
+
+def test_trainers_run_without_numpy(tmp_path):
+    """trainers/ needs torch alone: train on a token file with numpy made unimportable."""
+    np.save(tmp_path / "t.npy", (np.arange(20000) % 300).astype(np.uint16))
+    code = f"""
+import sys
+sys.modules["numpy"] = None  # any `import numpy` now fails
+from trainers import Recipe, load_corpus, preset, train
+corpus = load_corpus({str(tmp_path / "t.npy")!r}, vocab_size=300)
+args = preset("debug")
+r = train(args.__class__(**{{**args.__dict__, "vocab_size": 300}}),
+          Recipe(batch_schedule="constant", batch_end=4, seq_len=64), data=corpus,
+          token_budget=2048, eval_sequences=4, device="cpu")
+print("val_loss", r.val_loss)
+"""
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
+                         text=True, cwd=Path(__file__).resolve().parents[2], timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert 0 < float(out.stdout.split()[-1]) < 10
 
 
 @pytest.mark.parametrize(("make", "kwargs", "message"), [
