@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{status}: val_loss {result.val_loss:.4f}, {result.tokens_trained:,} tokens in "
           f"{result.steps} steps, {result.tokens_per_s:,.0f} tok/s, peak memory "
           f"{result.peak_memory_bytes / 2**20:.0f} MiB ({result.peak_memory_method})"
-          + (", fp8 emulated" if result.fp8_emulated else ""))
+          + {True: ", fp8 emulated", False: ", fp8 native"}.get(result.fp8_emulated, ""))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"model_args": args.to_dict(), "recipe": recipe.to_dict(),
