@@ -45,6 +45,8 @@ class StudySection:
     max_concurrent: int = 2
     seed: int = 0
     sampler: str = "auto"
+    # random trials before TPE/GP model the results; "auto" = tuner.samplers.startup_trials
+    startup_trials: int | str = "auto"
     storage: str = ""  # "" = sqlite file in the study's run folder
 
 
@@ -186,7 +188,8 @@ def _section(cls: type, table: Mapping[str, Any], where: str) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     _reject_unknown(table, tuple(fields), where)
     for key, value in table.items():
-        want = {"str": str, "int": int, "float": float}[str(fields[key].type)]
+        want = {"str": str, "int": int, "float": float,
+                "int | str": (int, str)}[str(fields[key].type)]
         ok = isinstance(value, want) and not isinstance(value, bool)
         if want is float:  # TOML writes 3 for 3.0
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -200,7 +203,9 @@ def _section(cls: type, table: Mapping[str, Any], where: str) -> Any:
         raise SpecError(f"{where}.{missing[0] if missing else '?'}: is required ({e}).") from None
 
 
-def _kind(t: type) -> str:
+def _kind(t: type | tuple[type, ...]) -> str:
+    if isinstance(t, tuple):
+        return " or ".join(_kind(x) for x in t)
     return {int: "an integer", float: "a finite number", str: "a string"}.get(t, t.__name__)
 
 
@@ -211,6 +216,9 @@ def _check_study(s: StudySection) -> None:
     _require(s.max_concurrent >= 1, "study.max_concurrent", "must be >= 1", s.max_concurrent)
     _require(s.seed >= 0, "study.seed", "must be >= 0", s.seed)
     _require(s.sampler in SAMPLERS, "study.sampler", f"must be one of {SAMPLERS}", s.sampler)
+    _require(s.startup_trials == "auto" or (isinstance(s.startup_trials, int)
+                                            and s.startup_trials >= 1),
+             "study.startup_trials", "must be an integer >= 1 or \"auto\"", s.startup_trials)
     if s.sampler == "gp":
         _require(importlib.util.find_spec("scipy") is not None, "study.sampler",
                  "'gp' needs scipy installed (pip install scipy)", s.sampler)

@@ -7,7 +7,7 @@ import importlib.util
 import optuna
 import pytest
 
-from tuner.samplers import make_sampler, resolve_sampler_name
+from tuner.samplers import make_sampler, resolve_sampler_name, startup_trials
 from tuner.spec import spec_from_dict
 
 SAMPLERS = ["tpe", "nsga2", "random", "auto"]
@@ -81,3 +81,59 @@ def test_default_pruning_follows_the_objectives():
     two = spec_for("auto", objectives={"val_loss": "minimize", "tokens_per_s": "maximize"})
     assert two.pruning.scheduler == "none"
     assert spec_for("auto").study.sampler == "auto"
+
+
+def random_prefix(spec, n: int = 14) -> int:
+    """How many of the sampler's first ``n`` proposals are the seeded random sampler's."""
+    def proposals(sampler):
+        study = optuna.create_study(sampler=sampler)
+        out = []
+        for _ in range(n):
+            t = study.ask()
+            lr = spec.space.suggest(t)["lr"]
+            study.tell(t, abs(lr - 3e-3))
+            out.append(lr)
+        return out
+
+    mine = proposals(make_sampler(spec))
+    rand = proposals(optuna.samplers.RandomSampler(seed=spec.study.seed))
+    return next((i for i, (a, b) in enumerate(zip(mine, rand, strict=True)) if a != b), n)
+
+
+def with_startup(sampler: str, startup, n: int = 30):
+    spec = spec_for(sampler, n=n)
+    study = {**spec.to_dict()["study"], "startup_trials": startup}
+    return spec_from_dict({**spec.to_dict(), "study": study})
+
+
+MODEL_SAMPLERS = ["tpe"] + (["gp"] if "gp" in SAMPLERS else [])
+
+
+@pytest.mark.parametrize(("sampler", "n_trials", "expected"), [
+    ("tpe", 30, 10), ("tpe", 40, 10), ("tpe", 9, 3), ("tpe", 4, 2),
+    *[("gp", n, k) for n, k in ((40, 3), (12, 3), (9, 3), (8, 2), (4, 2)) if "gp" in SAMPLERS],
+    *[("auto", n, k) for n, k in ((40, 3), (4, 2)) if "gp" in SAMPLERS]])
+def test_default_random_start_is_a_third_of_the_study_capped_at_10_for_tpe_3_for_gp(
+        sampler, n_trials, expected):
+    """A third of the study, at least 2; at most 10 for TPE, at most 3 for GP (measured in
+    benchmarks/RESULTS.md, "Search efficiency")."""
+    spec = spec_for(sampler, n=n_trials)
+    assert spec.study.startup_trials == "auto"
+    assert startup_trials(spec) == expected
+    assert random_prefix(spec) == expected
+
+
+@pytest.mark.parametrize("sampler", MODEL_SAMPLERS)
+@pytest.mark.parametrize("startup", [1, 3, 12])
+def test_explicit_startup_trials_is_honoured(sampler, startup):
+    spec = with_startup(sampler, startup)
+    assert startup_trials(spec) == startup
+    assert random_prefix(spec) == startup
+    assert spec_from_dict(spec.to_dict()) == spec  # stored specs keep it
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "many", "Auto"])
+def test_bad_startup_trials_is_rejected_naming_the_field(bad):
+    with pytest.raises(ValueError, match=r"study\.startup_trials") as e:
+        with_startup("gp" if "gp" in SAMPLERS else "tpe", bad)
+    assert repr(bad) in str(e.value)

@@ -40,6 +40,8 @@ BAD = [
     (with_("study.max_concurrent", 0), ["study.max_concurrent", ">= 1"]),
     (with_("study.seed", -1), ["study.seed", ">= 0"]),
     (with_("study.sampler", "cmaes"), ["study.sampler", "tpe", "cmaes"]),
+    (with_("study.startup_trials", 0), ["study.startup_trials", ">= 1", "auto", "0"]),
+    (with_("study.startup_trials", 1.5), ["study.startup_trials", "integer", "1.5"]),
     (with_("study.storage", "redis://x"), ["study.storage", "URL", "redis://x"]),
     (with_("model.preset", "huge"), ["model.preset", "huge", "debug"]),
     (with_("model.size", "x"), ["model", "unknown key", "size", "preset"]),
