@@ -53,24 +53,37 @@ VARIANTS = [
     # what a spec gets since 2026-11-30: sampler = "auto", pruning = "auto" (resolved by the
     # service itself: GP here, ASHA only when val_loss is the sole objective)
     ("auto_default", "default since 2026-11-30: sampler auto, pruning auto", "auto", "auto", {}),
+    # GP's random start, pinned through [study] startup_trials (the rule gives 10 at 40 trials)
+    *[(f"gp_startup{k}", f"GPSampler, no pruning, {k} random start trials", "gp", "none",
+       {"startup": k}) for k in (3, 5, 7, 10)],
+    # ASHA with earlier / harsher rungs (the surrogate has an evaluation every ~8k tokens, so a
+    # rung below that is decided at the first evaluation)
+    *[(f"{s}_asha_g{g}_rf{rf}", f"{lbl} + ASHA, grace {g / 1000:g}k, rf {rf}", s,
+       "asha", {"grace": g, "reduction": float(rf)})
+      for s, lbl in (("gp", "GPSampler"), ("tpe", "TPE"))
+      for g, rf in ((7_500, 3), (7_500, 4), (3_750, 4))
+      if (s, g, rf) != ("tpe", 7_500, 3)],  # that one is tpe_asha_grace7k
 ]
+# The same sampler without pruning, for "tokens to the same best val_loss" (ASHA's saving).
+NO_PRUNING_OF = {"gp": "gp_nopruning", "tpe": "tpe"}
 
 
 def make_spec(*, sampler: str, scheduler: str, seed: int, n_trials: int = N_TRIALS,
               max_concurrent: int = MAX_CONCURRENT, grace: int = GRACE,
+              reduction: float = REDUCTION, startup: int | str = "auto",
               budget: int = 60_000, objectives: tuple[str, ...] = OBJECTIVES) -> Any:
     """A real StudySpec over the recorded knobs (validated by tuner.spec like any spec file)."""
     from tuner.spec import spec_from_dict
 
     return spec_from_dict({
         "study": {"name": "surrogate", "n_trials": n_trials, "max_concurrent": max_concurrent,
-                  "seed": seed, "sampler": sampler},
+                  "seed": seed, "sampler": sampler, "startup_trials": startup},
         "model": {"preset": "debug"},
         "budget": {"tokens_per_trial": budget, "eval_every_tokens": 7_500},
         "objectives": {n: {"val_loss": "minimize", "tokens_per_s": "maximize"}[n]
                        for n in objectives},
         "pruning": {"scheduler": scheduler, "grace_tokens": grace,
-                    "reduction_factor": REDUCTION},
+                    "reduction_factor": reduction},
         "space": {"params": {
             "lr": {"type": "float", "low": 3e-4, "high": 2e-2, "log": True},
             "warmup_fraction": {"type": "float", "low": 0.0, "high": 0.2},
@@ -82,28 +95,63 @@ def make_spec(*, sampler: str, scheduler: str, seed: int, n_trials: int = N_TRIA
 
 
 def run_methods(surrogate: Surrogate, methods: list[tuple], seeds: range,
-                token_budget: float | None = None, noise: float = 0.0,
+                token_budget: float | None = None, noise: float = 0.0, jobs: int = 1,
                 **spec_kw: Any) -> dict[str, list[dict]]:
+    """Every (method, seed) study, ``jobs`` at a time (each in one torch thread, so the
+    result does not depend on ``jobs``)."""
+    tasks = [(m, seed, token_budget, noise, spec_kw) for m in methods for seed in seeds]
+    t0 = time.perf_counter()
+    if jobs > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork"),
+                                 initializer=_init_worker, initargs=(surrogate,)) as pool:
+            done = list(pool.map(_one_task, tasks))
+    else:
+        _init_worker(surrogate)
+        done = [_one_task(t) for t in tasks]
     out: dict[str, list[dict]] = {}
-    for key, label, sampler, scheduler, extra in methods:
-        t0 = time.perf_counter()
-        out[key] = []
-        for seed in seeds:
-            spec = make_spec(sampler=sampler, scheduler=scheduler, seed=seed,
-                             **{**spec_kw, **extra})
-            rep = rp.replay(spec, surrogate, method=key, token_budget=token_budget,
-                            noise=noise)
-            out[key].append({"hv": rp.hypervolume_curve(rep), "best": rp.best_loss_curve(rep),
-                             "pruned": sum(t.state == "pruned" for t in rep.trials),
-                             "by_schedule": {
-                                 sched: [sum(t.params.get("batch_schedule") == sched
-                                             for t in rep.trials),
-                                         sum(t.params.get("batch_schedule") == sched
-                                             and t.state == "pruned" for t in rep.trials)]
-                                 for sched in ("constant", "linear", "step")},
-                             "clock_s": rep.trials[-1].clock_s, "trials": len(rep.trials)})
-        print(f"{label}: {len(seeds)} seeds in {time.perf_counter() - t0:.1f} s", flush=True)
+    for (m, *_), r in zip(tasks, done, strict=True):
+        out.setdefault(m[0], []).append(r)
+    for key, label, *_ in methods:
+        secs = sum(r["cpu_s"] for r in out[key])
+        print(f"{label}: {len(seeds)} seeds, {secs:.1f} s of replay", flush=True)
+    print(f"all: {time.perf_counter() - t0:.1f} s wall, {jobs} at a time", flush=True)
     return out
+
+
+_SURROGATE: Surrogate | None = None
+
+
+def _init_worker(surrogate: Surrogate) -> None:
+    global _SURROGATE
+    import torch
+
+    torch.set_num_threads(1)  # GPSampler fits with torch; one thread per replay
+    _SURROGATE = surrogate
+
+
+def _one_task(task: tuple) -> dict:
+    from tuner.samplers import resolve_sampler_name, startup_trials
+
+    (key, _label, sampler, scheduler, extra), seed, token_budget, noise, spec_kw = task
+    t0 = time.perf_counter()
+    spec = make_spec(sampler=sampler, scheduler=scheduler, seed=seed, **{**spec_kw, **extra})
+    rep = rp.replay(spec, _SURROGATE, method=key, token_budget=token_budget, noise=noise)
+    return {"sampler": resolve_sampler_name(spec),  # what "auto" became
+            "scheduler": spec.pruning.scheduler,
+            "grace": spec.pruning.grace_tokens, "rf": spec.pruning.reduction_factor,
+            "startup": startup_trials(spec),
+            "hv": rp.hypervolume_curve(rep), "best": rp.best_loss_curve(rep),
+            "pruned": sum(t.state == "pruned" for t in rep.trials),
+            "by_schedule": {
+                sched: [sum(t.params.get("batch_schedule") == sched for t in rep.trials),
+                        sum(t.params.get("batch_schedule") == sched and t.state == "pruned"
+                            for t in rep.trials)]
+                for sched in ("constant", "linear", "step")},
+            "clock_s": rep.trials[-1].clock_s, "trials": len(rep.trials),
+            "cpu_s": time.perf_counter() - t0}
 
 
 def first_reach(curve: list[tuple[int, float, float]], target: float,
@@ -147,7 +195,18 @@ def summarise(res: dict[str, list[dict]]) -> dict[str, Any]:
             "trials_to_random_hv": _stats([t for t, _ in reach]),
             "tokens_to_random_hv": _stats([k for _, k in reach]),
             "tokens_to_tpe_best": _stats([k for _, k in best_reach]),
+            "sampler": runs[0]["sampler"], "scheduler": runs[0]["scheduler"],
+            "startup_trials": runs[0]["startup"],
+            "grace_tokens": runs[0]["grace"], "reduction_factor": runs[0]["rf"],
         }
+        # ASHA's saving at equal result: tokens until the same sampler without pruning's
+        # median final best val_loss is reached, by that study and by this one.
+        ref = NO_PRUNING_OF.get(runs[0]["sampler"])
+        if ref in res:
+            target = float(np.median([r["best"][-1][2] for r in res[ref]]))
+            out["methods"][key]["same_best"] = {
+                "reference": ref, "target": target,
+                "tokens": _stats([first_reach(r["best"], target, "min")[1] for r in runs])}
     return out
 
 
@@ -199,6 +258,8 @@ def _step_at(curve: list[tuple[int, float, float]], grid: np.ndarray) -> np.ndar
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--jobs", type=int, default=1,
+                   help="replays at once (processes); results do not depend on it")
     p.add_argument("--methods", default=",".join(m[0] for m in METHODS))
     p.add_argument("--write", action="store_true")
     p.add_argument("--out", default="compare", help="file stem for the JSON and PNG written")
@@ -224,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     # Equal compute: every study may spend what N_TRIALS unpruned trials spend; a study that
     # prunes runs more trials in it.
     res = run_methods(sur, methods, range(a.seeds), token_budget=N_TRIALS * BUDGET,
-                      noise=a.noise, objectives=objectives)
+                      noise=a.noise, jobs=a.jobs, objectives=objectives)
     summary = summarise(res)
     summary.update({"seeds": a.seeds, "objectives": list(objectives), "n_trials": N_TRIALS,
                     "noise": a.noise,
@@ -235,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
                     "speed_source": sur.speed_source,
                     "labels": {m[0]: m[1] for m in methods},
                     "date": time.strftime("%Y-%m-%d"),
-                    "seconds": round(time.perf_counter() - t0, 1)})
+                    "jobs": a.jobs, "seconds": round(time.perf_counter() - t0, 1)})
     print(json.dumps(summary, indent=1))
     if a.write:
         (HERE / f"{a.out}.json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -180,3 +180,28 @@ def test_holdout_error_is_zero_when_the_truth_is_multilinear(tmp_path):
     data["runs"] += extra
     h = holdout_error(data)
     assert h["n"] == 12 and h["max"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_replays_do_not_depend_on_jobs_and_the_summary_measures_ashas_saving(tmp_path):
+    from benchmarks.search.compare import METHODS, VARIANTS, make_spec, run_methods, summarise
+
+    s = Surrogate.load(_grid(tmp_path), throughput=None)
+    methods = [m for m in METHODS + VARIANTS if m[0] in ("random", "tpe", "tpe_asha_g3750_rf4")]
+    kw = {"token_budget": 12 * TOKENS[-1], "budget": TOKENS[-1], "n_trials": 12}
+
+    def strip(res):
+        return {k: [{f: v for f, v in r.items() if f != "cpu_s"} for r in runs]
+                for k, runs in res.items()}
+
+    one = run_methods(s, methods, range(2), jobs=1, **kw)
+    assert strip(one) == strip(run_methods(s, methods, range(2), jobs=2, **kw))
+    summary = summarise(one)["methods"]
+    asha, tpe = summary["tpe_asha_g3750_rf4"], summary["tpe"]
+    assert (asha["scheduler"], asha["grace_tokens"], asha["reduction_factor"]) == ("asha", 3750,
+                                                                                     4.0)
+    assert sum(r["pruned"] for r in one["tpe_asha_g3750_rf4"]) > 0
+    target = float(np.median([r["best"][-1][2] for r in one["tpe"]]))
+    assert asha["same_best"]["reference"] == tpe["same_best"]["reference"] == "tpe"
+    assert asha["same_best"]["target"] == target
+    assert "same_best" not in summary["random"]  # no sampler-without-pruning to compare with
+    assert make_spec(sampler="gp", scheduler="none", seed=0, startup=3).study.startup_trials == 3
