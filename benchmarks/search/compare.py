@@ -51,7 +51,8 @@ VARIANTS = [
     ("gp_nopruning", "GPSampler, no pruning", "gp", "none", {}),
     ("nsga2_nopruning", "NSGA-II, no pruning", "nsga2", "none", {}),
     # what a spec gets since 2026-11-30: sampler = "auto", pruning = "auto" (resolved by the
-    # service itself: GP here, ASHA only when val_loss is the sole objective)
+    # service itself: GP here; pruning auto = ASHA for val_loss alone until the asha replay
+    # of 2026-11-30 showed it losing there too, no pruning since)
     ("auto_default", "default since 2026-11-30: sampler auto, pruning auto", "auto", "auto", {}),
     # GP's random start, pinned through [study] startup_trials (the rule gives 10 at 40 trials)
     *[(f"gp_startup{k}", f"GPSampler, no pruning, {k} random start trials", "gp", "none",
