@@ -95,8 +95,8 @@ def _emulated_gemm(a_MK: torch.Tensor, b_NK: torch.Tensor, a_rows: int, b_rows: 
 # A misread scale layout gives errors of 0.07 and more.
 NATIVE_TOLERANCE = {"fp32": 1e-3, "bf16": 8e-3}
 
-# How this torch build wants its block scales and output; settled by the start-up probe.
-_NATIVE_LAYOUT = {"aligned_block_stride": False, "out_fp32": True}
+# Whether this torch build gives fp32 GEMM output for block scales; settled by the probe.
+_NATIVE_LAYOUT = {"out_fp32": True}
 
 
 def _scale_a(scale: torch.Tensor) -> torch.Tensor:
@@ -104,16 +104,11 @@ def _scale_a(scale: torch.Tensor) -> torch.Tensor:
     return scale.t().contiguous().t()
 
 
-def _scale_b(scale: torch.Tensor, rows: int, aligned: bool) -> torch.Tensor:
+def _scale_b(scale: torch.Tensor, rows: int) -> torch.Tensor:
     """B goes in transposed (K, N); torch checks `scale_b.t()` against B (N, K)."""
     if rows == 1:  # 1×128: scale_b (K/128, N) with strides (N, 1)
         return scale.t().contiguous()
-    # 128×128: scale_b.t() is (N/128, K/128) row-major; some builds want 16-byte row strides
-    if aligned and scale.shape[1] % 4:
-        buf = scale.new_zeros(scale.shape[0], scale.shape[1] + (-scale.shape[1]) % 4)
-        buf[:, :scale.shape[1]] = scale
-        scale = buf[:, :scale.shape[1]]
-    return scale.t()
+    return scale.t()  # 128×128: scale_b.t() is (N/128, K/128) row-major
 
 
 def _native_gemm(a_MK: torch.Tensor, b_NK: torch.Tensor, a_rows: int, b_rows: int,
@@ -131,7 +126,7 @@ def _native_gemm(a_MK: torch.Tensor, b_NK: torch.Tensor, a_rows: int, b_rows: in
                        col_multiple=k_blocks)
     gemm_dtype = torch.float32 if layout["out_fp32"] else torch.bfloat16
     y = torch._scaled_mm(qa, qb.t(), scale_a=_scale_a(sa) if a_rows == 1 else sa,
-                         scale_b=_scale_b(sb, b_rows, layout["aligned_block_stride"]),
+                         scale_b=_scale_b(sb, b_rows),
                          out_dtype=gemm_dtype)
     return y[:m, :n].to(out_dtype)
 
@@ -183,26 +178,25 @@ def _probe(device_str: str) -> tuple[bool, str]:
     cases = _probe_cases(device)
     first_error = ""
     for out_fp32 in (True, False):
-        for aligned in (False, True):
-            layout = {"aligned_block_stride": aligned, "out_fp32": out_fp32}
-            try:
-                worst = 0.0
-                for a, b, ar, br in cases:
-                    ref = _emulated_gemm(a, b, ar, br, torch.float32)
-                    got = _native_gemm(a, b, ar, br, torch.float32, layout)
-                    worst = max(worst, float((got - ref).norm() / ref.norm()))
-            except (RuntimeError, NotImplementedError, ValueError) as e:
-                first_error = first_error or f"{type(e).__name__}: {str(e).splitlines()[0]}"
-                continue
-            tol = NATIVE_TOLERANCE["fp32" if out_fp32 else "bf16"]
-            if worst > tol:
-                first_error = first_error or f"native result differs from emulation by {worst:.2g}"
-                continue
-            _NATIVE_LAYOUT.update(layout)
-            return True, (f"torch._scaled_mm block-wise (1x128 activations, 128x128 "
-                          f"weights), {'fp32' if out_fp32 else 'bf16'} output; matched the "
-                          f"emulation to {worst:.1e} at start-up"
-                          + (f" (fp32 output rejected: {first_error})" if first_error else ""))
+        layout = {"out_fp32": out_fp32}
+        try:
+            worst = 0.0
+            for a, b, ar, br in cases:
+                ref = _emulated_gemm(a, b, ar, br, torch.float32)
+                got = _native_gemm(a, b, ar, br, torch.float32, layout)
+                worst = max(worst, float((got - ref).norm() / ref.norm()))
+        except (RuntimeError, NotImplementedError, ValueError) as e:
+            first_error = first_error or f"{type(e).__name__}: {str(e).splitlines()[0]}"
+            continue
+        tol = NATIVE_TOLERANCE["fp32" if out_fp32 else "bf16"]
+        if worst > tol:
+            first_error = first_error or f"native result differs from emulation by {worst:.2g}"
+            continue
+        _NATIVE_LAYOUT.update(layout)
+        return True, (f"torch._scaled_mm block-wise (1x128 activations, 128x128 "
+                      f"weights), {'fp32' if out_fp32 else 'bf16'} output; matched the "
+                      f"emulation to {worst:.1e} at start-up"
+                      + (f" (fp32 output rejected: {first_error})" if first_error else ""))
     return False, f"torch._scaled_mm block-wise probe failed ({first_error})"
 
 

@@ -166,7 +166,7 @@ def spec_from_dict(d: Mapping[str, Any], *, base_dir: Path | None = None) -> Stu
     resources = _section(ResourcesSection, d.get("resources", {}), "resources")
     _check_resources(resources)
     objectives = _objectives(d.get("objectives", {"val_loss": "minimize"}))
-    pruning = _resolve_pruning(pruning, objectives)
+    pruning = _resolve_pruning(pruning)
     constraints = _constraints(d.get("constraints", {}))
     _check_full_run_metrics(model, objectives, constraints)
     space = _space(d.get("space"), base_dir)
@@ -264,7 +264,7 @@ def _relative_defaults(budget: BudgetSection, pruning: PruningSection,
     return budget, pruning
 
 
-def _resolve_pruning(pruning: PruningSection, objectives: tuple) -> PruningSection:
+def _resolve_pruning(pruning: PruningSection) -> PruningSection:
     """``auto``: no pruning; ASHA is there to ask for (``scheduler = "asha"``).
 
     Measured on the search-efficiency replays (benchmarks/RESULTS.md, "Search efficiency"):
@@ -274,7 +274,6 @@ def _resolve_pruning(pruning: PruningSection, objectives: tuple) -> PruningSecti
     2.990 unpruned; TPE: 7/10 against 9/10), and no grace or reduction factor tried saved more
     than 1.7x tokens. The resolved choice is what the stored spec shows.
     """
-    del objectives  # kept in the signature: the rule may depend on them again
     if pruning.scheduler != "auto":
         return pruning
     return dataclasses.replace(pruning, scheduler="none")

@@ -84,19 +84,12 @@ def test_native_gemm_layouts_meet_scaled_mm_contract(monkeypatch):
     """Every pairing the native back end issues passes torch's scale-layout checks, and reading
     the scales as torch documents reproduces the emulation (same codes, same scales)."""
     monkeypatch.setattr(torch, "_scaled_mm", _fake_scaled_mm, raising=False)
-    layout = {"aligned_block_stride": False, "out_fp32": True}
+    layout = {"out_fp32": True}
     for a, b, ar, br in fp8._probe_cases(torch.device("cpu")):
         ref = fp8._emulated_gemm(a, b, ar, br, torch.float32)
         got = fp8._native_gemm(a, b, ar, br, torch.float32, layout)
         assert got.shape == ref.shape == (a.shape[0], b.shape[0])
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-4)
-
-
-def test_aligned_block_scales_keep_values_with_16_byte_row_strides():
-    """The probe's fallback layout for builds that want 16-byte aligned 128x128 scale rows."""
-    s = torch.rand(5, 3)  # (N/128, K/128) with K/128 = 3: rows of 12 bytes unless padded
-    scale_b = fp8._scale_b(s, 128, aligned=True)
-    assert torch.equal(scale_b, s.t()) and scale_b.t().stride() == (4, 1)
 
 
 def test_emulated_gemm_equals_dequantized_product():
