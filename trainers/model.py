@@ -62,7 +62,10 @@ def apply_rope(x: torch.Tensor, rope: Rope) -> torch.Tensor:
     """Rotate interleaved pairs (x0, x1), (x2, x3), … of x (B, T, H, R) by the angles e^{iθ}
     (T, R/2): one complex multiply, which on CPU is about 3x the speed of the same rotation
     written with real strided ops (the pairs are interleaved, so x0 and x1 have stride 2)."""
-    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))  # (B, T, H, R/2)
+    pairs = x.float().reshape(*x.shape[:-1], -1, 2)
+    if pairs.storage_offset() % 2 or any(s % 2 for s in pairs.stride()[:-1]):
+        pairs = pairs.contiguous()  # a slice at an odd offset (odd head dims) has no complex view
+    xc = torch.view_as_complex(pairs)  # (B, T, H, R/2)
     return torch.view_as_real(xc * rope[None, :, None, :]).flatten(-2).to(x.dtype)
 
 
@@ -94,12 +97,17 @@ class MLA(nn.Module):
         b, t, _ = x_BTD.shape
         q = self.wq(x_BTD) if a.q_lora_rank == 0 else self.wq_b(self.q_norm(self.wq_a(x_BTD)))
         q = q.view(b, t, a.n_heads, a.qk_head_dim)
-        q_nope, q_pe = q.split([a.qk_nope_head_dim, a.qk_rope_head_dim], dim=-1)
         kv, k_pe = self.wkv_a(x_BTD).split([a.kv_lora_rank, a.qk_rope_head_dim], dim=-1)
         k_pe = apply_rope(k_pe.unsqueeze(2), rope)  # (B, T, 1, R): one rope key for all heads
         kv = self.wkv_b(self.kv_norm(kv)).view(b, t, a.n_heads, -1)
         k_nope, v = kv.split([a.qk_nope_head_dim, a.v_head_dim], dim=-1)
-        q = torch.cat([q_nope, apply_rope(q_pe, rope)], dim=-1)
+        if a.qk_nope_head_dim % 2 == 0:
+            # rotate the whole head, the nope part by angle 0: one op instead of split + cat
+            unrotated = rope.new_ones(t, a.qk_nope_head_dim // 2)
+            q = apply_rope(q, torch.cat([unrotated, rope], dim=-1))
+        else:
+            q_nope, q_pe = q.split([a.qk_nope_head_dim, a.qk_rope_head_dim], dim=-1)
+            q = torch.cat([q_nope, apply_rope(q_pe, rope)], dim=-1)
         k = torch.cat([k_nope, k_pe.expand(-1, -1, a.n_heads, -1).to(k_nope.dtype)], dim=-1)
         out = _causal_attention(q, k, v, self.softmax_scale)  # (B, T, H, v_head_dim)
         return self.wo(out.reshape(b, t, -1))

@@ -146,7 +146,9 @@ class MoE(nn.Module):
         order_A = flat_A.argsort(stable=True)
         token_A = order_A // k
         counts_E = torch.bincount(flat_A, minlength=self.args.n_routed_experts)
-        y_AD = self.experts(x_ND[token_A], counts_E)
+        # index_select, not x_ND[token_A]: its backward is an index_add_, about 8x the speed of
+        # the accumulating index_put_ that advanced indexing backs into on CPU
+        y_AD = self.experts(x_ND.index_select(0, token_A), counts_E)
         y_AD = y_AD * weights_NK.flatten()[order_A].unsqueeze(-1).to(y_AD.dtype)
         y_ND = torch.zeros_like(x_ND, dtype=y_AD.dtype).index_add_(0, token_A, y_AD)
         if self.shared is not None:

@@ -63,10 +63,13 @@ def copy_weights_to_hf(ours: Transformer, hf) -> None:
     assert not [k for k in missing if "rotary" not in k], missing
 
 
-@pytest.mark.parametrize("q_lora_rank", [32, 0])
-def test_logits_match_hf_deepseek_v3(tiny_args, q_lora_rank):
+@pytest.mark.parametrize(("q_lora_rank", "qk_nope_head_dim"), [(32, 16), (0, 16), (32, 15)])
+def test_logits_match_hf_deepseek_v3(tiny_args, q_lora_rank, qk_nope_head_dim):
+    """An odd nope head dim takes MLA's split-and-concatenate rope path; even ones rotate the
+    whole q head at once."""
     # init std 0.1 (not 0.006) so attention and routing are far from uniform and mismatches show
-    args = dataclasses.replace(tiny_args, q_lora_rank=q_lora_rank, mtp_depth=0, init_std=0.1)
+    args = dataclasses.replace(tiny_args, q_lora_rank=q_lora_rank, mtp_depth=0, init_std=0.1,
+                               qk_nope_head_dim=qk_nope_head_dim)
     ours = Transformer(args).eval()
     with torch.no_grad():  # a non-zero bias so the bias path of group-limited routing is exercised
         for gate in ours.moe_gates():
