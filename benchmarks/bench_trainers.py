@@ -135,16 +135,26 @@ def render(tp: list[dict], mf: list[dict], mem: list[dict], threads: int, cmd: s
         "|---|---|---|---|---|",
         *[f"| {r['preset']} | {r['batch']}×{r['seq']} | {r['ours_tok_s']:.0f} | "
           f"{r['hf_tok_s']:.0f} | {r['speedup']:.2f}x |" for r in tp], "",
-        "Reading (this run and three more on 2026-11-30, same command): at the recipes' default "
-        "128-token sequences the proxy-s speedup moved between 1.18x and 1.43x from run to run "
-        "on this 2-core machine, so there the 1.5x target is **not met**; at 512-token "
-        "sequences (same tokens per step) it was 1.95x-2.27x, **met**. transformers 5 already "
-        "runs experts with grouped_mm and the same GEMMs as ours (the fp32 matmuls take the same "
-        "time in both); the gap is attention: MLA's v head dim is narrower than q/k's, which "
-        "sends HF's SDPA to the math kernel, while ours zero-pads v and takes the flash kernel, "
-        "whose advantage grows with sequence length. At T=128 attention over head dims of 24 is "
-        "~44% of our step (1 thread) and the flash kernel is the floor we found; RoPE as one "
-        "complex multiply took 3x off the rotation itself.", "",
+        "Reading (this run and five more on 2026-11-30 after the dispatch and RoPE changes below, "
+        "same command with --repeats 10 or 20): at the recipes' default 128-token sequences the "
+        "proxy-s speedup moved between 1.16x and 1.51x from run to run and was under 1.5x in 5 "
+        "of the 6 runs, so there the 1.5x target is **not met**; at 512-token sequences (same "
+        "tokens per step) it was 1.94x-2.35x, "
+        "**met**. Where the time goes (torch profiler, proxy-s 16×128, 2 threads): attention "
+        "~45% of our step, fp32 GEMMs ~30%. The GEMMs take the same time in HF's model "
+        "(transformers 5 runs the experts with grouped_mm too), so outside attention the two "
+        "models are at parity and the speedup is attention's: ours zero-pads v and takes the CPU "
+        "flash kernel (19-25 ms forward + backward per layer), HF's narrower v sends SDPA to the "
+        "math kernel (bmm + softmax, ~25-35 ms), and flash's lead grows with sequence length. "
+        "The flash kernel's speed is itself bimodal on this machine: one process can move from "
+        "~19 to ~25 ms per layer and stay there while GEMMs hold steady, which is most of the "
+        "run-to-run range; neither input alignment nor OpenMP thread binding removed it. Tried "
+        "without gain: a bmm attention that saves the probabilities (equal at T=128, 2.5x slower "
+        "at 256), torch.compile of the math attention (10% faster after a 14 s compile), "
+        "torch.compile of the whole model (56 s compile, no faster), F.rms_norm. Kept: MoE "
+        "dispatch by index_select (its backward, index_add_, is ~8x the accumulating index_put_ "
+        "of x[idx]), the q head rotated in one complex multiply, RoPE as complex multiplies "
+        "(3x the strided real rotation).", "",
         "### Model FLOP utilization (fp32; reference: measured 1024³ fp32 matmul rate at the "
         "same thread count; target >= 25% for proxy-s)", "",
         "| preset | tok/s | model FLOPs/token | achieved GFLOP/s | matmul GFLOP/s | MFU |",
