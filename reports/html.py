@@ -13,6 +13,7 @@ import plotly.offline
 from plotly.subplots import make_subplots
 
 from reports import labels, series
+from reports.constraints import bound
 from reports.fp8_gap import DEEPSEEK_V3_BAR, Fp8Gap
 from reports.frame import ranked
 from reports.importance import Importances
@@ -85,8 +86,9 @@ def _header(snapshot: Snapshot, prog: Progress) -> str:
     for o in snapshot.objectives:
         out.append(f"<li>Objective <code>{html_lib.escape(o.name)}</code>: {o.direction} "
                    f"({html_lib.escape(labels.quantity_label(o.name, df))})</li>")
-    for name, limit in snapshot.constraints.items():
-        out.append(f"<li>Constraint <code>{html_lib.escape(name)}</code> &le; {fmt(limit)}</li>")
+    for key, limit in snapshot.constraints.items():  # escaping turns >= into &gt;=
+        out.append(f"<li>Constraint <code>{html_lib.escape(key)}</code>: "
+                   f"{html_lib.escape(bound(key, limit).text())}</li>")
     if prog.kind == "hypervolume" and prog.values:
         ref = prog.reference.describe([o.name for o in snapshot.objectives])
         out.append(f"<li>Hypervolume of the feasible Pareto set: <b>{prog.values[-1]:.6g}</b>, "
@@ -215,10 +217,11 @@ def _balance_figure(snapshot: Snapshot) -> go.Figure | None:
                              name="MaxVio (validation)"), 1, 1)
     fig.add_trace(go.Bar(x=df["number"], y=df["loss_spikes"], name="loss spikes",
                          marker={"color": "#ff7f0e"}), 1, 2)
-    for name, limit in snapshot.constraints.items():  # the study's own MaxVio limits
-        if name in ("max_vio", "max_vio_batch"):
+    for key, limit in snapshot.constraints.items():  # the study's own MaxVio limits
+        b = bound(key, limit)
+        if b.metric in ("max_vio", "max_vio_batch"):
             fig.add_hline(y=limit, line_dash="dash", line_color="#555", row=1, col=1,
-                          annotation_text=f"{name} limit {fmt(limit)}")
+                          annotation_text=b.text())
     if not (df["loss_spikes"].fillna(0) > 0).any():
         fig.add_annotation(text="no loss spike in any trial", showarrow=False, row=1, col=2,
                            x=0.5, y=0.5, xref="x2 domain", yref="y2 domain")

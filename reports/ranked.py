@@ -8,23 +8,23 @@ and failed trials follow, grouped by reason, because why a region fails is a res
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 
 import pandas as pd
 
 from reports import labels
+from reports.constraints import bound
 from reports.fp8_gap import DEEPSEEK_V3_BAR, Fp8Gap
 from reports.frame import objective_columns, ranked
 from reports.importance import Importances
 from reports.progress import Progress
+from reports.reasons import reason_kind
 from reports.snapshot import Snapshot
 from reports.transfer import validation_lines
 
+# Objective values these may hold are stand-ins (worst case) or partial, so they are not shown.
 GROUPS = (("infeasible", "Infeasible"), ("pruned", "Pruned"), ("fail", "Failed"),
           ("running", "Still running"), ("waiting", "Waiting"))
-# Objective values these may hold are stand-ins (worst case) or partial, so they are not shown.
-NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 
 
 def fmt(v: object) -> str:
@@ -75,19 +75,6 @@ def top_table(frame: pd.DataFrame, n: int = 10) -> str:
     return "\n".join(lines)
 
 
-def reason_kind(reason: str) -> tuple[str, str]:
-    """Split a reason into the kind it shares with others and this trial's detail.
-
-    "constraint max_vio: 2.1 violates <= 2" → ("constraint max_vio", "2.1 violates <= 2");
-    "pruned by ASHA at 77824 tokens" → ("pruned by ASHA at N tokens", "77824").
-    """
-    if ":" in reason:
-        kind, detail = reason.split(":", 1)
-        return kind.strip(), detail.strip()
-    numbers = NUMBER.findall(reason)
-    return NUMBER.sub("N", reason), ", ".join(numbers)
-
-
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(r) + " |" for r in rows]
@@ -115,8 +102,8 @@ def _summary(snapshot: Snapshot, prog: Progress) -> list[str]:
     out = ["## Summary", ""]
     for o in snapshot.objectives:
         out.append(f"- Objective `{o.name}`: {o.direction} ({labels.quantity_label(o.name, df)})")
-    for name, limit in snapshot.constraints.items():
-        out.append(f"- Constraint `{name}` <= {fmt(limit)}")
+    for key, limit in snapshot.constraints.items():
+        out.append(f"- Constraint `{key}`: {bound(key, limit).text()}")
     counts = df["outcome"].value_counts()
     parts = ", ".join(f"{counts[k]} {k}" for k in counts.index)
     out.append(f"- {len(df)} trial(s): {parts or 'none'}; {int(df['feasible'].sum())} feasible.")

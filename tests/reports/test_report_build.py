@@ -245,3 +245,41 @@ def test_hypervolume_and_its_reference_point_are_stated(tmp_path) -> None:
     ref = "reference point (val_loss = 5, peak_memory_gb = 7); given by the user"
     assert expected > 0 and f"{expected:.6g}, {ref}" in md
     assert f"<b>{expected:.6g}</b>, reference point (val_loss = 5, peak_memory_gb = 7)" in html
+
+
+def _traceback_of(exc: BaseException) -> str:
+    """A trial's recorded reason as the trainable keeps it: the traceback's tail."""
+    import traceback
+    try:
+        raise exc
+    except BaseException as e:  # noqa: BLE001 - turned into text, as the runner does
+        return "".join(traceback.format_exception(e)).rstrip()
+
+
+def test_traceback_failures_group_by_their_exception_line(tmp_path) -> None:
+    study = new_study()
+    add(study, state="fail", reason=_traceback_of(ValueError("Recipe.lr: must be > 0")))
+    add(study, state="fail", reason=_traceback_of(ValueError("Recipe.lr: must be > 0")))
+    add(study, state="fail", reason=_traceback_of(RuntimeError("shape mismatch (4, 8)")))
+    _, md, _, _ = built(study, tmp_path)
+    failed = md.split("## Failed (3)")[1].split("\n## ")[0]
+    bullets = [x for x in failed.splitlines() if x.strip()]
+    assert bullets == ["- ValueError (2): #0 (Recipe.lr: must be > 0), "
+                       "#1 (Recipe.lr: must be > 0)",
+                       "- RuntimeError (1): #2 (shape mismatch (4, 8))"]
+    assert "Traceback" not in md and "File " not in md
+
+
+@pytest.mark.parametrize(("key", "shown"), [("min_tokens_per_s", "tokens_per_s >= 1"),
+                                            ("max_peak_memory_gb", "peak_memory_gb <= 4"),
+                                            ("max_vio", "max_vio <= 2.2")])
+def test_constraints_are_shown_with_the_side_the_runner_applies(tmp_path, key, shown) -> None:
+    study = new_study()
+    study.set_user_attr(records.CONSTRAINTS, {key: {"min_tokens_per_s": 1.0,
+                                                    "max_peak_memory_gb": 4.0,
+                                                    "max_vio": 2.2}[key]})
+    add(study, values=[3.0, 1.0], constraints={key: -1.0})
+    _, md, html, _ = built(study, tmp_path)
+    assert f"- Constraint `{key}`: {shown}" in md
+    assert f"Constraint <code>{key}</code>: {shown.replace('>', '&gt;').replace('<', '&lt;')}" \
+        in html
