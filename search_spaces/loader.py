@@ -22,9 +22,10 @@ A space file declares each knob under ``[params.<recipe field>]`` and pins other
     [fixed]
     seq_len = 128
 
-Names must be `Recipe` fields. A ``when`` condition names a parameter declared *before* it (or a
-``[fixed]`` one) and lists the values under which the parameter is sampled; otherwise the
-`Recipe` default applies. Conditions are data, never evaluated code.
+Names must be `Recipe` fields, and every value a param can take on its own (each end of a
+range, each choice) must be one `Recipe` accepts. A ``when`` condition names a parameter declared
+*before* it (or a ``[fixed]`` one) and lists the values under which the parameter is sampled;
+otherwise the `Recipe` default applies. Conditions are data, never evaluated code.
 """
 
 from __future__ import annotations
@@ -113,6 +114,19 @@ class SearchSpace:
         """The TOML-shaped table this space was loaded from (stored with the study)."""
         return dict(self.source)
 
+    def largest(self, name: str) -> Any:
+        """The largest value a trial can get for the numeric `Recipe` field ``name``: its fixed
+        value, the top of its range or choices, or the `Recipe` default (which also applies
+        whenever a conditional param is not sampled)."""
+        if name in self.fixed:
+            return self.fixed[name]
+        default = getattr(Recipe(), name)
+        for p in self.params:
+            if p.name == name:
+                top = max(v for _, v in _values(p.distribution))
+                return max(top, default) if p.when else top
+        return default
+
 
 def _suggest(trial: optuna.Trial, name: str, d: optuna.distributions.BaseDistribution) -> Any:
     if isinstance(d, optuna.distributions.CategoricalDistribution):
@@ -145,17 +159,22 @@ def load_space(source: str | Path | Mapping[str, Any], *, base_dir: Path | None 
 
 
 def resolve_space_path(name: str | Path, *, base_dir: Path | None = None) -> Path:
-    """A space file by path, relative to ``base_dir``, or by name in the search_spaces package."""
-    candidates = [Path(name)]
-    if base_dir is not None and not Path(name).is_absolute():
-        candidates.insert(0, base_dir / name)
-    candidates.append(SPACES_DIR / Path(name).name)
-    for c in candidates:
+    """A space file by path, or by name in the search_spaces package.
+
+    A relative path is read from ``base_dir`` (the study spec's folder) alone, like every path
+    in a spec, so the same spec finds the same file from any current folder; without a
+    ``base_dir`` it is read from the current folder.
+    """
+    path = Path(name).expanduser()
+    if not path.is_absolute():
+        path = (base_dir or Path.cwd()) / path
+    for c in (path, SPACES_DIR / Path(name).name):
         if c.is_file():
-            return c
+            return c.resolve()
     shipped = sorted(p.name for p in SPACES_DIR.glob("*.toml"))
-    raise SpaceError(f"space.file: must name an existing file (a path, or one of {shipped} in "
-                     f"{SPACES_DIR}), but got file={str(name)!r}.")
+    raise SpaceError(f"space.file: must name an existing file (a path, relative to the spec's "
+                     f"folder, or one of {shipped} in {SPACES_DIR}), but got file={str(name)!r} "
+                     f"(looked for {str(path)!r}).")
 
 
 def space_from_dict(table: Mapping[str, Any], *, where: str = "space") -> SearchSpace:
@@ -190,6 +209,7 @@ def _param(name: str, spec: Any, where: str, earlier: list[Param], fixed: dict[s
     _require(kind in KINDS, f"{where}.type", f"must be one of {KINDS}", kind)
     _reject_unknown(spec, PARAM_KEYS[kind], where)
     dist = _categorical(spec, where) if kind == "categorical" else _numeric(kind, spec, where)
+    _check_recipe_accepts(name, dist, where)
     when = _when(spec.get("when"), f"{where}.when", name, earlier, fixed)
     return Param(name=name, distribution=dist, when=when)
 
@@ -235,6 +255,30 @@ def _categorical(spec: Mapping[str, Any], where: str) -> optuna.distributions.Ba
     _require(len({repr(c) for c in choices}) == len(choices), f"{where}.choices",
              "must not repeat a value", choices)
     return optuna.distributions.CategoricalDistribution(choices)
+
+
+def _values(dist: optuna.distributions.BaseDistribution) -> list[tuple[str, Any]]:
+    """The values that stand for a distribution, labelled by the key that declared them: each
+    choice, or both ends of the range (Optuna has already lowered ``high`` onto the last step)."""
+    if isinstance(dist, optuna.distributions.CategoricalDistribution):
+        return [("choices", c) for c in dist.choices]
+    return [("low", dist.low), ("high", dist.high)]
+
+
+def _check_recipe_accepts(name: str, dist: optuna.distributions.BaseDistribution,
+                          where: str) -> None:
+    """Every value the param can take must pass `Recipe`'s own validation, so a range Recipe
+    rejects fails here instead of as failed trials. Recipe's single-field rules are intervals
+    or sets, so the ends of a range stand for all of it. Its one cross-field rule (batch_start
+    <= batch_end for a ramp) is about combinations, which are recorded as failed trials; a
+    constant schedule switches it off so each value is judged on its own."""
+    base = {} if name == "batch_schedule" else {"batch_schedule": "constant"}
+    for key, value in _values(dist):
+        try:
+            Recipe.from_dict({**base, name: value})
+        except ValueError as e:
+            raise SpaceError(f"{where}.{key}: must be a value Recipe accepts ({e}), "
+                             f"but got {value!r}.") from None
 
 
 def _when(when: Any, where: str, name: str, earlier: list[Param], fixed: dict[str, Any]

@@ -65,6 +65,19 @@ BAD = [
     ({"params": {"lr": LR}, "fixed": {"warmup_fraction": 2.0}},
      ["fixed", "warmup_fraction", "[0, 1]"]),
     ({"params": {"lr": "1e-3"}}, ["params.lr", "table"]),
+    # every value a param can take on its own must be one Recipe accepts
+    (space(warmup_fraction={"type": "float", "low": 0.5, "high": 2.0}),
+     ["warmup_fraction.high", "Recipe accepts", "[0, 1]", "2.0"]),
+    (space(checkpoint_ratio={"type": "float", "low": 0.0, "high": 1.5}),
+     ["checkpoint_ratio.high", "[0, 1]", "1.5"]),
+    (space(decay={"type": "categorical", "choices": ["cosine", "linear"]}),
+     ["decay.choices", "'wsd'", "'linear'"]),
+    (space(lr={"type": "float", "low": 0.0, "high": 1e-2}), ["lr.low", "positive", "0.0"]),
+    (space(batch_end={"type": "float", "low": 8, "high": 64}),
+     ["batch_end.low", "positive integer", "8.0"]),
+    (space(seq_len={"type": "categorical", "choices": [64, "128"]}),
+     ["seq_len.choices", "positive integer", "'128'"]),
+    (space(beta2={"type": "float", "low": 0.9, "high": 1.0}), ["beta2.high", "< 1", "1.0"]),
 ]
 
 
@@ -141,6 +154,50 @@ def test_distributions_follow_the_declaration():
     assert d["lr"] == optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)
     assert d["batch_end"] == optuna.distributions.IntDistribution(16, 64, step=8)
     assert d["checkpoint_ratio"].step == 0.25
+
+
+def test_ranges_recipe_accepts_pass_even_when_some_combinations_do_not():
+    """Recipe's batch_start <= batch_end rule is about pairs; a pair is a failed trial, not a
+    bad space, so each range is judged on its own."""
+    s = space_from_dict(space(
+        batch_schedule={"type": "categorical", "choices": ["constant", "linear", "step"]},
+        batch_start={"type": "int", "low": 4, "high": 64},
+        batch_end={"type": "int", "low": 16, "high": 32},
+        warmup_fraction={"type": "float", "low": 0.0, "high": 0.99},
+        checkpoint_ratio={"type": "float", "low": 0.0, "high": 1.0, "step": 0.25}))
+    assert s.names()[0] == "batch_schedule"
+
+
+@pytest.mark.filterwarnings("ignore:The distribution is specified by")
+def test_a_stepped_range_is_checked_at_its_last_step():
+    """Optuna never samples past the last step, so only that value must be valid."""
+    s = space_from_dict(space(checkpoint_ratio={"type": "float", "low": 0.0, "high": 1.2,
+                                                "step": 0.5}))
+    assert s.distributions()["checkpoint_ratio"].high == 1.0
+
+
+@pytest.mark.parametrize(("table", "want"), [
+    ({"params": {"lr": LR}}, Recipe().seq_len),
+    ({"params": {"lr": LR}, "fixed": {"seq_len": 32}}, 32),
+    (space(seq_len={"type": "int", "low": 16, "high": 512, "step": 16}), 512),
+    (space(seq_len={"type": "categorical", "choices": [256, 64]}), 256),
+    (space(precision={"type": "categorical", "choices": ["fp32", "bf16"]},
+           seq_len={"type": "int", "low": 16, "high": 64, "when": {"precision": ["fp32"]}}),
+     Recipe().seq_len),
+])
+def test_largest_is_the_worst_case_a_trial_can_get(table, want):
+    assert space_from_dict(table).largest("seq_len") == want
+
+
+def test_relative_space_file_is_read_from_base_dir_only(tmp_path: Path, monkeypatch):
+    (tmp_path / "spec_dir").mkdir()
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "mine.toml").write_text('[params.lr]\ntype = "float"\n'
+                                                'low = 0.001\nhigh = 0.01\n')
+    monkeypatch.chdir(tmp_path / "cwd")
+    assert load_space("mine.toml").names() == ("lr",)  # no base_dir: the current folder
+    with pytest.raises(SpaceError, match="spec_dir"):
+        load_space("mine.toml", base_dir=tmp_path / "spec_dir")
 
 
 def test_space_round_trips_through_its_dict():
