@@ -59,5 +59,8 @@ def pinned_reference(points: np.ndarray, directions: Sequence[str],
         if len(reference) != len(directions):
             raise ValueError(f"reference point: must have one value per objective "
                              f"({len(directions)}), but got {list(reference)!r}.")
+        if not all(np.isfinite(float(v)) for v in reference):  # NaN compares false: HV = 0
+            raise ValueError(f"reference point: every value must be a finite number, but got "
+                             f"{list(reference)!r}.")
         return ReferencePoint(values=tuple(float(v) for v in reference), how="given by the user")
     return reference_from_data(points, directions, scope=scope)

@@ -9,6 +9,7 @@ finds them (`tuner.commands`: ``--root`` / ``$MOETUNE_ROOT``, ``--storage`` /
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -40,8 +41,30 @@ def _storage_args(p: argparse.ArgumentParser) -> None:
                    help="hypervolume reference point, one value per objective")
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Reject a non-finite reference point and an --out that cannot be a folder, before
+    anything is read or written.
+
+    Raises:
+        UsageError: naming the option, the rule and the value.
+    """
+    ref = args.reference_point
+    if ref is not None and not all(math.isfinite(v) for v in ref):
+        raise UsageError(f"--reference-point: every value must be a finite number, but got "
+                         f"{' '.join(str(v) for v in ref)}.")
+    if args.out is not None:
+        # The first existing folder on the path must be a folder: mkdir fails on a file there.
+        for p in (args.out, *args.out.parents):
+            if p.exists() and not p.is_dir():
+                raise UsageError(f"--out: must be a folder (new or existing), but {str(p)!r} "
+                                 f"is a file (got --out {str(args.out)!r}).")
+            if p.exists():
+                break
+
+
 def run_report(args: argparse.Namespace) -> int:
     try:
+        check_args(args)
         study = open_study(args.study, Path(args.root) / args.study, args.storage)
         out = args.out or Path(args.root) / args.study / "report"
         snap = reports.take_snapshot(study)
@@ -60,6 +83,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 def run_compare(args: argparse.Namespace) -> int:
     try:
+        check_args(args)
         studies = [open_study(n, Path(args.root) / n, args.storage)
                    for n in (args.study_a, args.study_b)]
         out = args.out or Path(args.root) / f"compare-{args.study_a}-{args.study_b}"

@@ -110,3 +110,52 @@ def test_compare_says_when_the_studies_are_not_like_for_like(tmp_path) -> None:
     assert "Not like for like: [budget] differs: a {'tokens_per_trial': 150000} vs b" in md
     assert "[model] differs" not in md
     assert "derived from the worst feasible value of each objective in both studies" in md
+
+
+def _study_with_a_report(tmp_path) -> tuple[str, object]:
+    url = storage.storage_url(tmp_path / "s1", "")
+    (tmp_path / "s1").mkdir()
+    study = new_study("s1", storage=url)
+    for v in ([3.0, 1.0], [2.0, 2.0]):
+        add(study, values=v, constraints={"max_peak_memory_gb": -2.0})
+    assert run(["report", "s1", "--root", str(tmp_path)]) == 0
+    return url, tmp_path / "s1" / "report"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_non_finite_reference_point_exits_2_and_keeps_the_old_report(tmp_path, capsys,
+                                                                     value) -> None:
+    from tuner.cli import main
+    _, report = _study_with_a_report(tmp_path)
+    before = {p.name: p.read_bytes() for p in report.iterdir()}
+    capsys.readouterr()
+    assert main(["report", "s1", "--root", str(tmp_path), "--reference-point", value, "0"]) == 2
+    captured = capsys.readouterr()
+    assert "--reference-point: every value must be a finite number" in captured.err
+    assert value in captured.err and "Traceback" not in captured.err and not captured.out
+    assert {p.name: p.read_bytes() for p in report.iterdir()} == before
+
+
+def test_library_refuses_a_nan_reference_point_before_writing(tmp_path) -> None:
+    import reports
+    study = new_study()
+    add(study, values=[3.0, 1.0], constraints={"max_peak_memory_gb": -2.0})
+    with pytest.raises(ValueError, match="finite number"):
+        reports.build(study, tmp_path / "out", reference_point=[float("nan"), 0.0])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("sub", ["", "inner"])
+def test_out_that_is_a_file_exits_2_naming_out(tmp_path, capsys, sub) -> None:
+    from tuner.cli import main
+    _study_with_a_report(tmp_path)
+    afile = tmp_path / "notes.txt"
+    afile.write_text("keep me")
+    out = afile / sub if sub else afile
+    capsys.readouterr()
+    for argv in (["report", "s1"], ["compare", "s1", "s1"]):
+        assert main([*argv, "--root", str(tmp_path), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "--out: must be a folder" in err and str(afile) in err
+        assert "Traceback" not in err
+    assert afile.read_text() == "keep me"
