@@ -1,8 +1,10 @@
 """StudySpec: a tuning study as declared in TOML, validated into frozen dataclasses.
 
 Every error names the field, the rule and the value; unknown keys are rejected with the valid
-ones listed. Nothing here touches disk beyond reading the spec (and its space file), so the CLI
-can validate first and write nothing on bad input.
+ones listed. Nothing here writes to disk (it reads the spec, its space file, the model config and
+the corpus), so the CLI can validate first and write nothing on bad input. Every relative path in
+a spec is read from the spec file's folder and stored absolute, so Ray workers (which run in their
+own trial folders) and a later ``resume`` from any folder see the same files.
 
     >>> spec = load_spec("search_spaces/quickstart.toml")  # doctest: +SKIP
     >>> spec.study.n_trials
@@ -25,11 +27,13 @@ from typing import Any
 # specs can use them; it lives there because it shares the export's scaling rules and cost model.
 import tuner.export  # noqa: F401
 from search_spaces.loader import SearchSpace, SpaceError, load_space, space_from_dict
+from trainers import ModelArgs, load_corpus
 from tuner.objectives import DIRECTIONS, METRICS, constraint_target
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random", "auto")
 SCHEDULERS = ("auto", "asha", "none")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+STDLIB_CORPUS = "stdlib"  # load_corpus's name for the built-in corpus, not a path
 SECTIONS = ("study", "model", "data", "budget", "objectives", "constraints", "pruning",
             "resources", "space")
 
@@ -61,8 +65,8 @@ class ModelSection:
 
 @dataclass(frozen=True, kw_only=True)
 class DataSection:
-    corpus: str = "stdlib"
-    vocab_size: int = 0  # 0 = the corpus' own (256 for byte corpora)
+    corpus: str = STDLIB_CORPUS  # or an absolute path, once validated
+    vocab_size: int = 0  # 0 = the corpus' own; else must equal it (256 for byte corpora)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,10 +156,7 @@ def spec_from_dict(d: Mapping[str, Any], *, base_dir: Path | None = None) -> Stu
     _require("study" in d, "study", "is required (at least [study] name = ...)", None)
     study = _section(StudySection, d["study"], "study")
     _check_study(study)
-    model = _section(ModelSection, d.get("model", {}), "model")
-    if not model.preset and not model.full:
-        model = dataclasses.replace(model, preset="debug")
-    _check_model(model)
+    model = _model(d.get("model", {}), base_dir)
     data = _section(DataSection, d.get("data", {}), "data")
     _require(isinstance(data.vocab_size, int) and data.vocab_size >= 0, "data.vocab_size",
              "must be an integer >= 0 (0 = the corpus' own)", data.vocab_size)
@@ -170,6 +171,7 @@ def spec_from_dict(d: Mapping[str, Any], *, base_dir: Path | None = None) -> Stu
     constraints = _constraints(d.get("constraints", {}))
     _check_full_run_metrics(model, objectives, constraints)
     space = _space(d.get("space"), base_dir)
+    data = _check_data(data, budget, space, base_dir)
     return StudySpec(study=study, model=model, data=data, budget=budget, objectives=objectives,
                      constraints=constraints, pruning=pruning, resources=resources, space=space)
 
@@ -228,16 +230,38 @@ def _check_study(s: StudySection) -> None:
                  "(sqlite:///…, postgresql://…)", s.storage)
 
 
+def _model(table: Mapping[str, Any], base_dir: Path | None) -> ModelSection:
+    model = _section(ModelSection, table, "model")
+    if not model.preset and not model.full:
+        model = dataclasses.replace(model, preset="debug")
+    if model.full:
+        model = dataclasses.replace(model, full=_absolute(model.full, base_dir))
+    _check_model(model)
+    return model
+
+
 def _check_model(m: ModelSection) -> None:
     given = [k for k in ("preset", "full") if getattr(m, k)]
     _require(len(given) == 1, "model", "must set exactly one of preset or full", given)
     if m.proxy:
         _require(bool(m.full), "model.proxy", "is only valid with model.full", m.proxy)
     if m.full:
-        _require(Path(m.full).is_file(), "model.full", "must be an existing JSON file", m.full)
+        _require(Path(m.full).is_file(), "model.full", "must be an existing JSON file "
+                 "(a relative path is read from the spec's folder)", m.full)
+        try:
+            ModelArgs.from_json(m.full)
+        except (ValueError, TypeError, OSError, UnicodeDecodeError) as e:
+            raise SpecError(f"model.full: must be a DeepSeek config JSON that ModelArgs "
+                            f"accepts ({e}), but got {m.full!r}.") from None
     for key in ("preset", "proxy"):
         if getattr(m, key):
             _check_preset(key, getattr(m, key))
+
+
+def _absolute(path: str, base_dir: Path | None) -> str:
+    """``path`` read from the spec's folder (the current one for a table with no file)."""
+    p = Path(path).expanduser()
+    return str(p if p.is_absolute() else ((base_dir or Path.cwd()) / p).resolve())
 
 
 def _check_preset(key: str, value: str) -> None:
@@ -291,6 +315,35 @@ def _check_budget(b: BudgetSection, p: PruningSection) -> None:
              f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", p.grace_tokens)
     _require(p.reduction_factor > 1, "pruning.reduction_factor", "must be > 1",
              p.reduction_factor)
+
+
+def _check_data(data: DataSection, budget: BudgetSection, space: SearchSpace,
+                base_dir: Path | None) -> DataSection:
+    """Load the corpus as every trial will, so a corpus or budget no trial could train on is a
+    spec error instead of a study of failed trials. The longest seq_len the space can sample
+    is the worst case; the batch size cannot fail a trial (the trainer caps each step at the
+    tokens left)."""
+    if data.corpus != STDLIB_CORPUS:
+        data = dataclasses.replace(data, corpus=_absolute(data.corpus, base_dir))
+    seq_len = space.largest("seq_len")
+    # trainers.train's rule: the budget must hold one whole sequence
+    _require(budget.tokens_per_trial >= seq_len, "budget.tokens_per_trial",
+             f"must hold at least one sequence of the longest seq_len the space allows "
+             f"(seq_len={seq_len})", budget.tokens_per_trial)
+    try:
+        corpus = load_corpus(data.corpus, vocab_size=data.vocab_size or None)
+    except (ValueError, OSError) as e:
+        raise SpecError(f"data.corpus: {str(e).removeprefix('corpus: ')}") from None
+    # load_corpus ignores vocab_size for "stdlib" but rejects it for a text file; one rule
+    # for every corpus: the model's vocabulary is the corpus' own
+    _require(data.vocab_size in (0, corpus.vocab_size), "data.vocab_size",
+             f"must be 0 or the corpus' own vocabulary ({corpus.vocab_size} for "
+             f"{data.corpus!r}; byte corpora are 256)", data.vocab_size)
+    try:
+        corpus.check_fits(seq_len)
+    except ValueError as e:
+        raise SpecError(f"data.corpus: {e}") from None
+    return data
 
 
 def _check_resources(r: ResourcesSection) -> None:

@@ -38,6 +38,8 @@ class TrialJob:
     """What every trial of a study shares (sent once to the workers)."""
 
     model_args: dict[str, Any]
+    # "stdlib" or an absolute path (spec validation resolves it): a worker runs in Ray's trial
+    # folder, where a relative path would name nothing
     corpus: str
     vocab_size: int
     token_budget: int
