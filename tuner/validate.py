@@ -7,6 +7,10 @@ scale it by the compute law (C_large / C_proxy)^−0.125; batch sizes in sequenc
 result (measured) is the Spearman rank correlation between the two val_loss rankings and
 whether the chosen (best-loss) recipe is still best; it is stored in the study under
 `records.VALIDATION` so reports and exports show it.
+
+Re-training takes as long as the study's trials did (minutes to hours), so progress goes to
+stderr line by line (which trial, tokens so far, elapsed time): lines, not a redrawn bar, so
+they stay readable in a log file too.
 """
 
 from __future__ import annotations
@@ -14,7 +18,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
+import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -64,6 +71,29 @@ def spearman(x: list[float], y: list[float]) -> float:
     return cov / math.sqrt(vx * vy) if vx and vy else math.nan
 
 
+Log = Callable[[str], None]
+
+
+def stderr_lines(line: str) -> None:
+    """The default progress sink: one line per event on stderr, flushed at once."""
+    print(f"moetune validate: {line}", file=sys.stderr, flush=True)
+
+
+def _elapsed(t0: float) -> str:
+    s = time.monotonic() - t0
+    return f"{s:.1f} s" if s < 60 else f"{int(s // 60)} min {s % 60:02.0f} s"
+
+
+def _eval_lines(say: Log, where: str, tokens: int, t0: float) -> Callable[..., None]:
+    """An ``on_eval`` that reports how far the re-training is (it never stops a run)."""
+    def on_eval(seen: int, metrics: dict) -> None:
+        loss = metrics.get("val_loss")
+        say(f"{where}: {seen:,}/{tokens:,} tokens"
+            + (f", val_loss {loss:.4f}" if isinstance(loss, float) else "")
+            + f"; {_elapsed(t0)} elapsed")
+    return on_eval
+
+
 def _scaled_recipe(r: TrialRecord, large: ModelArgs, tokens: int) -> Recipe:
     seq = r.recipe.seq_len
     budget = int(float(r.metrics.get("token_budget") or tokens))
@@ -75,9 +105,16 @@ def _scaled_recipe(r: TrialRecord, large: ModelArgs, tokens: int) -> Recipe:
 
 def validate_study(study: optuna.Study, *, top: int, scale: float = 2.0,
                    token_scale: float = 1.0, trainer: Callable[..., Any] | None = None,
-                   device: str | None = None, record: bool = True) -> dict[str, Any]:
+                   device: str | None = None, record: bool = True,
+                   log: Log | None = stderr_lines,
+                   report_dir: str | Path | None = None) -> dict[str, Any]:
     """Re-train the top-``top`` feasible trials at ``scale`` × width; returns (and stores)
     the validation record.
+
+    Args:
+        log: gets one line per progress event (None: silent).
+        report_dir: the study's report folder, rebuilt once the record is stored so its
+            "Transfer confidence" section shows it; None: `log` says to run ``moetune report``.
 
     Raises:
         LookupError: fewer than two feasible trials with a finite val_loss.
@@ -94,20 +131,17 @@ def validate_study(study: optuna.Study, *, top: int, scale: float = 2.0,
     if len(chosen) < 2:
         raise LookupError(f"study {study.study_name!r}: {len(chosen)} feasible trial(s) with a "
                           "finite val_loss; validation needs at least 2.")
+    say = log or (lambda line: None)
+    t0 = time.monotonic()
+    say(f"re-training trials {', '.join(str(r.number) for r in chosen)} at {scale:g}x width "
+        f"(loading the corpus first)")
     spec = stored_spec(study)
     if trainer is None:
         from trainers import train as trainer
     data = load_corpus(spec.data.corpus, vocab_size=spec.data.vocab_size or None)
     tokens = int(spec.budget.tokens_per_trial * token_scale)
-    rows = []
-    for r in chosen:
-        large = widen(r.model_args, scale)
-        recipe = _scaled_recipe(r, large, tokens)
-        res = trainer(large, recipe, data=data, token_budget=tokens,
-                      seed=r.recipe.seed, device=device)
-        rows.append({"trial": r.number, "proxy_val_loss": r.metric("val_loss"),
-                     "scaled_val_loss": res.val_loss if math.isfinite(res.val_loss) else "inf",
-                     "lr": recipe.lr, "diverged": bool(res.diverged)})
+    rows = _retrain(chosen, scale=scale, tokens=tokens, trainer=trainer, data=data,
+                    device=device, say=say, t0=t0)
     scaled = [float(x["scaled_val_loss"]) for x in rows]
     best_scaled = min(range(len(rows)), key=lambda i: (scaled[i], i))
     out = {"label": "measured", "top": top, "scale": scale, "token_scale": token_scale,
@@ -118,7 +152,45 @@ def validate_study(study: optuna.Study, *, top: int, scale: float = 2.0,
            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
     if record:
         study.set_user_attr(records.VALIDATION, _json_safe(out))
+        _refresh_report(study, report_dir, say)
     return out
+
+
+def _retrain(chosen: list[TrialRecord], *, scale: float, tokens: int, trainer: Callable,
+             data: Any, device: str | None, say: Log, t0: float) -> list[dict[str, Any]]:
+    rows = []
+    for i, r in enumerate(chosen, 1):
+        where = f"trial {r.number} ({i}/{len(chosen)})"
+        large = widen(r.model_args, scale)
+        recipe = _scaled_recipe(r, large, tokens)
+        say(f"{where}: started, {tokens:,} tokens at lr {recipe.lr:.3g}; {_elapsed(t0)} "
+            "elapsed")
+        res = trainer(large, recipe, data=data, token_budget=tokens, seed=r.recipe.seed,
+                      device=device, on_eval=_eval_lines(say, where, tokens, t0))
+        rows.append({"trial": r.number, "proxy_val_loss": r.metric("val_loss"),
+                     "scaled_val_loss": res.val_loss if math.isfinite(res.val_loss) else "inf",
+                     "lr": recipe.lr, "diverged": bool(res.diverged)})
+        say(f"{where}: done, val_loss {r.metric('val_loss'):.4f} -> {res.val_loss:.4f}; "
+            f"{_elapsed(t0)} elapsed")
+    return rows
+
+
+def _refresh_report(study: optuna.Study, report_dir: str | Path | None, say: Log) -> None:
+    """Rebuild the report so it stops saying "Not checked yet"; the record is already stored,
+    so a report that fails to build only needs ``moetune report`` again."""
+    rerun = (f"run `moetune report {study.study_name}` (same --root/--storage) to show it in "
+             "the report")
+    if report_dir is None:
+        say(f"validation recorded in the study; the report was not refreshed: {rerun}.")
+        return
+    import reports  # tuner does not need the reports package otherwise
+
+    try:
+        reports.build(study, report_dir)
+    except Exception as e:  # noqa: BLE001 - the validation itself is safe in storage
+        say(f"warning: the report could not be refreshed ({type(e).__name__}: {e}); {rerun}.")
+        return
+    say(f"report refreshed with the validation: {report_dir}")
 
 
 def _json_safe(d: dict[str, Any]) -> dict[str, Any]:
