@@ -338,7 +338,7 @@ def _check_data(data: DataSection, budget: BudgetSection, space: SearchSpace,
     # for every corpus: the model's vocabulary is the corpus' own
     _require(data.vocab_size in (0, corpus.vocab_size), "data.vocab_size",
              f"must be 0 or the corpus' own vocabulary ({corpus.vocab_size} for "
-             f"{data.corpus!r}; byte corpora are 256)", data.vocab_size)
+             f"{data.corpus!r})", data.vocab_size)
     try:
         corpus.check_fits(seq_len)
     except ValueError as e:

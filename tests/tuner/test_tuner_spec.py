@@ -72,6 +72,14 @@ BAD = [
     ({**base(), "space": {"params": {"lr": {"type": "float", "low": 1, "high": 0}}}},
      ["space.params.lr", "low <= high"]),
     ({**base(), "study": "s1"}, ["study", "table"]),
+    (with_("data.corpus", "/no/such/corpus.txt"),
+     ["data.corpus", "does not exist", "/no/such/corpus.txt"]),
+    (with_("data.vocab_size", 1000), ["data.vocab_size", "256", "1000"]),
+    ({**with_("budget.tokens_per_trial", 20), "space": {**SPACE, "fixed": {"seq_len": 32}}},
+     ["budget.tokens_per_trial", "one sequence", "seq_len=32", "20"]),
+    ({**base(), "space": {"params": {"warmup_fraction": {"type": "float", "low": 0.5,
+                                                         "high": 2.0}}}},
+     ["space.params.warmup_fraction.high", "[0, 1]", "2.0"]),
 ]
 
 
