@@ -21,7 +21,7 @@ def test_report_of_a_runner_study(tmp_path) -> None:
         "study": {"name": "runner-report", "n_trials": 6, "max_concurrent": 2, "seed": 0},
         "budget": {"tokens_per_trial": 300, "eval_every_tokens": 100},
         "objectives": {"val_loss": "minimize", "tokens_per_s": "maximize"},
-        "constraints": {"max_peak_memory_gb": 4.0},
+        "constraints": {"max_peak_memory_gb": 4.0, "min_tokens_per_s": 1.0},
         "pruning": {"scheduler": "none"},
         "space": {"params": {
             "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
@@ -38,5 +38,6 @@ def test_report_of_a_runner_study(tmp_path) -> None:
     assert df["pareto_rank"].astype(int).tolist() == brute_force_ranks(pts)
     md = paths["ranked_md"].read_text()
     assert "Objective `tokens_per_s`: maximize (measured)" in md
-    assert "Constraint `max_peak_memory_gb` <= 4" in md
+    assert "Constraint `max_peak_memory_gb`: peak_memory_gb <= 4" in md
+    assert "Constraint `min_tokens_per_s`: tokens_per_s >= 1" in md  # a lower bound
     assert df["peak_memory_gb"].tolist() == pytest.approx([1.0] * 6)  # 2**30 bytes = 1 GiB
