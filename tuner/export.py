@@ -21,6 +21,7 @@ from typing import Any
 
 from trainers.model_args import ModelArgs
 from trainers.recipe import Recipe
+from trainers.schedules import STEP_BOUNDARIES, batch_size_at
 from tuner import cost_model as cm
 from tuner import records, scaling
 from tuner.hardware import Hardware, get_hardware
@@ -61,9 +62,10 @@ class FullRunTarget:
             v = getattr(self, name)
             if not (isinstance(v, int) and v > 0):
                 raise ValueError(f"{name}: must be a positive integer, but got {name}={v!r}.")
-        if self.global_batch is not None and self.global_batch <= 0:
-            raise ValueError(f"global_batch: must be a positive integer, but got "
-                             f"global_batch={self.global_batch!r}.")
+        for name in ("global_batch", "tp", "pp", "ep"):  # None: chosen by a rule
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, int) and v > 0):
+                raise ValueError(f"{name}: must be a positive integer, but got {name}={v!r}.")
         if not 0.0 < self.memory_fraction <= 1.0:
             raise ValueError(f"memory_fraction: must be in (0, 1], but got "
                              f"memory_fraction={self.memory_fraction!r}.")
@@ -101,7 +103,9 @@ class FullRun:
                    "mup": bool(self.model_args.mup_base_dim)},
             "parallelism": dataclasses.asdict(self.plan) | {"expert_dp": self.plan.expert_dp,
                                                            "expert_tp": 1},
-            "schedule": dataclasses.asdict(self.steps),
+            "schedule": dataclasses.asdict(self.steps) | {
+                "batch": describe_batch_schedule(self.recipe, t.tokens, self.steps),
+                "ramp_end_fraction": ramp_end_fraction(self.recipe)},
             "rules": [r.to_dict() for r in self.rules],
             "cost": self.cost,
             "proxy": self.proxy,
@@ -140,6 +144,15 @@ def _plan(args: ModelArgs, t: FullRunTarget, precision: str) -> scaling.PlanChoi
     if choice is not None:
         return choice
     fixed = {k: v for k, v in (("tp", t.tp), ("pp", t.pp), ("ep", t.ep)) if v is not None}
+    if fixed and not scaling.candidate_plans(args, t.gpus, t.hardware, tp=t.tp, pp=t.pp,
+                                             ep=t.ep):
+        # no layout has these degrees at all: a rule is broken, memory is not the reason
+        given = " ".join(f"--{k} {v}" for k, v in fixed.items())
+        raise ExportError(
+            f"{given}: no layout of {t.gpus} GPUs has these degrees. The rules: tp divides "
+            f"--gpus and n_heads={args.n_heads} and is at most {t.hardware.gpus_per_node} (GPUs "
+            f"per node); pp divides --gpus/tp and is at most n_layers={args.n_layers}; ep "
+            f"divides n_routed_experts={args.n_routed_experts} and tp*dp.")
     held = f" with {fixed}" if fixed else ""
     msg = (f"no parallel layout of {t.gpus} x {t.hardware.name}{held} fits "
            f"{t.memory_fraction:.0%} of {t.hardware.memory_gib:.1f} GiB per GPU, even with full "
@@ -155,6 +168,63 @@ def _plan(args: ModelArgs, t: FullRunTarget, precision: str) -> scaling.PlanChoi
         raise ExportError(f"{msg} {gpus} GPUs would fit: {c.plan} with checkpoint_ratio "
                           f"{c.checkpoint_ratio:.3g} ({c.peak_gib:.1f} GiB).")
     raise ExportError(f"{msg} Nothing up to {64 * t.gpus} GPUs fits either.")
+
+
+def ramp_end_fraction(recipe: Recipe) -> float:
+    """Fraction of tokens after which the batch stops changing: the ramp length of a
+    ``linear`` schedule, the last stage change of a ``step`` one, 0 for a constant batch (and
+    for a ramp whose start equals its end)."""
+    if recipe.batch_schedule == "constant" or recipe.batch_start >= recipe.batch_end:
+        return 0.0
+    if recipe.batch_schedule == "linear":
+        return recipe.batch_ramp_fraction
+    return STEP_BOUNDARIES[-1]
+
+
+def _pct(fraction: float) -> str:
+    return f"{100 * fraction:.3g}%"
+
+
+def describe_batch_schedule(recipe: Recipe, tokens: int, steps: scaling.StepCounts) -> str:
+    """The batch schedule in words, the same in every format, e.g. ``linear ramp 2048 -> 7680
+    sequences over the first 10% of tokens (ends at step 1234, after 5678 sequences)``."""
+    r = recipe
+    if ramp_end_fraction(r) == 0.0:
+        return f"constant global batch {r.batch_end} sequences"
+    if r.batch_schedule == "linear":
+        return (f"linear ramp {r.batch_start} -> {r.batch_end} sequences over the first "
+                f"{_pct(r.batch_ramp_fraction)} of tokens (ends at step {steps.ramp}, after "
+                f"{steps.ramp_samples} sequences)")
+    # the stage values as trainers.schedules computes them, so the text cannot drift from it
+    stages = [f"{batch_size_at(r, math.ceil(b * tokens), tokens)} from {_pct(b)}"
+              for b in STEP_BOUNDARIES]
+    return (f"step schedule {r.batch_start} sequences, then {', then '.join(stages)} of tokens "
+            f"(final batch from step {steps.ramp}, after {steps.ramp_samples} sequences)")
+
+
+def schedule_steps(recipe: Recipe, tokens: int) -> scaling.StepCounts:
+    """`scaling.step_counts` of the recipe's own batch schedule, with the ramp mark where that
+    schedule's batch stops changing (``batch_ramp_fraction`` only describes ``linear``)."""
+    walk = dataclasses.replace(recipe, batch_ramp_fraction=ramp_end_fraction(recipe))
+    return scaling.step_counts(walk, tokens)
+
+
+def constant_batch_steps(recipe: Recipe, tokens: int) -> scaling.StepCounts:
+    """Step counts at a constant batch of ``recipe.batch_end``, for formats that cannot express
+    a ramp: total × batch_end × seq_len covers ``tokens`` (within one step), and warmup and
+    decay keep their fractions of tokens. Counted as `scaling.step_counts` counts, in closed
+    form (a walk takes seconds at small batches)."""
+    batch = recipe.batch_end
+    per_step = batch * recipe.seq_len
+
+    def first_step_from(fraction: float) -> int:  # first step that starts at this share
+        return math.ceil(fraction * tokens / per_step)
+
+    total, warmup = first_step_from(1.0), first_step_from(recipe.warmup_fraction)
+    decay = first_step_from(1.0 - recipe.decay_fraction) if recipe.decay == "wsd" else warmup
+    return scaling.StepCounts(total=total, warmup=warmup, ramp=0, decay_start=decay,
+                              samples=total * batch, warmup_samples=warmup * batch,
+                              ramp_samples=0, decay_samples=(total - decay) * batch)
 
 
 def _carried_rules(proxy: Recipe, skip: set[str]) -> list[scaling.Rule]:
@@ -187,17 +257,22 @@ def build_full_run(record: TrialRecord, target: FullRunTarget, *,
     c_full = scaling.compute_budget(args, target.seq_len, target.tokens)
     lr, hidden_lr, lr_rule = scaling.scale_lr(record.model_args, proxy.lr, c_proxy, args,
                                               c_full)
+    multiple = plan.dp * target.micro_batch
+    warnings = _warnings(record, proxy, target) + _check_global_batch(target, plan)
     start, end, batch_rules = scaling.scale_batch(
-        proxy, c_full=c_full, seq_len=target.seq_len, multiple=plan.dp * target.micro_batch,
+        proxy, c_full=c_full, seq_len=target.seq_len, multiple=multiple,
         global_batch=target.global_batch)
+    if proxy.batch_schedule != "constant":
+        start_rule, collapsed = _batch_start_rule(proxy, start, end, multiple)
+        batch_rules = [start_rule if r.field == "batch_start" else r for r in batch_rules]
+        warnings += collapsed
     recipe = dataclasses.replace(proxy, lr=lr, batch_start=start, batch_end=end,
                                  seq_len=target.seq_len, micro_batch=target.micro_batch,
                                  checkpoint_ratio=choice.checkpoint_ratio)
-    steps = scaling.step_counts(recipe, target.tokens)
+    steps = schedule_steps(recipe, target.tokens)
     rules = [lr_rule, *batch_rules, scaling.warmup_rule(recipe, steps), *_fixed_rules(
         proxy, recipe, target, choice, steps)]
     rules += _carried_rules(proxy, {r.field for r in rules})
-    warnings = _warnings(record, proxy, target)
     return FullRun(model_args=args, recipe=recipe, plan=plan, target=target, steps=steps,
                    hidden_lr=hidden_lr, rules=rules, warnings=warnings,
                    cost=full_run_cost(args, recipe, plan, target, c_full),
@@ -212,8 +287,10 @@ def _fixed_rules(proxy: Recipe, recipe: Recipe, t: FullRunTarget, choice: scalin
     R = scaling.Rule
     return [
         R(field="batch_ramp_fraction", value=recipe.batch_ramp_fraction, kind="carried",
-          rule=f"ramp length kept as a fraction of tokens: ends at step {steps.ramp}, "
-               f"{steps.ramp_samples} sequences"),
+          rule=f"batch schedule kept as fractions of tokens: "
+               f"{describe_batch_schedule(recipe, t.tokens, steps)}"
+               + ("" if recipe.batch_schedule == "linear" else
+                  f"; the fraction is unused by the {recipe.batch_schedule!r} schedule")),
         R(field="decay_fraction", value=recipe.decay_fraction, kind="carried",
           rule=f"kept as a fraction of tokens ({recipe.decay}); "
                f"{scaling.lr_steps_note(recipe, steps)}"),
@@ -230,6 +307,43 @@ def _fixed_rules(proxy: Recipe, recipe: Recipe, t: FullRunTarget, choice: scalin
                "weight blocks, E4M3)" if recipe.precision == "fp8" else "carried",
           source="DeepSeek-V3 technical report, section 3.3"),
     ]
+
+
+def _check_global_batch(t: FullRunTarget, plan: cm.ParallelPlan) -> list[str]:
+    """--global-batch below dp*micro_batch is refused (every data-parallel rank needs a
+    micro-batch); other values are rounded to a multiple of it, and the warning says so."""
+    if t.global_batch is None:
+        return []
+    multiple = plan.dp * t.micro_batch
+    if t.global_batch < multiple:
+        raise ExportError(
+            f"--global-batch: must be at least dp*micro_batch = {plan.dp}*{t.micro_batch} = "
+            f"{multiple} sequences under the layout {plan} (each data-parallel rank takes a "
+            f"micro-batch per step), but got --global-batch {t.global_batch}. Pass a larger "
+            "--global-batch, or fix --tp/--pp to a layout with fewer data-parallel ranks.")
+    rounded = scaling.round_to_multiple(t.global_batch, multiple)
+    if rounded == t.global_batch:
+        return []
+    return [f"--global-batch {t.global_batch} rounded to {rounded}: the global batch must be a "
+            f"multiple of dp*micro_batch = {plan.dp}*{t.micro_batch} = {multiple}."]
+
+
+def _batch_start_rule(proxy: Recipe, start: int, end: int,
+                      multiple: int) -> tuple[scaling.Rule, list[str]]:
+    """The batch_start rule as applied, and a warning when rounding left no ramp."""
+    shape = proxy.batch_start / proxy.batch_end
+    asked = (f"batch_start/batch_end = {proxy.batch_start}/{proxy.batch_end} = {shape:.4g} of "
+             f"the final batch {end} = {end * shape:.1f} sequences")
+    if start < end:
+        return scaling.Rule(field="batch_start", value=start, kind="scaled",
+                            rule=f"ramp shape kept: {asked}, rounded to a multiple of "
+                                 f"dp*micro_batch={multiple} ({start / end:.4g} of it)"), []
+    why = (f"{asked}, which rounds to the final batch at multiples of dp*micro_batch="
+           f"{multiple}: no ramp is left, the batch is constant")
+    return (scaling.Rule(field="batch_start", value=start, kind="scaled",
+                         rule=f"ramp collapsed: {why}"),
+            [f"the tuned {proxy.batch_schedule!r} batch schedule collapsed to a constant batch "
+             f"of {end}: {why}."])
 
 
 def _warnings(record: TrialRecord, proxy: Recipe, t: FullRunTarget) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tuner.cost_model import recomputed_layers, stage_layers
+from tuner.export import describe_batch_schedule, ramp_end_fraction
 
 if TYPE_CHECKING:
     from tuner.export import FullRun
@@ -84,15 +85,15 @@ def _batch(full: FullRun, notes: list[str]) -> list[Flag]:
     out: list[Flag] = [("--micro-batch-size", str(r.micro_batch)),
                        ("--global-batch-size", str(r.batch_end)),
                        ("--train-samples", str(s.samples))]
-    if r.batch_schedule != "constant" and r.batch_start < r.batch_end:
-        step = p.dp * r.micro_batch
-        ramp = s.ramp_samples
+    # a zero-length ramp would divide by zero in Megatron's batch-size calculator
+    if ramp_end_fraction(r) and s.ramp_samples:
         if r.batch_schedule == "step":
-            notes.append("batch_schedule 'step' has no Megatron-LM equivalent; emitted as a "
-                         "linear ramp over the first 70% of samples (the step schedule's last "
-                         "stage change).")
-            ramp = round(0.7 * s.samples)
-        out.append(("--rampup-batch-size", f"{r.batch_start} {step} {ramp}"))
+            notes.append(f"{describe_batch_schedule(r, full.target.tokens, s)}: Megatron-LM has "
+                         f"no step schedule; emitted as a linear ramp {r.batch_start} -> "
+                         f"{r.batch_end} over the first {s.ramp_samples} samples, where the "
+                         "step schedule reaches its final batch.")
+        out.append(("--rampup-batch-size", f"{r.batch_start} {p.dp * r.micro_batch} "
+                                           f"{s.ramp_samples}"))
     return out
 
 

@@ -6,8 +6,11 @@ revisions moved to Python config registries, where the same ``section.key`` name
 overrides. torchtitan selects the architecture by ``model.flavor`` from its own registry: the
 DeepSeek-V3 configs are flavors ``16B`` and ``671B``; other targets need a registered flavor.
 
-Not expressible in this config, hence listed as notes in the file header: the batch ramp
-(constant global batch), Adam betas, the balancing speed γ and α, the MTP weight, µP.
+Not expressible in this config, hence listed as notes in the file header: the batch ramp,
+Adam betas, the balancing speed γ and α, the MTP weight, µP. torchtitan trains a constant global
+batch (the final one), so ``steps``, ``warmup_steps`` and ``decay_ratio`` are counted for that
+batch (`constant_batch_steps`): steps × batch × seq_len is the requested tokens, and warmup and
+decay cover the tuned fractions of them.
 Checkpoint ratio r → ``mode = "selective"`` with ``selective_ac_option = "N"`` (every N-th
 block, N = round(1/r)); fp8 → torchao float8 ``rowwise`` (torchtitan has no 1×128/128×128
 blockwise recipe).
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
+
+from tuner.export import constant_batch_steps, describe_batch_schedule, ramp_end_fraction
 
 if TYPE_CHECKING:
     from tuner.export import FullRun
@@ -49,11 +54,14 @@ def _ac(ratio: float) -> dict[str, Any]:
 
 def sections(full: FullRun) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """TOML tables (name → keys) and the notes on what the format cannot hold."""
-    r, p, s, t = full.recipe, full.plan, full.steps, full.target
+    r, p, t = full.recipe, full.plan, full.target
+    s = constant_batch_steps(r, t.tokens)
     flavor = t.name if t.name in FLAVORS else "custom"
-    notes = [f"constant global batch {r.batch_end}: torchtitan has no batch ramp "
-             f"(tuned ramp: {r.batch_start} -> {r.batch_end} over {r.batch_ramp_fraction:.3g} "
-             "of tokens)" if r.batch_schedule != "constant" else "",
+    notes = [f"constant global batch {r.batch_end}: torchtitan has no batch ramp, so steps "
+             f"({s.total}) and warmup_steps ({s.warmup}) are counted at this batch to train "
+             f"{t.tokens} tokens, warmup over the first {100 * r.warmup_fraction:.3g}% (tuned "
+             f"schedule: {describe_batch_schedule(r, t.tokens, full.steps)})"
+             if ramp_end_fraction(r) else "",
              f"Adam betas ({r.beta1}, {r.beta2}), gamma {r.bias_update_speed}, alpha "
              f"{r.balance_loss_alpha}, MTP lambda {r.mtp_lambda} live in torchtitan's model "
              "and optimizer code, not in this file",
@@ -64,7 +72,9 @@ def sections(full: FullRun) -> tuple[dict[str, dict[str, Any]], list[str]]:
     decay = {"lr_scheduler": {"warmup_steps": s.warmup, "min_lr_factor": r.min_lr_ratio,
                               "decay_type": "linear" if r.decay == "wsd" else "cosine"}}
     if r.decay == "wsd" and s.total:
-        decay["lr_scheduler"]["decay_ratio"] = round(1 - s.decay_start / s.total, 6)
+        # the decay starts after warmup at the latest, as in trainers.schedules.lr_at
+        decay["lr_scheduler"]["decay_ratio"] = round(1 - max(s.decay_start, s.warmup) / s.total,
+                                                     6)
     if r.decay == "multistep":
         notes.append("decay 'multistep' emitted as cosine (torchtitan: linear/sqrt/cosine)")
     tables: dict[str, dict[str, Any]] = {

@@ -1,0 +1,164 @@
+"""Every exported launch config trains the requested tokens, warms up over the tuned share of
+them, and describes the batch schedule the same way.
+
+Each reader below counts what the consuming tool would do with the file: torchtitan runs
+``steps`` steps of ``global_batch_size``; Megatron-LM turns ``--train-samples`` and
+``--rampup-batch-size`` into iterations as ``update_train_iters`` does; the native JSON is
+walked with its own recipe for ``schedule.total`` steps.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from trainers.model_args import ModelArgs
+from trainers.recipe import Recipe
+from trainers.schedules import batch_size_at
+from tuner import formats, scaling
+from tuner.export import FullRunTarget, build_full_run, constant_batch_steps
+from tuner.hardware import get_hardware
+from tuner.pick import TrialRecord
+
+CONFIGS = Path("/work/shared/reference/deepseek_v3_configs")
+PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,
+                  vocab_size=256, n_routed_experts=8, n_activated_experts=2, kv_lora_rank=32,
+                  qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16)
+TOKENS = 10**11  # ~16k steps at B_opt: every reader runs in milliseconds
+MODEL_ONLY = {"deepseek", "hf"}  # model configs: they say nothing about training length
+
+
+def full_run(recipe: Recipe, tokens: int = TOKENS, **kw):
+    path = CONFIGS / "config_671B.json"
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    record = TrialRecord(number=7, values={"val_loss": 2.0}, recipe=recipe, model_args=PROXY,
+                         metrics={"token_budget": 200_000}, feasible=True, outcome="complete")
+    target = FullRunTarget(**({"model_args": ModelArgs.from_json(path), "name": "671B",
+                               "hardware": get_hardware("h800"), "gpus": 2048,
+                               "tokens": tokens, "seq_len": 4096, "tp": 1, "pp": 16,
+                               "ep": 64} | kw))
+    return build_full_run(record, target, proxy_info={"study": "s"})
+
+
+def megatron_args(text: str) -> dict[str, str | None]:
+    pairs = (line.partition(" ") for line in text.splitlines() if not line.startswith("#"))
+    return {flag: value or None for flag, _, value in pairs}
+
+
+def megatron_trained(text: str) -> tuple[int, int, int]:
+    """(tokens, warmup tokens, largest batch in tokens) as Megatron-LM would train the file:
+    its rampup calculator and ``update_train_iters`` (the last partial batch is dropped)."""
+    a = megatron_args(text)
+    seq, gbs, train = (int(a[k]) for k in ("--seq-length", "--global-batch-size",
+                                           "--train-samples"))
+    consumed = 0
+    if a.get("--rampup-batch-size"):
+        start, inc, ramp = map(int, a["--rampup-batch-size"].split())
+        per_increment = ramp / ((gbs - start) // inc)
+        while consumed <= ramp and consumed <= train:
+            consumed += start + int(consumed / per_increment) * inc
+    if train > consumed:
+        consumed += (train - consumed) // gbs * gbs
+    return consumed * seq, int(a["--lr-warmup-samples"]) * seq, gbs * seq
+
+
+def torchtitan_trained(text: str) -> tuple[int, int, int]:
+    t = tomllib.loads(text)["training"]
+    step = t["global_batch_size"] * t["seq_len"]
+    warmup = tomllib.loads(text)["lr_scheduler"]["warmup_steps"]
+    return t["steps"] * step, warmup * step, step
+
+
+def native_trained(text: str) -> tuple[int, int, int]:
+    d = json.loads(text)
+    recipe, budget = Recipe.from_dict(d["recipe"]), d["target"]["tokens"]
+    seen = warmup = 0
+    for step in range(d["schedule"]["total"]):
+        if step == d["schedule"]["warmup"]:
+            warmup = seen
+        seen += batch_size_at(recipe, seen, budget) * recipe.seq_len
+    return seen, warmup, recipe.batch_end * recipe.seq_len
+
+
+READERS = {"native": native_trained, "megatron": megatron_trained,
+           "torchtitan": torchtitan_trained}
+RECIPES = [Recipe(batch_schedule="constant", batch_start=32, warmup_fraction=0.143),
+           Recipe(batch_schedule="linear", warmup_fraction=0.05, decay="wsd"),
+           Recipe(batch_schedule="step", warmup_fraction=0.138, decay="cosine")]
+
+
+def test_every_format_is_checked_or_holds_no_schedule():
+    assert set(formats.FORMATS) == set(READERS) | MODEL_ONLY
+    for name in MODEL_ONLY:
+        text = formats.render(name, full_run(Recipe(batch_schedule="step")))
+        assert not {"steps", "train_samples", "warmup_steps"} & set(json.loads(text))
+
+
+@pytest.mark.parametrize("fmt", sorted(READERS))
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.batch_schedule)
+def test_exported_file_trains_the_requested_tokens_and_warmup_share(fmt, recipe):
+    run = full_run(recipe)
+    tokens, warmup, step = READERS[fmt](formats.render(fmt, run))
+    assert abs(tokens - TOKENS) <= step, (tokens, TOKENS)
+    assert abs(warmup - recipe.warmup_fraction * TOKENS) <= step
+
+
+def test_torchtitan_at_the_audited_size_trains_14_8t_tokens_not_32t():
+    # the audit's case: a tuned step schedule, exported to a file whose batch is constant
+    run = full_run(Recipe(batch_schedule="step", warmup_fraction=0.138), tokens=int(14.8e12),
+                   tp=None, pp=None, ep=None)
+    text = formats.render("torchtitan", run)
+    tokens, warmup, step = torchtitan_trained(text)
+    assert abs(tokens - 14.8e12) <= step
+    assert warmup / tokens == pytest.approx(0.138, abs=1e-5)
+    assert "steps (" in text and "counted at this batch" in text  # the NOTE says so
+
+
+@pytest.mark.parametrize("tokens", [10**6, 999_937, 123_457])
+@pytest.mark.parametrize("decay", ["cosine", "wsd"])
+def test_constant_batch_steps_count_as_the_schedule_walk_does(tokens, decay):
+    r = Recipe(batch_schedule="constant", batch_start=32, batch_end=32, seq_len=128,
+               warmup_fraction=0.137, decay=decay, decay_fraction=0.3, batch_ramp_fraction=0.0)
+    assert constant_batch_steps(r, tokens) == scaling.step_counts(r, tokens)
+
+
+def _described(run) -> dict[str, str]:
+    """The batch-schedule text and ramp length each format carries."""
+    native = json.loads(formats.render("native", run))
+    meg = megatron_args(formats.render("megatron", run))
+    rules = {r["field"]: r["rule"] for r in native["rules"]}
+    return {"native": native["schedule"]["batch"], "rule": rules["batch_ramp_fraction"],
+            "megatron_ramp": (meg.get("--rampup-batch-size") or "- - 0").split()[2],
+            "native_ramp": str(native["schedule"]["ramp_samples"]),
+            "torchtitan": formats.render("torchtitan", run).split("\n[")[0]}
+
+
+def test_step_schedule_is_described_at_30_and_70_percent_everywhere():
+    run = full_run(Recipe(batch_schedule="step", batch_ramp_fraction=0.1))
+    d = _described(run)
+    assert "from 30%" in d["native"] and "from 70% of tokens" in d["native"]
+    assert "10%" not in d["native"]
+    assert d["native"] in d["rule"] and d["native"] in d["torchtitan"]
+    assert d["megatron_ramp"] == d["native_ramp"]
+    assert int(d["native_ramp"]) * 4096 / TOKENS == pytest.approx(0.7, abs=1e-3)
+
+
+def test_linear_ramp_is_described_with_its_tuned_length_everywhere():
+    run = full_run(Recipe(batch_schedule="linear", batch_ramp_fraction=0.1))
+    d = _described(run)
+    assert "linear ramp" in d["native"] and "over the first 10% of tokens" in d["native"]
+    assert d["native"] in d["rule"] and d["native"] in d["torchtitan"]
+    assert d["megatron_ramp"] == d["native_ramp"]
+    assert int(d["native_ramp"]) * 4096 / TOKENS == pytest.approx(0.1, abs=1e-3)
+
+
+def test_constant_batch_has_no_ramp_anywhere():
+    run = full_run(Recipe(batch_schedule="constant", batch_start=32))
+    d = _described(run)
+    assert d["native"].startswith("constant global batch")
+    assert d["megatron_ramp"] == d["native_ramp"] == "0"
+    assert "ramp" not in d["torchtitan"]
