@@ -14,10 +14,12 @@ every other command finds them (`tuner.commands`: ``--root`` / ``$MOETUNE_ROOT``
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from tuner import formats
+from tuner.cli import UsageError
 from tuner.commands import import_trainer, open_study, where_options
 from tuner.export import DEFAULT_MFU, ExportError, FullRunTarget, export_study, load_target
 from tuner.hardware import HARDWARE, get_hardware
@@ -87,10 +89,85 @@ def parse_pick(args: argparse.Namespace) -> Pick:
                 min_tokens_per_s=args.min_tokens_per_s)
 
 
+# options checked before anything runs; None means "chosen by a rule"
+POSITIVE_INTS = ("gpus", "seq_len", "micro_batch", "global_batch", "tp", "pp", "ep")
+UNIT_INTERVAL = ("memory_fraction", "mfu")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Range checks of the numeric options; the error names the option, the rule and the value.
+
+    Raises:
+        UsageError: the first option out of range.
+    """
+    def bad(name: str, rule: str) -> UsageError:
+        return UsageError(f"{_flag(name)}: must be {rule}, but got {_flag(name)} "
+                          f"{getattr(args, name)!r}.")
+
+    for name in POSITIVE_INTS:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise bad(name, "a positive integer")
+    if not (args.tokens >= 1 and float(args.tokens).is_integer()):  # also refuses nan, inf
+        raise bad("tokens", "a positive whole number")
+    for name in UNIT_INTERVAL:
+        if not 0.0 < getattr(args, name) <= 1.0:
+            raise bad(name, "in (0, 1]")
+    if args.max_memory_gb is not None and not args.max_memory_gb > 0:
+        raise bad("max_memory_gb", "positive")
+    if args.min_tokens_per_s is not None and not args.min_tokens_per_s >= 0:
+        raise bad("min_tokens_per_s", "at least 0")
+
+
+def check_out(path: Path | None) -> None:
+    """``--out`` must name a file that can be written: not a folder, and under a folder
+    that exists (or can be made) and is writable. Checked before any work, so a bad path
+    costs nothing and writes nothing.
+
+    Raises:
+        UsageError: the path cannot be written, with the reason.
+    """
+    if path is None:
+        return
+    rule = "a writable file path"
+    if path.is_dir():
+        raise UsageError(f"--out: must be {rule}, but got --out {str(path)!r}, a folder.")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"--out: must be {rule}, but --out {str(path)!r} is read-only.")
+    folder = path.parent
+    while not folder.exists():  # the folders that --out would create
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"--out: must be {rule}, but got --out {str(path)!r}: {str(folder)!r} "
+                         "is not a folder.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--out: must be {rule}, but got --out {str(path)!r}: folder "
+                         f"{str(folder)!r} is not writable.")
+
+
+def write_out(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file, then a rename).
+
+    Raises:
+        UsageError: the file system refused (e.g. read-only), nothing left behind.
+    """
+    tmp = path.with_name(f".{path.name}.moetune-tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"--out: cannot write --out {str(path)!r}: {exc.strerror or exc}.") \
+            from None
+
+
 def parse_target(args: argparse.Namespace) -> FullRunTarget:
+    check_numbers(args)
     tokens = args.tokens
-    if not (tokens >= 1 and float(tokens).is_integer()):
-        raise ValueError(f"--tokens: must be a positive whole number, but got {tokens!r}.")
     model_args, name = load_target(args.target)
     return FullRunTarget(model_args=model_args, name=name, hardware=get_hardware(args.hardware),
                          gpus=args.gpus, tokens=int(tokens), seq_len=args.seq_len,
@@ -106,9 +183,12 @@ def run_export(args: argparse.Namespace) -> int:
                              f"{sorted(formats.FORMATS)}.")
         pick = parse_pick(args)
         target = parse_target(args)  # validates before the study is opened
+        check_out(args.out)
         study = open_study(args.study, Path(args.root) / args.study, args.storage)
         full, picked = export_study(study, pick, target)
         text = formats.render(args.format, full)
+        if args.out is not None:
+            write_out(args.out, text)
     except (LookupError, ValueError, ExportError) as exc:
         print(f"moetune export: {exc}", file=sys.stderr)
         return 2
@@ -119,9 +199,6 @@ def run_export(args: argparse.Namespace) -> int:
           f"{full.cost['gpu_hours']:.4g} GPU-hours (modeled)", file=sys.stderr)
     if args.out is None:
         sys.stdout.write(text)
-    else:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
     return 0
 
 

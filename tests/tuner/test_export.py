@@ -191,8 +191,24 @@ def test_cli_writes_the_chosen_format(tmp_path, capsys):
     (["--hardware", "v100"], "unknown name 'v100'; valid names are"),
     (["--format", "yaml"], "unknown name 'yaml'; valid formats are"),
     (["--pick", "trial", "x"], "'trial' takes one trial number"),
-    (["--tokens", "0"], "--tokens: must be a positive whole number"),
-    (["--gpus", "0"], "gpus: must be a positive integer"),
+    (["--tokens", "0"], "--tokens: must be a positive whole number, but got --tokens 0.0."),
+    (["--tokens", "nan"], "--tokens: must be a positive whole number, but got --tokens nan."),
+    (["--gpus", "0"], "--gpus: must be a positive integer, but got --gpus 0."),
+    (["--tp", "0"], "--tp: must be a positive integer, but got --tp 0."),
+    (["--pp", "-2"], "--pp: must be a positive integer, but got --pp -2."),
+    (["--ep", "0"], "--ep: must be a positive integer, but got --ep 0."),
+    (["--global-batch", "0"], "--global-batch: must be a positive integer, but got"),
+    (["--seq-len", "0"], "--seq-len: must be a positive integer, but got --seq-len 0."),
+    (["--micro-batch", "0"], "--micro-batch: must be a positive integer, but got"),
+    (["--memory-fraction", "1.5"], "--memory-fraction: must be in (0, 1], but got"),
+    (["--mfu", "0"], "--mfu: must be in (0, 1], but got --mfu 0.0."),
+    (["--max-memory-gb", "-1"], "--max-memory-gb: must be positive, but got"),
+    (["--min-tokens-per-s", "nan"], "--min-tokens-per-s: must be at least 0, but got"),
+    # a degree no layout of 64 GPUs can have is a broken rule, not a memory problem
+    (["--tp", "3"], "--tp 3: no layout of 64 GPUs has these degrees. The rules: tp divides"),
+    # 16B on 64 GPUs plans dp=64: fewer sequences than data-parallel ranks cannot be trained
+    (["--global-batch", "7"], "--global-batch: must be at least dp*micro_batch = 64*1 = 64 "
+                              "sequences"),
 ])
 def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, message):
     url = _sqlite_study(tmp_path)
@@ -201,8 +217,54 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, messag
             str(CONFIGS / "config_16B.json"), "--gpus", "64", "--tokens", "1e12",
             "--out", str(out)]
     assert main(base + argv) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("out, message", [
+    ("folder", "--out: must be a writable file path, but got --out '{p}', a folder."),
+    ("a_file/full.json", "--out: must be a writable file path, but got --out '{p}': "
+                         "'{t}/a_file' is not a folder."),
+])
+def test_cli_unwritable_out_exits_2_and_writes_nothing(tmp_path, capsys, out, message):
+    url = _sqlite_study(tmp_path)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "a_file").write_text("kept")
+    path = tmp_path / out
+    before = sorted(tmp_path.rglob("*"))
+    rc = main(["export", "synthetic", "--storage", url, "--target",
+               str(CONFIGS / "config_16B.json"), "--gpus", "64", "--tokens", "1e12",
+               "--out", str(path)])
+    assert rc == 2
+    assert message.format(p=path, t=tmp_path) in capsys.readouterr().err
+    assert sorted(tmp_path.rglob("*")) == before and (tmp_path / "a_file").read_text() == "kept"
+
+
+def test_cli_rounded_global_batch_is_applied_with_a_warning(tmp_path, capsys):
+    url = _sqlite_study(tmp_path)
+    out = tmp_path / "full.json"
+    rc = main(["export", "synthetic", "--storage", url, "--pick", "knee", "--target",
+               str(CONFIGS / "config_16B.json"), "--gpus", "64", "--tokens", "1e12",
+               "--global-batch", "100", "--out", str(out)])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert ("warning: --global-batch 100 rounded to 128: the global batch must be a multiple "
+            "of dp*micro_batch = 64*1 = 64.") in err
+    # the tuned ramp 8 -> 32 keeps 1/4 of 128 = 32 sequences, which rounds up to 64
+    native = json.loads(out.read_text())
+    assert native["recipe"]["batch_start"] == 64 and native["recipe"]["batch_end"] == 128
+    start_rule = next(r["rule"] for r in native["rules"] if r["field"] == "batch_start")
+    assert start_rule.startswith("ramp shape kept") and "(0.5 of it)" in start_rule
+
+
+def test_ramp_that_rounds_to_its_end_is_reported_as_constant(study):
+    full, _ = export_study(study, Pick(kind="knee"), target(global_batch=64))
+    assert full.recipe.batch_start == full.recipe.batch_end == 64
+    start_rule = next(r.rule for r in full.rules if r.field == "batch_start")
+    assert start_rule.startswith("ramp collapsed") and "ramp shape kept" not in start_rule
+    assert any("collapsed to a constant batch of 64" in w for w in full.warnings)
+    assert full.to_dict()["schedule"]["batch"] == "constant global batch 64 sequences"
 
 
 def test_cli_unknown_study_exits_2(tmp_path, capsys):
