@@ -208,8 +208,10 @@ def run_validate(args: argparse.Namespace) -> int:
     try:
         trainer = import_trainer(args.trainer)
         study = open_study(args.study, Path(args.root) / args.study, args.storage)
+        # the same folder `moetune report` writes by default, so its transfer section updates
         out = validate_study(study, top=args.top, scale=args.scale,
-                             token_scale=args.token_scale, trainer=trainer, device=args.device)
+                             token_scale=args.token_scale, trainer=trainer, device=args.device,
+                             report_dir=Path(args.root) / args.study / "report")
     except (LookupError, ValueError) as exc:
         print(f"moetune validate: {exc}", file=sys.stderr)
         return 2

@@ -49,12 +49,15 @@ def test_without_a_report_folder_it_says_how_to_refresh_it():
 def test_cli_progress_goes_to_stderr_and_results_to_stdout(tmp_path, capsys):
     make_study(tmp_path)
     rc = main(["validate", "synthetic", "--storage", f"sqlite:///{tmp_path / 'study.db'}",
-               "--top", "2", "--trainer", "tuner.testing:quick_train"])
+               "--root", str(tmp_path), "--top", "2", "--trainer", "tuner.testing:quick_train"])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     assert "moetune validate: trial 0 (1/2): started" in captured.err
     assert "moetune validate: trial 1 (2/2): 200,000/200,000 tokens" in captured.err
     assert "started" not in captured.out and "Spearman rank correlation" in captured.out
+    # the CLI refreshes the report where `moetune report` writes it by default
+    report = tmp_path / "synthetic" / "report" / "ranked.md"
+    assert "Not checked yet" not in report.read_text()
 
 
 def _train(model_args, recipe, *, token_budget, **_):
