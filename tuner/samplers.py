@@ -7,14 +7,20 @@ NSGA-II read ``trial.constraints`` of finished trials, so no ``constraints_func`
 from __future__ import annotations
 
 import importlib.util
+import logging
 import warnings
 
+import numpy as np
 import optuna
 
 from search_spaces.loader import SearchSpace
 from tuner.spec import StudySpec
 
 GP_MAX_TRIALS = 300  # beyond this a GP fit per proposal costs seconds
+
+# GPSampler warns at import that without the optional 'greenlet' package its L-BFGS-B runs
+# sequentially: a speed note about Optuna's internals the user can do nothing useful with.
+logging.getLogger("optuna._gp.batched_lbfgsb").setLevel(logging.ERROR)
 
 
 def resolve_sampler_name(spec: StudySpec) -> str:
@@ -47,13 +53,27 @@ def startup_trials(spec: StudySpec) -> int:
     return max(2, min(cap, spec.study.n_trials // 3))
 
 
-def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
+def sampler_seed(seed: int, n_existing: int) -> int:
+    """The seed for a sampler that joins a study already holding ``n_existing`` trials.
+
+    A fresh study (0 trials) uses ``[study] seed`` itself, so it stays reproducible. A resumed
+    one must not: a sampler seeded as at the start would replay the random draws the first
+    driver already ran (the same startup configs again). Mixing in the trial count gives each
+    resume point its own, still deterministic, stream.
+    """
+    if n_existing == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, n_existing]).generate_state(1)[0])
+
+
+def make_sampler(spec: StudySpec, *, n_existing: int = 0) -> optuna.samplers.BaseSampler:
     """A fresh sampler for ``spec``; same spec and seed → same proposals given the same history.
 
+    ``n_existing``: trials the study already holds (on resume); see `sampler_seed`.
     TPE and GP start with `startup_trials` random trials; NSGA-II ignores that setting (its
     first generation, ``population_size`` trials, is its random start) and so does random.
     """
-    seed = spec.study.seed
+    seed = sampler_seed(spec.study.seed, n_existing)
     n = spec.study.n_trials
     startup = startup_trials(spec)
     name = resolve_sampler_name(spec)

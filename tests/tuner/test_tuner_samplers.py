@@ -141,3 +141,22 @@ def test_bad_startup_trials_is_rejected_naming_the_field(bad):
     with pytest.raises(ValueError, match=r"study\.startup_trials") as e:
         with_startup("gp" if "gp" in SAMPLERS else "tpe", bad)
     assert repr(bad) in str(e.value)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_a_resumed_sampler_does_not_replay_the_first_drivers_proposals(sampler):
+    """A second driver joining a study with 3 trials must not propose those 3 points again,
+    while a fresh study with the same seed keeps proposing the same points."""
+    spec = spec_for(sampler)
+    study = optuna.create_study(sampler=make_sampler(spec))
+    first = []
+    for _ in range(3):
+        t = study.ask()
+        first.append(spec.space.suggest(t)["lr"])
+        study.tell(t, abs(first[-1] - 3e-3))
+    resumed = optuna.create_study(sampler=make_sampler(spec, n_existing=3))
+    resumed.add_trials(study.trials)
+    later = [spec.space.suggest(resumed.ask())["lr"] for _ in range(3)]
+    assert not set(later) & set(first)
+    fresh = optuna.create_study(sampler=make_sampler(spec))
+    assert spec.space.suggest(fresh.ask())["lr"] == first[0]
