@@ -25,7 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("submit", help="run a tuning study from a spec file")
     p.add_argument("spec", help="study spec TOML (e.g. search_spaces/quickstart.toml)")
     p.add_argument("--name", help="study name (overrides [study] name)")
-    p.add_argument("--resume", action="store_true", help="continue the study if it exists")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the study if it exists; the spec may differ from the stored "
+                        "one only in n_trials (upwards), max_concurrent and [resources]")
     _run_options(p)
     p.set_defaults(handler=submit)
 
@@ -72,50 +74,96 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 
 
 def submit(args: argparse.Namespace) -> int:
-    overrides = {"study.name": args.name} if args.name else None
+    if args.name is not None and not args.name.strip():
+        raise UsageError(f"--name: must be a study name (letters, digits, _ . -), but got "
+                         f"{args.name!r}; omit it to use the spec's [study] name.")
+    overrides = {"study.name": args.name} if args.name is not None else None
     try:
         spec = load_spec(args.spec, overrides=overrides)
     except SpecError as e:
         raise UsageError(str(e)) from None
     trainer = import_trainer(args.trainer)
     run_dir = Path(args.root) / spec.name
-    if not args.resume:
-        _refuse_existing(spec, run_dir, args.storage)
-    resume = args.resume and _study_exists(spec.name, run_dir, args.storage or spec.study.storage)
-    return _run(spec, run_dir, args, trainer, resume=resume)
+    study = find_study(spec.name, run_dir, args.storage or spec.study.storage,
+                       where="--storage" if args.storage else "study.storage")
+    if not args.resume and (study is not None or run_dir.exists()):
+        raise UsageError(f"study {spec.name!r} already exists ({run_dir}); pass --resume to "
+                         f"continue it, or choose another name with --name.")
+    if study is not None:
+        _check_resume_spec(study, spec)
+    return _run(spec, run_dir, args, trainer, resume=study is not None)
 
 
 def resume(args: argparse.Namespace) -> int:
-    from tuner import storage as st
-
     trainer = import_trainer(args.trainer)
     run_dir = Path(args.root) / args.study
-    study = open_study(args.study, run_dir, args.storage)
-    spec = st.stored_spec(study)
+    spec = _stored_spec(open_study(args.study, run_dir, args.storage))
     return _run(spec, run_dir, args, trainer, resume=True)
+
+
+def _stored_spec(study: Any) -> StudySpec:
+    from tuner import storage as st
+
+    try:
+        return st.stored_spec(study)
+    except SpecError as e:  # e.g. stored by an older moetune whose rules have since changed
+        raise UsageError(f"study {study.study_name!r}: its stored spec no longer validates: "
+                         f"{e}") from None
+
+
+def _check_resume_spec(study: Any, spec: StudySpec) -> None:
+    from tuner import storage as st
+
+    try:
+        st.check_resume_spec(_stored_spec(study), spec)
+    except st.ResumeSpecError as e:
+        raise UsageError(str(e)) from None
 
 
 def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any, *,
          resume: bool) -> int:
-    from tuner.study_runner import run_study
+    from tuner import storage as st
+    from tuner.study_runner import ClusterError, ray_cluster, run_study
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
-    summary = run_study(spec, run_dir=run_dir, storage=args.storage, resume=resume,
-                        trainer=trainer, address=args.address, progress=not args.no_progress)
+    try:
+        # Ray first: a cluster that is unreachable or too small must leave nothing written.
+        with ray_cluster(args.address, spec):
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
+            summary = run_study(spec, run_dir=run_dir, storage=args.storage, resume=resume,
+                                trainer=trainer, address=args.address,
+                                progress=not args.no_progress)
+    except (ClusterError, st.StorageError, st.ResumeSpecError) as e:
+        raise UsageError(str(e)) from None
+    except KeyboardInterrupt:
+        print(f"moetune: interrupted; `moetune resume {spec.name}` continues the study.",
+              file=sys.stderr)
+        return 130
+    return _report_run(spec, run_dir, summary)
+
+
+def _report_run(spec: StudySpec, run_dir: Path, summary: Any) -> int:
+    from tuner import storage as st
+    from tuner.status import all_failed
+
     if summary.reaped:
         print(f"re-ran {len(summary.reaped)} interrupted trial(s): {list(summary.reaped)}")
     print(f"study {spec.name}: {summary.done}/{summary.n_trials} trials done; "
           f"storage {summary.storage}; run folder {run_dir}")
-    _build_report(spec.name, run_dir, summary.storage)
+    study = st.load_study(spec.name, st.open_storage(summary.storage))
+    _build_report(study, run_dir)
     if summary.done < summary.n_trials:  # e.g. Ctrl-C: Ray stops the trials and returns
         print(f"moetune: study {spec.name} stopped early; `moetune resume {spec.name}` "
               "finishes it.", file=sys.stderr)
         return 1
+    failed = all_failed(study)
+    if failed:
+        print(f"moetune: study {spec.name}: {failed}", file=sys.stderr)
+        return 1
     return 0
 
 
-def _build_report(name: str, run_dir: Path, url: str) -> None:
+def _build_report(study: Any, run_dir: Path) -> None:
     """Write the report if the reports package provides ``reports.build`` (optional)."""
     try:
         build = getattr(importlib.import_module("reports"), "build", None)
@@ -123,9 +171,6 @@ def _build_report(name: str, run_dir: Path, url: str) -> None:
         build = None
     if build is None:
         return
-    from tuner import storage as st
-
-    study = st.load_study(name, st.open_storage(url))
     try:
         paths = build(study, run_dir / "report")
     except Exception as e:  # the study itself is safe in storage; say why the report is missing
@@ -150,28 +195,35 @@ def import_trainer(target: str) -> Any:
     return fn
 
 
-def _refuse_existing(spec: StudySpec, run_dir: Path, storage: str) -> None:
-    if run_dir.exists() or _study_exists(spec.name, run_dir, storage or spec.study.storage):
-        raise UsageError(f"study {spec.name!r} already exists ({run_dir}); pass --resume to "
-                         f"continue it, or choose another name with --name.")
-
-
-def _study_exists(name: str, run_dir: Path, url: str) -> bool:
+def find_study(name: str, run_dir: Path, url: str, *, where: str = "--storage") -> Any:
+    """The study ``name`` if its storage (``url``, else ``run_dir``'s sqlite file) holds it,
+    else None. Creates no database: looking must not leave files behind."""
     from tuner import storage as st
 
-    if not url and not (run_dir / st.DB_FILE).exists():
-        return False  # do not create a database just to look
-    return name in st.study_names(st.open_storage(st.storage_url(run_dir, url)))
+    try:
+        store = st.open_existing_storage(st.storage_url(run_dir, url), where)
+    except LookupError:
+        return None
+    except st.StorageError as e:
+        raise UsageError(str(e)) from None
+    return st.load_study(name, store) if name in st.study_names(store) else None
 
 
 def open_study(name: str, run_dir: Path, url: str) -> Any:
+    """The existing study ``name`` (read-only lookup), or UsageError saying where it looked."""
     from tuner import storage as st
 
-    if not url and not (run_dir / st.DB_FILE).exists():
-        raise UsageError(f"no study {name!r}: {run_dir / st.DB_FILE} does not exist "
-                         "(use --root or --storage to look elsewhere).")
     try:
-        return st.load_study(name, st.open_storage(st.storage_url(run_dir, url)))
+        store = st.open_existing_storage(st.storage_url(run_dir, url))
+    except st.StorageError as e:
+        raise UsageError(str(e)) from None
+    except LookupError as e:
+        if not url:
+            raise UsageError(f"no study {name!r}: {run_dir / st.DB_FILE} does not exist "
+                             "(use --root or --storage to look elsewhere).") from None
+        raise UsageError(f"no study {name!r}: {e}") from None
+    try:
+        return st.load_study(name, store)
     except LookupError as e:
         raise UsageError(str(e)) from None
 
@@ -205,7 +257,10 @@ def _names(args: argparse.Namespace) -> list[str]:
     from tuner import storage as st
 
     if args.storage:
-        return sorted(st.study_names(st.open_storage(args.storage)))
+        try:
+            return sorted(st.study_names(st.open_existing_storage(args.storage)))
+        except (LookupError, st.StorageError) as e:
+            raise UsageError(str(e)) from None
     root = Path(args.root)
     if not root.is_dir():
         return []

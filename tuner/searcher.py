@@ -88,7 +88,12 @@ class StudySearcher(Searcher):
         while self._left > 0:
             self._left -= 1
             trial = self._study.ask()
-            params = self._space.suggest(trial)
+            try:
+                params = self._space.suggest(trial)
+            except Exception as e:  # a sampler error ends the run, but not with a RUNNING trial
+                self._record(trial, Outcome(state="fail", reason="the sampler failed: "
+                                            f"{type(e).__name__}: {e}"))
+                raise
             try:
                 recipe = self._space.to_recipe(params, seed=self._spec.study.seed)
             except ValueError as e:
@@ -115,25 +120,37 @@ class StudySearcher(Searcher):
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None,
                           error: bool = False) -> None:
-        live = self._live.pop(trial_id, None)
+        live = self._live.get(trial_id)
         if live is None:
             return
-        self.tally.running -= 1
+        try:
+            outcome = self._outcome(live, result, error)
+        except Exception as e:
+            # Record the trial before the error ends the run: it must not stay RUNNING.
+            self._finish(trial_id, Outcome(state="fail", reason="the driver could not score "
+                                           f"the trial: {type(e).__name__}: {e}"))
+            raise
+        self._finish(trial_id, outcome)
+
+    def _outcome(self, live: _Live, result: dict | None, error: bool) -> Outcome:
         if result and FINAL_KEY in result:
             report = TrialReport.from_dict(json.loads(result[FINAL_KEY]))
             self._write_report_attrs(live, report)
-            outcome = decide(report, spec=self._spec, recipe=live.recipe,
-                             model_args=self._model_args, observed=self._observed())
-        elif result and TIME_ATTR in result and not error:
+            return decide(report, spec=self._spec, recipe=live.recipe,
+                          model_args=self._model_args, observed=self._observed())
+        if result and TIME_ATTR in result and not error:
             # The report that made ASHA stop the trial reaches only on_trial_complete.
             if not live.eval_curve or live.eval_curve[-1][0] != int(result[TIME_ATTR]):
                 live.eval_curve.append([int(result[TIME_ATTR]), _num(result[METRIC])])
-            outcome = _pruned(live)
-        elif error:
-            outcome = Outcome(state="fail", reason="the trial's worker process died or raised "
-                              "outside the trainer (see the Ray trial folder's error.txt)")
-        else:
-            outcome = _pruned(live)
+            return _pruned(live)
+        if error:
+            return Outcome(state="fail", reason="the trial's worker process died or raised "
+                           "outside the trainer (see the Ray trial folder's error.txt)")
+        return _pruned(live)
+
+    def _finish(self, trial_id: str, outcome: Outcome) -> None:
+        live = self._live.pop(trial_id)
+        self.tally.running -= 1
         live.trial.set_user_attr(records.EVAL_CURVE, live.eval_curve)
         self._record(live.trial, outcome)
 

@@ -10,6 +10,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner import records
+from tuner.storage import counts_toward_target
 
 MAX_REASON = 60
 
@@ -55,6 +56,27 @@ def _best(study: optuna.Study) -> str:
     first = min if study.directions[0] == optuna.study.StudyDirection.MINIMIZE else max
     best = first(feasible, key=lambda t: t.values[0])
     return f"{names[0]}={best.values[0]:.4g} (#{best.number})"
+
+
+def all_failed(study: optuna.Study) -> str | None:
+    """A one-line summary if every trial that counts toward n_trials failed, else None.
+
+    A study that produced no result at all is a failure of the run (usually one bug hit by
+    every trial); the most common reason points at it.
+    """
+    counted = [t for t in study.get_trials(deepcopy=False) if counts_toward_target(t)]
+    if not counted or any(t.state != TrialState.FAIL for t in counted):
+        return None
+    reasons = Counter(_last_line(t.user_attrs.get(records.REASON)) or "(no reason recorded)"
+                      for t in counted)
+    reason, n = reasons.most_common(1)[0]
+    return (f"all {len(counted)} trials failed; most common reason ({n} of {len(counted)}): "
+            f"{reason}")
+
+
+def _last_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:

@@ -5,7 +5,9 @@ The storage is the truth (see `tuner.records`). This module imports Optuna, neve
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import sqlite3
 import warnings
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,13 @@ from tuner.spec import StudySpec, spec_from_dict
 
 INTERRUPTED = "interrupted"
 DB_FILE = "study.db"
+# The URL schemes a study may live in; the same rule as the spec's ``study.storage`` field.
+URL_PREFIXES = ("sqlite:///", "postgresql", "mysql")
+
+
+class StorageError(ValueError):
+    """A storage URL is malformed, unusable or unreachable; the message names where it came
+    from (``--storage`` or ``study.storage``), the rule and the URL (password hidden)."""
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -29,12 +38,43 @@ def storage_url(run_dir: Path, override: str = "", spec: StudySpec | None = None
     return url or f"sqlite:///{(run_dir / DB_FILE).resolve()}"
 
 
-def open_storage(url: str) -> optuna.storages.BaseStorage:
-    """An RDB storage for ``url`` (sqlite waits on a lock instead of failing at once)."""
+def check_url(url: str, where: str = "--storage") -> None:
+    """Raise `StorageError` unless ``url`` is a database URL moetune can use (before any I/O)."""
+    if not url.startswith(URL_PREFIXES):
+        raise StorageError(f"{where}: must be a database URL starting with one of "
+                           f"{list(URL_PREFIXES)} (e.g. sqlite:////abs/path/study.db, "
+                           f"postgresql://user:pw@host/db), but got {_shown(url)!r}.")
+    try:
+        sqlalchemy.engine.make_url(url)
+    except sqlalchemy.exc.ArgumentError as e:
+        raise StorageError(f"{where}: not a valid database URL ({e}): {_shown(url)!r}.") from None
+
+
+def _shown(url: str) -> str:
+    """``url`` with its password masked, for messages."""
+    try:
+        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except sqlalchemy.exc.ArgumentError:
+        return url
+
+
+def open_storage(url: str, where: str = "--storage") -> optuna.storages.BaseStorage:
+    """An RDB storage for ``url`` (sqlite waits on a lock instead of failing at once).
+
+    Creates the database (a sqlite file, or the tables) if missing; read-only callers use
+    `open_existing_storage`. Raises `StorageError` for an unusable or unreachable URL.
+    """
+    check_url(url, where)
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         kwargs = {"connect_args": {"timeout": 60}}
-    storage = optuna.storages.RDBStorage(_with_installed_driver(url), engine_kwargs=kwargs)
+    try:
+        storage = optuna.storages.RDBStorage(_with_installed_driver(url), engine_kwargs=kwargs)
+    except (sqlalchemy.exc.SQLAlchemyError, ImportError) as e:
+        # e.g. server down, wrong password, driver not installed: say so, not a traceback
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise StorageError(f"{where}: cannot open the database {_shown(url)!r}: "
+                           f"{type(e).__name__}: {first}") from None
     if url.startswith("sqlite"):
         _fast_sqlite(storage)
     return storage
@@ -61,6 +101,35 @@ def _with_installed_driver(url: str) -> str:
     if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2"):
         return "postgresql+psycopg2://" + url[len("postgresql://"):]
     return url
+
+
+def open_existing_storage(url: str, where: str = "--storage") -> optuna.storages.BaseStorage:
+    """`open_storage` for read-only commands: never creates a sqlite file or writes tables into
+    a sqlite file that is not a study database. Raises LookupError if there is none."""
+    check_url(url, where)
+    path = _sqlite_path(url)
+    if path is not None:
+        if not path.is_file():
+            raise LookupError(f"{where}: no database at {path} (nothing was created).")
+        if not _has_study_tables(path):
+            raise LookupError(f"{where}: {path} is not a moetune study database.")
+    return open_storage(url, where)
+
+
+def _sqlite_path(url: str) -> Path | None:
+    if not url.startswith("sqlite:///"):
+        return None
+    return Path(sqlalchemy.engine.make_url(url).database or "")
+
+
+def _has_study_tables(path: Path) -> bool:
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True,
+                                                timeout=60)) as con:
+            rows = con.execute("SELECT name FROM sqlite_master WHERE name = 'studies'")
+            return rows.fetchone() is not None
+    except sqlite3.DatabaseError:
+        return False
 
 
 def study_names(storage: optuna.storages.BaseStorage) -> list[str]:
@@ -95,6 +164,55 @@ def load_study(name: str, storage: optuna.storages.BaseStorage,
 def stored_spec(study: optuna.Study) -> StudySpec:
     """The spec the study was submitted with (space inline, so no file is needed)."""
     return spec_from_dict(study.user_attrs[records.SPEC])
+
+
+class ResumeSpecError(ValueError):
+    """A spec given on resume changes what the stored study's trials mean."""
+
+
+# Fields a resume may change: how many trials and how they are placed, not what they measure.
+RESUMABLE_CHANGES = frozenset({"study.n_trials", "study.max_concurrent",
+                               "resources.cpus_per_trial", "resources.gpus_per_trial"})
+
+
+def check_resume_spec(stored: StudySpec, new: StudySpec) -> None:
+    """Raise `ResumeSpecError` unless ``new`` only makes changes `RESUMABLE_CHANGES` allows.
+
+    Everything else (objectives, constraints, space, budget, model, data, sampler, seed, …)
+    decides what a trial measures or what is proposed next, so trials run under the old and
+    the new value could not be compared in one study.
+    """
+    old, now = _flat(stored.to_dict()), _flat(new.to_dict())
+    changed = sorted(k for k in old.keys() | now.keys() if old.get(k) != now.get(k))
+    bad = [k for k in changed if k not in RESUMABLE_CHANGES]
+    if new.study.n_trials < stored.study.n_trials:
+        bad.append("study.n_trials")
+    if bad:
+        diffs = "; ".join(f"{k}: stored {_value(old, k)}, new {_value(now, k)}" for k in bad)
+        raise ResumeSpecError(
+            f"study {stored.name!r}: the spec differs from the one the study was submitted "
+            f"with in {diffs}. On resume only {sorted(RESUMABLE_CHANGES)} may change "
+            "(n_trials only upwards); submit under a new --name to change the rest.")
+
+
+def _value(flat: dict[str, Any], key: str) -> str:
+    return repr(flat[key]) if key in flat else "(unset)"
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):  # an empty table adds no key: {} and absent are the same
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def update_stored_spec(study: optuna.Study, spec: StudySpec) -> None:
+    """Record ``spec`` (checked by `check_resume_spec`) as the study's spec, so status and a
+    later resume use its n_trials."""
+    study.set_user_attr(records.SPEC, spec.to_dict())
 
 
 def is_interrupted(t: FrozenTrial) -> bool:

@@ -7,9 +7,11 @@ killed driver followed by a resume ends with exactly ``n_trials`` counted trials
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,21 @@ from tuner.samplers import make_sampler
 from tuner.searcher import StudySearcher, Tally
 from tuner.spec import StudySpec
 from tuner.trainable import METRIC, TIME_ATTR, Trainer, TrialJob, run_trial
+
+
+class _DropRayRestoreHint(logging.Filter):
+    """Ray Tune, when interrupted, tells the user to call ``Tuner.restore(path=...)``: wrong for
+    a moetune study, which resumes from its storage (the CLI prints ``moetune resume NAME``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tuner.restore(" not in record.getMessage()
+
+
+logging.getLogger("ray.tune.tune").addFilter(_DropRayRestoreHint())
+# Ray >= 2.5x warns on every local start that token auth is on by default: a note for cluster
+# operators, not for someone running a study on this machine.
+logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+    logging.ERROR)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,71 +71,133 @@ def run_study(spec: StudySpec, *, run_dir: Path, storage: str = "", resume: bool
 
     Raises:
         FileExistsError: not ``resume`` and the study exists. LookupError: ``resume`` and not.
+        storage.ResumeSpecError: ``resume`` with a spec that changes more than
+            `storage.RESUMABLE_CHANGES`. storage.StorageError: an unusable storage URL.
+        ClusterError: Ray unreachable, or no node can host a trial (nothing written then).
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
     url = st.storage_url(run_dir, storage, spec)
-    store = st.open_storage(url)
-    sampler = make_sampler(spec)
-    if resume:
-        study = st.load_study(spec.name, store, sampler)
-    else:
-        study = st.create_study(spec, store, sampler)
-    reaped = tuple(st.reap_interrupted(study, store))
-    done = st.n_done(study)
-    left = spec.study.n_trials - done
-    tally = Tally()
-    if left > 0:
-        bar = StudyProgress(name=spec.name, total=spec.study.n_trials, already_done=done,
-                            enabled=progress)
-        searcher = StudySearcher(study=study, spec=spec, model_args=resolve_model_args(spec),
-                                 n_to_run=left, tally=tally, on_change=bar)
-        try:
-            _fit(spec, searcher, run_dir=run_dir, trainer=trainer, address=address,
-                 n_samples=left)
-        finally:
-            # However fit ended (Ctrl-C included), nothing stays RUNNING.
-            searcher.abandon_live(st.INTERRUPTED)
-            bar.close()
+    st.check_url(url, "--storage" if storage else "study.storage")
+    with ray_cluster(address, spec):  # before anything is written
+        run_dir.mkdir(parents=True, exist_ok=True)
+        store = st.open_storage(url)
+        study = _open_study(spec, store, resume=resume)
+        reaped = tuple(st.reap_interrupted(study, store))
+        tally = _run_missing(spec, study, run_dir=run_dir, trainer=trainer, progress=progress)
     return StudySummary(name=spec.name, storage=url, n_trials=spec.study.n_trials,
                         done=st.n_done(study), reaped=reaped, ran=tally)
 
 
-def _fit(spec: StudySpec, searcher: StudySearcher, *, run_dir: Path, trainer: Trainer,
-         address: str | None, n_samples: int) -> None:
-    started = _ensure_ray(address)
-    logging.getLogger("ray.tune").setLevel(logging.WARNING)  # our progress bar says enough
-    # Ray's newer console output prints an experiment box even at verbose=0; the classic one
-    # is silent there.
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+def _open_study(spec: StudySpec, store: Any, *, resume: bool) -> Any:
+    """Create the study, or load it, check ``spec`` against the stored one and record it.
+
+    A loaded study gets a sampler seeded for the trials it already holds, so a resume
+    continues the proposal sequence instead of replaying it (see `samplers.sampler_seed`).
+    """
+    if not resume:
+        return st.create_study(spec, store, make_sampler(spec))
+    study = st.load_study(spec.name, store)
+    st.check_resume_spec(st.stored_spec(study), spec)
+    if st.stored_spec(study).to_dict() != spec.to_dict():
+        st.update_stored_spec(study, spec)
+    held = len(study.get_trials(deepcopy=False))
+    return st.load_study(spec.name, store, make_sampler(spec, n_existing=held))
+
+
+def _run_missing(spec: StudySpec, study: Any, *, run_dir: Path, trainer: Trainer,
+                 progress: bool) -> Tally:
+    tally = Tally()
+    done = st.n_done(study)
+    left = spec.study.n_trials - done
+    if left <= 0:
+        return tally
+    bar = StudyProgress(name=spec.name, total=spec.study.n_trials, already_done=done,
+                        enabled=progress)
+    searcher = StudySearcher(study=study, spec=spec, model_args=resolve_model_args(spec),
+                             n_to_run=left, tally=tally, on_change=bar)
     try:
-        tuner = tune.Tuner(
-            tune.with_resources(
-                tune.with_parameters(run_trial, job=_job(spec, searcher), trainer=trainer),
-                {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial}),
-            tune_config=tune.TuneConfig(
-                search_alg=searcher, scheduler=_scheduler(spec), num_samples=n_samples,
-                max_concurrent_trials=spec.study.max_concurrent,
-                # One worker process serves many trials: saves a process start + imports each.
-                reuse_actors=True),
-            run_config=tune.RunConfig(
-                name=f"attempt-{time.strftime('%Y%m%d-%H%M%S')}",
-                storage_path=str((run_dir / "ray").resolve()), verbose=0,
-                failure_config=tune.FailureConfig(max_failures=0)),
-        )
-        tuner.fit()
+        _fit(spec, searcher, run_dir=run_dir, trainer=trainer, n_samples=left)
+    finally:
+        # However fit ended (Ctrl-C or an error included), nothing stays RUNNING.
+        searcher.abandon_live(st.INTERRUPTED)
+        bar.close()
+    return tally
+
+
+class ClusterError(ValueError):
+    """The Ray cluster cannot be reached, or no node of it can host one trial of the spec."""
+
+
+@contextlib.contextmanager
+def ray_cluster(address: str | None, spec: StudySpec) -> Iterator[None]:
+    """`connect_cluster`, and shut Ray down on exit if it was started here."""
+    started = connect_cluster(address, spec)
+    try:
+        yield
     finally:
         if started:
             ray.shutdown()
 
 
-def _ensure_ray(address: str | None) -> bool:
-    """Join ``address``, or reuse an initialised Ray, or start a local one. True if started."""
-    if ray.is_initialized():
-        return False
-    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
-                              "log_to_driver": False}
-    ray.init(address=address, **kwargs)
-    return True
+def connect_cluster(address: str | None, spec: StudySpec) -> bool:
+    """Join ``address``, or reuse an initialised Ray, or start a local one; then check that one
+    node can host a trial (else the study would wait forever). True if Ray was started here.
+
+    Raises:
+        ClusterError: no cluster at ``address``, or no node has the CPUs/GPUs a trial needs.
+    """
+    started = False
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING,
+                     log_to_driver=False)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise ClusterError(f"--address {address}: cannot connect to a Ray cluster "
+                               f"({type(e).__name__}: {e})") from None
+        started = True
+    try:
+        _check_capacity(spec)
+    except ClusterError:
+        if started:
+            ray.shutdown()
+        raise
+    return started
+
+
+def _check_capacity(spec: StudySpec) -> None:
+    r = spec.resources
+    need = {"CPU": r.cpus_per_trial, "GPU": r.gpus_per_trial}
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    if any(all(node.get(k, 0.0) >= v for k, v in need.items() if v > 0) for node in nodes):
+        return
+    most = {k: max((node.get(k, 0.0) for node in nodes), default=0.0) for k in need}
+    raise ClusterError(
+        f"resources: one trial needs cpus_per_trial = {r.cpus_per_trial} and gpus_per_trial = "
+        f"{r.gpus_per_trial}, but no node of the Ray cluster has that much (the largest have "
+        f"{most['CPU']:g} CPUs, {most['GPU']:g} GPUs); lower [resources] or join a larger "
+        "cluster with --address.")
+
+
+def _fit(spec: StudySpec, searcher: StudySearcher, *, run_dir: Path, trainer: Trainer,
+         n_samples: int) -> None:
+    logging.getLogger("ray.tune").setLevel(logging.WARNING)  # our progress bar says enough
+    # Ray's newer console output prints an experiment box even at verbose=0; the classic one
+    # is silent there.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    tuner = tune.Tuner(
+        tune.with_resources(
+            tune.with_parameters(run_trial, job=_job(spec, searcher), trainer=trainer),
+            {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial}),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher, scheduler=_scheduler(spec), num_samples=n_samples,
+            max_concurrent_trials=spec.study.max_concurrent,
+            # One worker process serves many trials: saves a process start + imports each.
+            reuse_actors=True),
+        run_config=tune.RunConfig(
+            name=f"attempt-{time.strftime('%Y%m%d-%H%M%S')}",
+            storage_path=str((run_dir / "ray").resolve()), verbose=0,
+            failure_config=tune.FailureConfig(max_failures=0)),
+    )
+    tuner.fit()
 
 
 def _scheduler(spec: StudySpec) -> Any:
