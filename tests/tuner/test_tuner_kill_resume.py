@@ -100,6 +100,10 @@ def test_sigkill_driver_then_resume_finishes_the_study(tmp_path):
         assert reruns[0].state == TrialState.COMPLETE
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     assert len(complete) == 6  # n_trials reached, no duplicates
+    # Apart from the re-runs, the resumed driver proposes new points, never the earlier ones.
+    fresh = [t.params["lr"] for t in trials
+             if records.RERUN_OF not in t.user_attrs and "lr" in t.params]
+    assert len(set(fresh)) == len(fresh), fresh
     assert len(trials) == 6 + len(in_flight)
 
 
