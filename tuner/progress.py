@@ -24,7 +24,9 @@ class StudyProgress:
         best = " ".join(f"{k}={v:.4g}" for k, v in tally.best.items())
         self._bar.set_postfix_str(
             f"running={tally.running} ok={tally.complete} infeasible={tally.infeasible} "
-            f"pruned={tally.pruned} failed={tally.failed}" + (f" best: {best}" if best else ""),
+            f"pruned={tally.pruned} failed={tally.failed}"
+            + (f" interrupted={tally.interrupted}" if tally.interrupted else "")
+            + (f" best: #{tally.best_trial} {best}" if best else ""),
             refresh=False)
         self._bar.refresh()
 

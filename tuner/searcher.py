@@ -42,6 +42,8 @@ class Tally:
     infeasible: int = 0
     pruned: int = 0
     failed: int = 0
+    interrupted: int = 0  # abandoned by a stopping driver: re-run on resume, so not done
+    best_trial: int | None = None  # best by the first objective; `best` holds its own values
     best: dict[str, float] = field(default_factory=dict)
 
 
@@ -168,7 +170,8 @@ class StudySearcher(Searcher):
         for trial_id in list(self._live):
             live = self._live.pop(trial_id)
             self.tally.running -= 1
-            self._record(live.trial, Outcome(state="fail", reason=reason))
+            self.tally.interrupted += 1
+            self._record(live.trial, Outcome(state="fail", reason=reason), count=False)
             self._study.enqueue_trial(live.trial.params,
                                       user_attrs={records.RERUN_OF: live.trial.number})
 
@@ -186,7 +189,7 @@ class StudySearcher(Searcher):
         if report.result.get("eval_curve"):
             live.eval_curve = [[int(a), _num(b)] for a, b in report.result["eval_curve"]]
 
-    def _record(self, trial: optuna.Trial, outcome: Outcome) -> None:
+    def _record(self, trial: optuna.Trial, outcome: Outcome, *, count: bool = True) -> None:
         trial.set_user_attr(records.OUTCOME, outcome.state)
         trial.set_user_attr(records.REASON, outcome.reason)
         if outcome.state in ("complete", "infeasible"):
@@ -197,18 +200,24 @@ class StudySearcher(Searcher):
             self._study.tell(trial, state=TrialState.PRUNED)
         else:
             self._study.tell(trial, state=TrialState.FAIL)
-        self._count(outcome)
+        if count:
+            self._count(outcome, trial.number)
+        else:
+            self._on_change(self.tally)
 
-    def _count(self, outcome: Outcome) -> None:
+    def _count(self, outcome: Outcome, number: int) -> None:
         t = self.tally
         t.done += 1
         if outcome.state == "complete":
             t.complete += 1
-            for (name, direction), v in zip(self._spec.objectives, outcome.values or (),
-                                            strict=True):
-                old = t.best.get(name)
-                better = old is None or (v < old if direction == "minimize" else v > old)
-                t.best[name] = v if better else old
+            # One trial's own values: per-objective bests would mix trials into a recipe that
+            # never ran. "Best" = best first objective (val_loss in the shipped specs).
+            (name, direction), v = self._spec.objectives[0], (outcome.values or ())[0]
+            old = t.best.get(name)
+            if old is None or (v < old if direction == "minimize" else v > old):
+                t.best_trial = number
+                t.best = dict(zip((n for n, _ in self._spec.objectives), outcome.values,
+                                  strict=True))
         else:
             attr = {"infeasible": "infeasible", "pruned": "pruned", "fail": "failed"}
             setattr(t, attr[outcome.state], getattr(t, attr[outcome.state]) + 1)

@@ -224,8 +224,32 @@ def test_stopping_the_driver_records_in_flight_trials_and_queues_them(tmp_path):
     trials = study.get_trials()
     assert [t.state for t in trials[:2]] == [TrialState.FAIL] * 2
     assert all(t.user_attrs[records.REASON] == st.INTERRUPTED for t in trials[:2])
-    assert searcher.tally.running == 0 and searcher.tally.failed == 2
+    # re-run on resume, so neither failed nor done in the progress bar
+    t = searcher.tally
+    assert (t.running, t.interrupted, t.failed, t.done) == (0, 2, 0, 0)
     queued = study.get_trials(states=(TrialState.WAITING,))
     assert [t.user_attrs[records.RERUN_OF] for t in queued] == [0, 1]
     reruns = [searcher.suggest("c"), searcher.suggest("d")]  # the queue comes first
     assert [c["recipe"] for c in reruns] == [c["recipe"] for c in configs]
+
+
+def test_the_progress_best_is_one_trials_own_values(tmp_path):
+    """Per-objective bests would show a recipe that never ran (val_loss of one trial, tok/s of
+    another); the bar shows the trial with the best first objective, with its own values."""
+    from trainers import preset
+    from tuner.outcome import Outcome, constraint_names
+    from tuner.searcher import StudySearcher
+
+    spec = make_spec("best", n=3)
+    feasible = {name: 0.0 for name in constraint_names(spec)}
+    (tmp_path / "best").mkdir()
+    study = st.create_study(spec, st.open_storage(st.storage_url(tmp_path / "best")),
+                            make_sampler(spec))
+    searcher = StudySearcher(study=study, spec=spec, model_args=preset("debug"), n_to_run=3)
+    for tid in ("a", "b", "c"):
+        searcher.suggest(tid)
+    # (val_loss, tokens_per_s): a is the fastest, b has the best val_loss
+    for tid, values in (("a", (2.5, 9000.0)), ("b", (2.0, 1000.0)), ("c", (2.2, 5000.0))):
+        searcher._finish(tid, Outcome(state="complete", values=values, constraints=feasible))
+    t = searcher.tally
+    assert t.best_trial == 1 and t.best == {"val_loss": 2.0, "tokens_per_s": 1000.0}
