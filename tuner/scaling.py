@@ -151,14 +151,37 @@ def step_counts(recipe: Recipe, tokens: int) -> StepCounts:
         for name, frac in marks.items():
             if name not in at and seen >= frac * tokens:
                 at[name] = (steps, seen // recipe.seq_len)
-        seen += batch_size_at(recipe, seen, tokens) * recipe.seq_len
-        steps += 1
+        step_tokens = batch_size_at(recipe, seen, tokens) * recipe.seq_len
+        n = 1 + _same_batch_steps(recipe, seen, tokens, step_tokens, marks, at)
+        seen += n * step_tokens
+        steps += n
     end = (steps, seen // recipe.seq_len)
     get = {n: at.get(n, end) for n in marks}
     return StepCounts(total=steps, warmup=get["warmup"][0], ramp=get["ramp"][0],
                       decay_start=get["decay"][0], samples=end[1],
                       warmup_samples=get["warmup"][1], ramp_samples=get["ramp"][1],
                       decay_samples=end[1] - get["decay"][1])
+
+
+def _same_batch_steps(recipe: Recipe, seen: int, tokens: int, step_tokens: int,
+                      marks: dict[str, float], at: dict) -> int:
+    """How many steps after the one at `seen` keep its batch and reach no mark: the walk jumps
+    them at once (a full run has millions of steps).
+
+    Every batch schedule is monotonic in tokens, so the steps that keep the batch are a prefix
+    and a binary search finds them; marks are kept one step away so the walk decides them.
+    """
+    due = [f * tokens for name, f in marks.items() if name not in at and f * tokens > seen]
+    limit = max(0, int((min(due + [tokens]) - seen) // step_tokens) - 1)
+    batch = step_tokens // recipe.seq_len
+    lo, hi = 0, limit  # invariant: the first lo steps keep the batch
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if batch_size_at(recipe, seen + mid * step_tokens, tokens) == batch:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def checkpoint_grid(a: ModelArgs, pp: int) -> list[float]:

@@ -89,6 +89,50 @@ def test_step_counts_follow_the_linear_ramp():
     assert s.ramp_samples >= 500 and s.ramp_samples < 500 + 8
 
 
+def _walk_one_step_at_a_time(r: Recipe, tokens: int) -> scaling.StepCounts:
+    """The definition `step_counts` must match: every step's batch from the schedule."""
+    from trainers.schedules import batch_size_at
+
+    marks = {"warmup": r.warmup_fraction, "ramp": r.batch_ramp_fraction,
+             "decay": 1 - r.decay_fraction if r.decay == "wsd" else r.warmup_fraction}
+    seen = steps = 0
+    at = {}
+    while seen < tokens:
+        at.update({n: (steps, seen // r.seq_len) for n, f in marks.items()
+                   if n not in at and seen >= f * tokens})
+        seen += batch_size_at(r, seen, tokens) * r.seq_len
+        steps += 1
+    end = (steps, seen // r.seq_len)
+    get = {n: at.get(n, end) for n in marks}
+    return scaling.StepCounts(
+        total=steps, warmup=get["warmup"][0], ramp=get["ramp"][0],
+        decay_start=get["decay"][0], samples=end[1], warmup_samples=get["warmup"][1],
+        ramp_samples=get["ramp"][1], decay_samples=end[1] - get["decay"][1])
+
+
+def test_step_counts_jumps_land_where_the_step_by_step_walk_does():
+    """step_counts skips runs of equal batches (full runs have millions of steps): same counts
+    as walking every step, for every schedule, marks and awkward sizes."""
+    import random
+
+    rng = random.Random(0)
+    checked = 0
+    while checked < 300:
+        try:
+            r = Recipe(batch_schedule=rng.choice(["constant", "linear", "step"]),
+                       batch_start=rng.randint(1, 64), batch_end=rng.randint(1, 256),
+                       batch_ramp_fraction=rng.choice([0.0, 0.1, rng.random()]),
+                       seq_len=rng.choice([1, 7, 128]),
+                       warmup_fraction=rng.choice([0.0, rng.random() / 2]),
+                       decay=rng.choice(["cosine", "wsd", "multistep"]),
+                       decay_fraction=rng.random())
+        except ValueError:  # e.g. a linear ramp that shrinks
+            continue
+        tokens = rng.choice([1, 12_345, rng.randint(1, 2_000_000)])
+        assert scaling.step_counts(r, tokens) == _walk_one_step_at_a_time(r, tokens), (r, tokens)
+        checked += 1
+
+
 def test_checkpoint_ratio_is_the_smallest_that_fits():
     a, hw = config("16B"), get_hardware("h100")
     plan = cm.ParallelPlan(ep=8, dp=8)
