@@ -37,6 +37,9 @@ STDLIB_CORPUS = "stdlib"  # load_corpus's name for the built-in corpus, not a pa
 SECTIONS = ("study", "model", "data", "budget", "objectives", "constraints", "pruning",
             "resources", "space")
 
+# database URLs a study may name (`tuner.storage` opens them with SQLAlchemy)
+STORAGE_URL_PREFIXES = ("sqlite:///", "postgresql", "mysql")
+
 
 class SpecError(ValueError):
     """A study spec breaks a rule; the message names the field, the rule and the value."""
@@ -225,7 +228,7 @@ def _check_study(s: StudySection) -> None:
         _require(importlib.util.find_spec("scipy") is not None, "study.sampler",
                  "'gp' needs scipy installed (pip install scipy)", s.sampler)
     if s.storage:
-        _require(s.storage.startswith(("sqlite:///", "postgresql", "mysql")), "study.storage",
+        _require(s.storage.startswith(STORAGE_URL_PREFIXES), "study.storage",
                  "must be '' (a sqlite file in the run folder) or a database URL "
                  "(sqlite:///…, postgresql://…)", s.storage)
 

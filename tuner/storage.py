@@ -17,12 +17,12 @@ import sqlalchemy
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner import records
-from tuner.spec import StudySpec, spec_from_dict
+from tuner.spec import STORAGE_URL_PREFIXES, StudySpec, spec_from_dict
 
 INTERRUPTED = "interrupted"
 DB_FILE = "study.db"
 # The URL schemes a study may live in; the same rule as the spec's ``study.storage`` field.
-URL_PREFIXES = ("sqlite:///", "postgresql", "mysql")
+URL_PREFIXES = STORAGE_URL_PREFIXES
 
 
 class StorageError(ValueError):
