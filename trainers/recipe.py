@@ -28,6 +28,8 @@ class Recipe:
     - batch_schedule: ``constant`` (batch_end throughout), ``linear`` (batch_start → batch_end over
       the first ``batch_ramp_fraction`` of tokens), ``step`` (three stages at 30% / 70% of tokens:
       batch_start, its geometric mean with batch_end, batch_end — ×1/×2/×4 when end = 4·start).
+      The batches in between start and end are rounded to multiples of ``batch_multiple`` (a
+      full run's data-parallel ranks × micro batch, set by the export; 1 for a proxy).
     - decay: ``cosine`` (to min_lr_ratio·lr), ``wsd`` (flat, then linear to min_lr_ratio·lr over
       the last ``decay_fraction``), ``multistep`` (DeepSeek LLM: ×0.316 at 80%, ×0.1 at 90%).
     - checkpoint_ratio: fraction of blocks recomputed in backward, spread evenly over depth.
@@ -46,6 +48,7 @@ class Recipe:
     batch_ramp_fraction: float = 0.1
     seq_len: int = 128
     micro_batch: int = 0  # max sequences per forward/backward (grad accumulation); 0 = no limit
+    batch_multiple: int = 1  # a ramp's or step's in-between batches round to multiples of this
     # learning rate, as a function of tokens seen
     lr: float = 2e-3
     warmup_fraction: float = 0.05
@@ -113,6 +116,11 @@ def _validate(r: Recipe) -> None:
                  "must be a positive integer", getattr(r, name))
     _require(_is_int(r.micro_batch) and r.micro_batch >= 0, "micro_batch",
              "must be a non-negative integer", r.micro_batch)
+    _require(_is_int(r.batch_multiple) and r.batch_multiple > 0, "batch_multiple",
+             "must be a positive integer", r.batch_multiple)
+    for name in ("batch_start", "batch_end"):
+        _require(getattr(r, name) % r.batch_multiple == 0, name,
+                 f"must be a multiple of batch_multiple={r.batch_multiple}", getattr(r, name))
     _require(_is_int(r.seed), "seed", "must be an integer", r.seed)
     if r.batch_schedule != "constant":
         _require(r.batch_start <= r.batch_end, "batch_start",

@@ -23,11 +23,18 @@ def batch_size_at(recipe: Recipe, tokens_seen: int, token_budget: int) -> int:
     if recipe.batch_schedule == "linear":
         if recipe.batch_ramp_fraction == 0 or frac >= recipe.batch_ramp_fraction:
             return end
-        return max(1, round(start + (end - start) * frac / recipe.batch_ramp_fraction))
-    middle = round(math.sqrt(start * end))
+        return _in_steps_of(recipe, start + (end - start) * frac / recipe.batch_ramp_fraction)
+    middle = _in_steps_of(recipe, math.sqrt(start * end))
     if frac < STEP_BOUNDARIES[0]:
         return start
     return middle if frac < STEP_BOUNDARIES[1] else end
+
+
+def _in_steps_of(recipe: Recipe, batch: float) -> int:
+    """An in-between batch as a whole number of `batch_multiple`s (start and end already are,
+    so rounding keeps it between them and keeps the schedule monotonic)."""
+    m = recipe.batch_multiple
+    return max(m, m * round(batch / m))
 
 
 def lr_at(recipe: Recipe, tokens_seen: int, token_budget: int) -> float:

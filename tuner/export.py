@@ -267,7 +267,8 @@ def build_full_run(record: TrialRecord, target: FullRunTarget, *,
         batch_rules = [start_rule if r.field == "batch_start" else r for r in batch_rules]
         warnings += collapsed
     recipe = dataclasses.replace(proxy, lr=lr, batch_start=start, batch_end=end,
-                                 seq_len=target.seq_len, micro_batch=target.micro_batch,
+                                 batch_multiple=multiple, seq_len=target.seq_len,
+                                 micro_batch=target.micro_batch,
                                  checkpoint_ratio=choice.checkpoint_ratio)
     steps = schedule_steps(recipe, target.tokens)
     rules = [lr_rule, *batch_rules, scaling.warmup_rule(recipe, steps), *_fixed_rules(
@@ -296,6 +297,9 @@ def _fixed_rules(proxy: Recipe, recipe: Recipe, t: FullRunTarget, choice: scalin
                f"{scaling.lr_steps_note(recipe, steps)}"),
         R(field="seq_len", value=t.seq_len, kind="user", rule="--seq-len"),
         R(field="micro_batch", value=t.micro_batch, kind="user", rule="--micro-batch"),
+        R(field="batch_multiple", value=recipe.batch_multiple, kind="chosen",
+          rule=f"dp*micro_batch = {recipe.batch_multiple}: every data-parallel rank gets whole "
+               f"micro batches, so the batches between start and end are rounded to it"),
         R(field="checkpoint_ratio", value=choice.checkpoint_ratio, kind="chosen",
           rule=(f"smallest whole-block ratio whose modeled peak ({choice.peak_gib:.1f} GiB) fits "
                 f"{t.memory_fraction:.0%} of {t.hardware.memory_gib:.1f} GiB under "

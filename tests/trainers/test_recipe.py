@@ -23,10 +23,13 @@ BUDGET = 1_000_000
     ("spike_factor", 1.0, "> 1"),
     ("beta2", 1.0, "< 1"),
     ("weight_decay", -0.1, ">= 0"),
+    ("batch_multiple", 0, "positive integer"),
+    ("batch_end", 36, "multiple of batch_multiple=8"),
 ])
 def test_bad_recipe_names_field_rule_value(field, value, rule):
+    extra = {"batch_multiple": 8} if field == "batch_end" else {}
     with pytest.raises(ValueError, match=rf"Recipe\.{field}: .*{rule}.*{field}="):
-        Recipe(**{field: value})
+        Recipe(**{field: value}, **extra)
 
 
 def test_unknown_recipe_key_lists_valid_ones():
@@ -86,3 +89,17 @@ def test_multistep_matches_deepseek_llm():
     assert lr_at(r, 799_999, BUDGET) == pytest.approx(1e-3)
     assert lr_at(r, 800_000, BUDGET) == pytest.approx(3.16e-4)
     assert lr_at(r, 900_000, BUDGET) == pytest.approx(1e-4)
+
+
+@pytest.mark.parametrize("schedule", ["linear", "step"])
+def test_batches_between_start_and_end_are_whole_multiples(schedule):
+    """A full run's batches must split over its data-parallel ranks: with batch_multiple the
+    ramp's and the step's in-between batches are multiples of it, and still monotonic."""
+    r = Recipe(batch_schedule=schedule, batch_start=256, batch_end=7680, batch_multiple=256,
+               batch_ramp_fraction=0.5)
+    sizes = [batch_size_at(r, t, BUDGET) for t in range(0, BUDGET, 1_000)]
+    assert all(b % 256 == 0 for b in sizes) and sizes == sorted(sizes)
+    assert len(set(sizes)) > 2  # it still ramps: not just start and end
+    unrounded = [batch_size_at(Recipe(**{**r.to_dict(), "batch_multiple": 1}), t, BUDGET)
+                 for t in range(0, BUDGET, 1_000)]
+    assert any(b % 256 for b in unrounded)  # without it they are not multiples

@@ -162,3 +162,12 @@ def test_constant_batch_has_no_ramp_anywhere():
     assert d["native"].startswith("constant global batch")
     assert d["megatron_ramp"] == d["native_ramp"] == "0"
     assert "ramp" not in d["torchtitan"]
+
+
+@pytest.mark.parametrize("schedule", ["linear", "step"])
+def test_every_exported_batch_splits_over_the_data_parallel_ranks(schedule):
+    run = full_run(Recipe(batch_schedule=schedule, batch_start=8, batch_end=32,
+                          batch_ramp_fraction=0.3))
+    multiple = run.plan.dp * run.recipe.micro_batch
+    sizes = {batch_size_at(run.recipe, t, TOKENS) for t in range(0, TOKENS, TOKENS // 1000)}
+    assert len(sizes) > 2 and all(b % multiple == 0 for b in sizes), (multiple, sorted(sizes))
