@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -147,6 +148,7 @@ def connect_cluster(address: str | None, spec: StudySpec) -> bool:
     """
     started = False
     if not ray.is_initialized():
+        check_reachable(address)
         try:
             ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING,
                      log_to_driver=False)
@@ -161,6 +163,27 @@ def connect_cluster(address: str | None, spec: StudySpec) -> bool:
             ray.shutdown()
         raise
     return started
+
+
+def check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
+    """A HOST:PORT where nothing listens makes ``ray.init`` retry for about two minutes; one TCP
+    connect says so at once. ``auto`` and ``ray://`` client addresses are left to Ray.
+
+    Raises:
+        ClusterError: not HOST:PORT, or nothing accepts connections there.
+    """
+    if not address or address == "auto" or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ClusterError(f"--address: must be HOST:PORT (the head's GCS, e.g. 10.0.0.1:6379), "
+                           f"auto or ray://HOST:PORT, but got {address!r}.")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ClusterError(f"--address {address}: nothing accepts connections there ({e}); "
+                           "start the head with `ray start --head` or check the address."
+                           ) from None
 
 
 def _check_capacity(spec: StudySpec) -> None:

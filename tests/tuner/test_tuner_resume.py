@@ -232,3 +232,32 @@ def test_ctrl_c_says_how_to_resume_with_moetune(ray_session, tmp_path, capsys, m
     finally:
         tune_logger.removeHandler(handler)
     assert [r.getMessage() for r in records_seen] == ["Stop signal received"]
+
+
+def test_an_address_where_nothing_listens_is_refused_at_once(tmp_path, capsys, monkeypatch):
+    """Ray itself would retry an unreachable HOST:PORT for about two minutes."""
+    import socket
+
+    import ray
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda *a, **kw: pytest.fail("ray.init was reached"))
+    root = tmp_path / "runs"
+    rc = main(["submit", str(spec_file(tmp_path)), "--address", f"127.0.0.1:{port}",
+               "--root", str(root), *QT])
+    assert rc == 2
+    assert f"--address 127.0.0.1:{port}: nothing accepts connections there" in \
+        capsys.readouterr().err
+    assert not root.exists()
+
+
+def test_an_address_that_is_not_host_port_is_refused(tmp_path, capsys, monkeypatch):
+    import ray
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    rc = main(["submit", str(spec_file(tmp_path)), "--address", "headnode",
+               "--root", str(tmp_path / "runs"), *QT])
+    assert rc == 2 and "--address: must be HOST:PORT" in capsys.readouterr().err
