@@ -104,8 +104,9 @@ def _with_installed_driver(url: str) -> str:
 
 
 def open_existing_storage(url: str, where: str = "--storage") -> optuna.storages.BaseStorage:
-    """`open_storage` for read-only commands: never creates a sqlite file or writes tables into
-    a sqlite file that is not a study database. Raises LookupError if there is none."""
+    """`open_storage` for read-only commands: never creates a sqlite file, and never writes
+    Optuna's tables into a database (sqlite or server) that has none. Raises LookupError if
+    there is no study database at ``url``."""
     check_url(url, where)
     path = _sqlite_path(url)
     if path is not None:
@@ -113,7 +114,24 @@ def open_existing_storage(url: str, where: str = "--storage") -> optuna.storages
             raise LookupError(f"{where}: no database at {path} (nothing was created).")
         if not _has_study_tables(path):
             raise LookupError(f"{where}: {path} is not a moetune study database.")
+    elif not _server_has_study_tables(url, where):
+        raise LookupError(f"{where}: {_shown(url)} holds no moetune studies (no tables were "
+                          "created).")
     return open_storage(url, where)
+
+
+def _server_has_study_tables(url: str, where: str) -> bool:
+    """Whether a database server's database already has Optuna's tables (read-only look)."""
+    try:
+        engine = sqlalchemy.create_engine(_with_installed_driver(url))
+        try:
+            return sqlalchemy.inspect(engine).has_table("studies")
+        finally:
+            engine.dispose()
+    except (sqlalchemy.exc.SQLAlchemyError, ImportError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise StorageError(f"{where}: cannot open the database {_shown(url)!r}: "
+                           f"{type(e).__name__}: {first}") from None
 
 
 def _sqlite_path(url: str) -> Path | None:

@@ -66,3 +66,27 @@ def test_study_runs_and_resumes_against_postgresql(postgres_url, ray_session, tm
         assert capsys.readouterr().out.count("complete") == 4
     finally:
         optuna.delete_study(study_name=name, storage=open_storage(postgres_url))
+
+
+def test_read_only_commands_create_no_tables_in_an_empty_database(postgres_url, capsys):
+    """`moetune list/status --storage` on a database with no studies says so and leaves it as
+    it was (Optuna would create its tables on connect). An empty schema stands in for an
+    empty database: the test role may not create databases."""
+    import psycopg2
+
+    schema = f"empty_{uuid.uuid4().hex[:8]}"
+    with psycopg2.connect(postgres_url) as con, con.cursor() as cur:
+        cur.execute(f"CREATE SCHEMA {schema}")
+    url = f"{postgres_url}?options=-csearch_path%3D{schema}"
+    try:
+        for argv in (["list"], ["status", "nope"]):
+            assert main([*argv, "--storage", url]) == 2
+            assert "holds no moetune studies (no tables were created)" in \
+                capsys.readouterr().err
+        with psycopg2.connect(postgres_url) as con, con.cursor() as cur:
+            cur.execute("SELECT count(*) FROM information_schema.tables "
+                        "WHERE table_schema = %s", (schema,))
+            assert cur.fetchone()[0] == 0
+    finally:
+        with psycopg2.connect(postgres_url) as con, con.cursor() as cur:
+            cur.execute(f"DROP SCHEMA {schema} CASCADE")
