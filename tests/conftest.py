@@ -21,3 +21,10 @@ def ray_session():
                  log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _runs_outside_the_checkout(tmp_path_factory, monkeypatch):
+    """A command a test runs without --root writes under a temporary MOETUNE_ROOT, never into
+    ./runs of the checkout."""
+    monkeypatch.setenv("MOETUNE_ROOT", str(tmp_path_factory.mktemp("moetune_root")))

@@ -100,7 +100,7 @@ def test_lr_moves_by_the_compute_law_for_the_wider_proxy():
 def test_cli_validate(tmp_path, capsys):
     make_study(tmp_path)
     rc = main(["validate", "synthetic", "--storage", f"sqlite:///{tmp_path / 'study.db'}",
-               "--top", "3", "--trainer", "tuner.testing:quick_train"])
+               "--root", str(tmp_path), "--top", "3", "--trainer", "tuner.testing:quick_train"])
     assert rc == 0, capsys.readouterr().err
     assert "Spearman rank correlation" in capsys.readouterr().out
     stored = optuna.load_study(study_name="synthetic",
