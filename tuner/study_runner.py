@@ -97,8 +97,9 @@ def _open_study(spec: StudySpec, store: Any, *, resume: bool) -> Any:
     if not resume:
         return st.create_study(spec, store, make_sampler(spec))
     study = st.load_study(spec.name, store)
-    st.check_resume_spec(st.stored_spec(study), spec)
-    if st.stored_spec(study).to_dict() != spec.to_dict():
+    stored = st.stored_spec(study)  # validating it loads the corpus: once is enough
+    st.check_resume_spec(stored, spec)
+    if stored.to_dict() != spec.to_dict():
         st.update_stored_spec(study, spec)
     held = len(study.get_trials(deepcopy=False))
     return st.load_study(spec.name, store, make_sampler(spec, n_existing=held))
