@@ -212,19 +212,8 @@ def schedule_steps(recipe: Recipe, tokens: int) -> scaling.StepCounts:
 def constant_batch_steps(recipe: Recipe, tokens: int) -> scaling.StepCounts:
     """Step counts at a constant batch of ``recipe.batch_end``, for formats that cannot express
     a ramp: total × batch_end × seq_len covers ``tokens`` (within one step), and warmup and
-    decay keep their fractions of tokens. Counted as `scaling.step_counts` counts, in closed
-    form (a walk takes seconds at small batches)."""
-    batch = recipe.batch_end
-    per_step = batch * recipe.seq_len
-
-    def first_step_from(fraction: float) -> int:  # first step that starts at this share
-        return math.ceil(fraction * tokens / per_step)
-
-    total, warmup = first_step_from(1.0), first_step_from(recipe.warmup_fraction)
-    decay = first_step_from(1.0 - recipe.decay_fraction) if recipe.decay == "wsd" else warmup
-    return scaling.StepCounts(total=total, warmup=warmup, ramp=0, decay_start=decay,
-                              samples=total * batch, warmup_samples=warmup * batch,
-                              ramp_samples=0, decay_samples=(total - decay) * batch)
+    decay keep their fractions of tokens."""
+    return schedule_steps(dataclasses.replace(recipe, batch_schedule="constant"), tokens)
 
 
 def _carried_rules(proxy: Recipe, skip: set[str]) -> list[scaling.Rule]:
@@ -262,10 +251,10 @@ def build_full_run(record: TrialRecord, target: FullRunTarget, *,
     start, end, batch_rules = scaling.scale_batch(
         proxy, c_full=c_full, seq_len=target.seq_len, multiple=multiple,
         global_batch=target.global_batch)
-    if proxy.batch_schedule != "constant":
-        start_rule, collapsed = _batch_start_rule(proxy, start, end, multiple)
-        batch_rules = [start_rule if r.field == "batch_start" else r for r in batch_rules]
-        warnings += collapsed
+    if proxy.batch_schedule != "constant" and start == end:
+        rule = next(r.rule for r in batch_rules if r.field == "batch_start")
+        warnings.append(f"the tuned {proxy.batch_schedule!r} batch schedule collapsed to a "
+                        f"constant batch of {end}: {rule.removeprefix('ramp collapsed: ')}.")
     recipe = dataclasses.replace(proxy, lr=lr, batch_start=start, batch_end=end,
                                  batch_multiple=multiple, seq_len=target.seq_len,
                                  micro_batch=target.micro_batch,
@@ -330,24 +319,6 @@ def _check_global_batch(t: FullRunTarget, plan: cm.ParallelPlan) -> list[str]:
         return []
     return [f"--global-batch {t.global_batch} rounded to {rounded}: the global batch must be a "
             f"multiple of dp*micro_batch = {plan.dp}*{t.micro_batch} = {multiple}."]
-
-
-def _batch_start_rule(proxy: Recipe, start: int, end: int,
-                      multiple: int) -> tuple[scaling.Rule, list[str]]:
-    """The batch_start rule as applied, and a warning when rounding left no ramp."""
-    shape = proxy.batch_start / proxy.batch_end
-    asked = (f"batch_start/batch_end = {proxy.batch_start}/{proxy.batch_end} = {shape:.4g} of "
-             f"the final batch {end} = {end * shape:.1f} sequences")
-    if start < end:
-        return scaling.Rule(field="batch_start", value=start, kind="scaled",
-                            rule=f"ramp shape kept: {asked}, rounded to a multiple of "
-                                 f"dp*micro_batch={multiple} ({start / end:.4g} of it)"), []
-    why = (f"{asked}, which rounds to the final batch at multiples of dp*micro_batch="
-           f"{multiple}: no ramp is left, the batch is constant")
-    return (scaling.Rule(field="batch_start", value=start, kind="scaled",
-                         rule=f"ramp collapsed: {why}"),
-            [f"the tuned {proxy.batch_schedule!r} batch schedule collapsed to a constant batch "
-             f"of {end}: {why}."])
 
 
 def _warnings(record: TrialRecord, proxy: Recipe, t: FullRunTarget) -> list[str]:

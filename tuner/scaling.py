@@ -116,9 +116,15 @@ def scale_batch(proxy_recipe: Recipe, *, c_full: float, seq_len: int, multiple: 
                                          rule="constant batch schedule: batch_start = batch_end")]
     shape = proxy_recipe.batch_start / proxy_recipe.batch_end
     start = min(end, round_to_multiple(end * shape, multiple))
-    start_rule = Rule(field="batch_start", value=start, kind="scaled",
-                      rule=(f"ramp shape kept: batch_start/batch_end = {proxy_recipe.batch_start}"
-                            f"/{proxy_recipe.batch_end} = {shape:.4g} of the final batch"))
+    asked = (f"batch_start/batch_end = {proxy_recipe.batch_start}/{proxy_recipe.batch_end} = "
+             f"{shape:.4g} of the final batch {end} = {end * shape:.1f} sequences")
+    if start < end:
+        rule = (f"ramp shape kept: {asked}, rounded to a multiple of dp*micro_batch={multiple} "
+                f"({start / end:.4g} of it)")
+    else:
+        rule = (f"ramp collapsed: {asked}, which rounds to the final batch at multiples of "
+                f"dp*micro_batch={multiple}: no ramp is left, the batch is constant")
+    start_rule = Rule(field="batch_start", value=start, kind="scaled", rule=rule)
     return start, end, [end_rule, start_rule]
 
 

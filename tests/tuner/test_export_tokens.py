@@ -10,6 +10,7 @@ walked with its own recipe for ``schedule.total`` steps.
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from pathlib import Path
 
@@ -120,10 +121,20 @@ def test_torchtitan_at_the_audited_size_trains_14_8t_tokens_not_32t():
 
 @pytest.mark.parametrize("tokens", [10**6, 999_937, 123_457])
 @pytest.mark.parametrize("decay", ["cosine", "wsd"])
-def test_constant_batch_steps_count_as_the_schedule_walk_does(tokens, decay):
-    r = Recipe(batch_schedule="constant", batch_start=32, batch_end=32, seq_len=128,
-               warmup_fraction=0.137, decay=decay, decay_fraction=0.3, batch_ramp_fraction=0.0)
-    assert constant_batch_steps(r, tokens) == scaling.step_counts(r, tokens)
+@pytest.mark.parametrize("schedule", ["constant", "step"])
+def test_constant_batch_steps_by_hand(tokens, decay, schedule):
+    """Counted at batch_end whatever the tuned schedule: the first step starting at or after a
+    share of the tokens, 32 × 128 = 4096 tokens a step."""
+    r = Recipe(batch_schedule=schedule, batch_start=8, batch_end=32, seq_len=128,
+               warmup_fraction=0.137, decay=decay, decay_fraction=0.3, batch_ramp_fraction=0.1)
+    def first_step_from(share: float) -> int:
+        return math.ceil(share * tokens / 4096)
+
+    total, warmup = first_step_from(1.0), first_step_from(0.137)
+    decay_start = first_step_from(0.7) if decay == "wsd" else warmup
+    assert constant_batch_steps(r, tokens) == scaling.StepCounts(
+        total=total, warmup=warmup, ramp=0, decay_start=decay_start, samples=32 * total,
+        warmup_samples=32 * warmup, ramp_samples=0, decay_samples=32 * (total - decay_start))
 
 
 def _described(run) -> dict[str, str]:
