@@ -25,8 +25,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
         for i, name in enumerate(names):
             row[name] = t.values[i] if t.values else ""
         row.update(t.params)
-        reason = (t.user_attrs.get(records.REASON) or "").splitlines()
-        row["reason"] = (reason[-1] if reason else "")[:MAX_REASON]
+        row["reason"] = _last_line(t.user_attrs.get(records.REASON))[:MAX_REASON]
         rows.append(row)
     return rows
 
