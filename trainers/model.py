@@ -10,10 +10,10 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from trainers.attention import causal_attention
 from trainers.fp8 import Backend, Fp8Linear
 from trainers.mlp import MLP
 from trainers.model_args import ModelArgs
@@ -109,23 +109,8 @@ class MLA(nn.Module):
             q_nope, q_pe = q.split([a.qk_nope_head_dim, a.qk_rope_head_dim], dim=-1)
             q = torch.cat([q_nope, apply_rope(q_pe, rope)], dim=-1)
         k = torch.cat([k_nope, k_pe.expand(-1, -1, a.n_heads, -1).to(k_nope.dtype)], dim=-1)
-        out = _causal_attention(q, k, v, self.softmax_scale)  # (B, T, H, v_head_dim)
+        out = causal_attention(q, k, v, self.softmax_scale)  # (B, T, H, v_head_dim)
         return self.wo(out.reshape(b, t, -1))
-
-
-def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                      scale: float) -> torch.Tensor:
-    """Causal SDPA over (B, T, H, ·) inputs whose q/k and v head dims differ (MLA: 192 vs 128).
-
-    Fused (flash) kernels want one head dim for q, k and v, so the narrower side is zero-padded:
-    zeros change neither q·k nor the useful columns of the output, and on CPU this takes the
-    flash kernel (about 3x the math fallback, and no (T, T) matrix kept for backward).
-    """
-    dv, d = v.shape[-1], max(q.shape[-1], v.shape[-1])
-    q, k, v = (F.pad(x, (0, d - x.shape[-1])) if x.shape[-1] < d else x for x in (q, k, v))
-    out = F.scaled_dot_product_attention(
-        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, scale=scale)
-    return out.transpose(1, 2)[..., :dv]
 
 
 class Block(nn.Module):

@@ -181,13 +181,13 @@ def _measure(args: ModelArgs, seq_len: int, batch: int) -> int:
 def test_model_activation_bytes_against_measured_proxy():
     """The memory model against the proxy's exact saved-activation bytes (ratio 0, fp32).
 
-    The proxy runs flash attention on CPU too (no s² term, score_tensors=0). Measured
-    2026-11-29: model/measured = 0.733-0.746 on debug and proxy-s over seq 32-256, batch 2-8.
-    The structure (linear in s·b, coefficients per architecture) holds to ±1%; the constant
-    26% the model does not count are this implementation's extra copies (v and the output
-    padded to the q/k head dim for the flash kernel, RoPE's rotated copies, concatenations).
-    So: the fitted calibration for the proxy is measured ≈ modeled / 0.74, and the check is
-    that one factor explains every shape to within 3%.
+    The proxy's attention keeps no s² tensor (score_tensors=0). Measured 2026-11-30:
+    model/measured = 0.829-0.841 on debug and proxy-s over seq 32-256, batch 2-8. The
+    structure (linear in s·b, coefficients per architecture) holds to ±1%; the constant ~16%
+    the model does not count are this implementation's extra copies (the head-major q, k, v
+    its CPU attention core saves, RoPE's rotated copies, concatenations). So: the fitted
+    calibration for the proxy is measured ≈ modeled / 0.835, and the check is that one factor
+    explains every shape to within 3%.
     """
     try:
         from trainers import preset
@@ -200,5 +200,5 @@ def test_model_activation_bytes_against_measured_proxy():
             measured = _measure(args, seq_len, batch)
             modeled = cm.model_activation_bytes(args, seq_len, batch, 4)
             ratios.append(modeled / measured)
-    assert all(0.70 <= r <= 0.78 for r in ratios), ratios
+    assert all(0.80 <= r <= 0.87 for r in ratios), ratios
     assert max(ratios) / min(ratios) <= 1.03, ratios

@@ -1,0 +1,130 @@
+"""The attention core on CPU: our blocked kernel against PyTorch's SDPA, side by side.
+
+One MLA layer's causal attention, forward + backward, at proxy-s head shapes (18 heads, q/k head
+dim 24, v head dim 16), 2048 tokens per call (batch = 2048 / seq_len), in three versions run
+alternately in one process:
+
+- blocked: `trainers.attention.BlockedCausalAttention`, what the proxy runs on CPU up to
+  `BLOCKED_MAX_SEQ` tokens;
+- sdpa (flash): v zero-padded to the q/k head dim so SDPA takes its CPU flash kernel (what the
+  proxy ran before, and still runs past `BLOCKED_MAX_SEQ`);
+- sdpa (math): unpadded, so SDPA falls back to bmm + softmax with autograd (what transformers'
+  DeepseekV3 runs with attn_implementation="sdpa").
+
+    python benchmarks/bench_attention.py [--threads 2] [--repeats 15] [--write]
+
+--write replaces the "## Attention core (CPU)" section of benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from trainers import attention  # noqa: E402
+
+HEADS, QK_DIM, V_DIM, TOKENS = 18, 24, 16, 2048
+SCALE = QK_DIM ** -0.5
+
+
+def _blocked(q, k, v):
+    b, t, h, _ = q.shape
+    heads = [x.transpose(1, 2).reshape(b * h, t, x.shape[-1]) for x in (q, k, v)]
+    out = attention.BlockedCausalAttention.apply(*heads, SCALE)
+    return out.view(b, h, t, -1).transpose(1, 2)
+
+
+def _sdpa_flash(q, k, v):
+    return attention._padded_sdpa(q, k, v, SCALE)
+
+
+def _sdpa_math(q, k, v):
+    out = F.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, scale=SCALE)
+    return out.transpose(1, 2)
+
+
+VARIANTS = {"blocked": _blocked, "sdpa (flash)": _sdpa_flash, "sdpa (math)": _sdpa_math}
+
+
+def measure(seq_len: int, dtype: torch.dtype, repeats: int) -> dict:
+    """Median ms of forward + backward per variant, alternating so noise hits all alike."""
+    batch = TOKENS // seq_len
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(batch, seq_len, HEADS, d, generator=g).to(dtype).requires_grad_()
+               for d in (QK_DIM, QK_DIM, V_DIM))
+    grad_out = torch.randn(batch, seq_len, HEADS, V_DIM, generator=g).to(dtype)
+    times = {name: [] for name in VARIANTS}
+    for i in range(repeats + 1):
+        for name, fn in VARIANTS.items():
+            t0 = time.perf_counter()
+            out = fn(q, k, v)
+            torch.autograd.grad(out, (q, k, v), grad_out)
+            if i:  # the first round warms up
+                times[name].append(time.perf_counter() - t0)
+    return {"seq_len": seq_len, "dtype": str(dtype).removeprefix("torch."),
+            **{name: statistics.median(t) * 1e3 for name, t in times.items()}}
+
+
+def render(rows: list[dict], threads: int, cmd: str) -> str:
+    lines = [
+        "## Attention core (CPU)", "",
+        f"Measured {datetime.date.today()} on {platform.machine()}, {threads} torch threads, "
+        f"torch {torch.__version__}, a shared 2-core machine. Command: `{cmd}`.", "",
+        "One MLA layer's causal attention, forward + backward, proxy-s heads (18 heads, q/k "
+        "head dim 24, v 16), 2048 tokens per call; medians of alternating runs. blocked = "
+        "`trainers.attention.BlockedCausalAttention` (computes in fp32 whatever the input "
+        "dtype); sdpa (flash) = v zero-padded so SDPA takes the CPU flash kernel; sdpa (math) "
+        "= unpadded, SDPA's bmm + softmax fallback (transformers' DeepseekV3).", "",
+        "| seq_len | dtype | blocked (ms) | sdpa flash (ms) | sdpa math (ms) | flash / blocked |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['seq_len']} | {r['dtype']} | {r['blocked']:.1f} | "
+                     f"{r['sdpa (flash)']:.1f} | {r['sdpa (math)']:.1f} | "
+                     f"{r['sdpa (flash)'] / r['blocked']:.2f}x |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_section(text: str) -> None:
+    path = ROOT / "benchmarks" / "RESULTS.md"
+    old = path.read_text()
+    title = "## Attention core (CPU)"
+    if title in old:
+        head, _, rest = old.partition(title)
+        nxt = rest.find("\n## ")
+        path.write_text(head + text + (rest[nxt:] if nxt >= 0 else ""))
+    else:  # first time: right after the proxy-model section
+        head, sep, rest = old.partition("## Proxy model (H200)")
+        path.write_text(head + text + "\n" + sep + rest if sep else old + "\n" + text)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--write", action="store_true")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    rows = [measure(t, dtype, a.repeats)
+            for dtype in (torch.float32, torch.bfloat16) for t in (128, 256, 512, 1024)]
+    text = render(rows, a.threads, "python " + " ".join(sys.argv))
+    print(text)
+    if a.write:
+        write_section(text)
+
+
+if __name__ == "__main__":
+    main()
