@@ -38,11 +38,11 @@ HEADS, QK_DIM, V_DIM, TOKENS = 18, 24, 16, 2048
 SCALE = QK_DIM ** -0.5
 
 
+# Each takes head-major (B, H, T, D) views of token-major tensors, as MLA passes them.
 def _blocked(q, k, v):
-    b, t, h, _ = q.shape
-    heads = [x.transpose(1, 2).reshape(b * h, t, x.shape[-1]) for x in (q, k, v)]
-    out = attention.BlockedCausalAttention.apply(*heads, SCALE)
-    return out.view(b, h, t, -1).transpose(1, 2)
+    b, h, t, _ = q.shape
+    heads = [x.reshape(b * h, t, x.shape[-1]) for x in (q, k, v)]
+    return attention.BlockedCausalAttention.apply(*heads, SCALE).view(b, h, t, -1)
 
 
 def _sdpa_flash(q, k, v):
@@ -50,9 +50,7 @@ def _sdpa_flash(q, k, v):
 
 
 def _sdpa_math(q, k, v):
-    out = F.scaled_dot_product_attention(
-        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, scale=SCALE)
-    return out.transpose(1, 2)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=SCALE)
 
 
 VARIANTS = {"blocked": _blocked, "sdpa (flash)": _sdpa_flash, "sdpa (math)": _sdpa_math}
@@ -69,7 +67,7 @@ def measure(seq_len: int, dtype: torch.dtype, repeats: int) -> dict:
     for i in range(repeats + 1):
         for name, fn in VARIANTS.items():
             t0 = time.perf_counter()
-            out = fn(q, k, v)
+            out = fn(*(x.transpose(1, 2) for x in (q, k, v))).transpose(1, 2)
             torch.autograd.grad(out, (q, k, v), grad_out)
             if i:  # the first round warms up
                 times[name].append(time.perf_counter() - t0)

@@ -10,7 +10,7 @@ Two implementations, chosen by device and sequence length:
 - Otherwise: `F.scaled_dot_product_attention` with the narrower side zero-padded to one head dim,
   which fused (flash) kernels require; zeros change neither q·k nor the output's useful columns.
 
-Both take and return (B, T, H, ·) tensors.
+Both take (B, H, T, ·) tensors, any strides, and return (B, H, T, Dv).
 """
 
 from __future__ import annotations
@@ -32,21 +32,18 @@ _ROWS = 128  # query rows per block
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      scale: float) -> torch.Tensor:
-    """softmax(q·kᵀ·scale + causal mask)·v over (B, T, H, D) inputs; returns (B, T, H, Dv)."""
-    b, t, h, _ = q.shape
+    """softmax(q·kᵀ·scale + causal mask)·v over (B, H, T, D) inputs; returns (B, H, T, Dv)."""
+    b, h, t, _ = q.shape
     if q.device.type == "cpu" and t <= BLOCKED_MAX_SEQ:
-        heads = [x.transpose(1, 2).reshape(b * h, t, x.shape[-1]) for x in (q, k, v)]
-        out = BlockedCausalAttention.apply(*heads, scale)
-        return out.view(b, h, t, -1).transpose(1, 2)
+        heads = [x.reshape(b * h, t, x.shape[-1]) for x in (q, k, v)]  # a copy unless head-major
+        return BlockedCausalAttention.apply(*heads, scale).view(b, h, t, -1)
     return _padded_sdpa(q, k, v, scale)
 
 
 def _padded_sdpa(q, k, v, scale):
     dv, d = v.shape[-1], max(q.shape[-1], v.shape[-1])
     q, k, v = (F.pad(x, (0, d - x.shape[-1])) if x.shape[-1] < d else x for x in (q, k, v))
-    out = F.scaled_dot_product_attention(
-        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, scale=scale)
-    return out.transpose(1, 2)[..., :dv]
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)[..., :dv]
 
 
 @functools.lru_cache(maxsize=8)

@@ -108,9 +108,11 @@ class MLA(nn.Module):
         else:
             q_nope, q_pe = q.split([a.qk_nope_head_dim, a.qk_rope_head_dim], dim=-1)
             q = torch.cat([q_nope, apply_rope(q_pe, rope)], dim=-1)
-        k = torch.cat([k_nope, k_pe.expand(-1, -1, a.n_heads, -1).to(k_nope.dtype)], dim=-1)
-        out = causal_attention(q, k, v, self.softmax_scale)  # (B, T, H, v_head_dim)
-        return self.wo(out.reshape(b, t, -1))
+        # k is assembled head-major, the layout the attention core reads: one copy, not two
+        k_pe = k_pe.transpose(1, 2).expand(-1, a.n_heads, -1, -1).to(k_nope.dtype)
+        k = torch.cat([k_nope.transpose(1, 2), k_pe], dim=-1)
+        out = causal_attention(q.transpose(1, 2), k, v.transpose(1, 2), self.softmax_scale)
+        return self.wo(out.transpose(1, 2).reshape(b, t, -1))  # (B, H, T, Dv) → (B, T, H·Dv)
 
 
 class Block(nn.Module):

@@ -8,15 +8,16 @@ from trainers.attention import causal_attention
 
 
 def _reference(q, k, v, scale):
-    """Plain causal softmax attention in float64 over (B, T, H, D) inputs."""
-    q, k, v = (x.double().transpose(1, 2) for x in (q, k, v))
+    """Plain causal softmax attention in float64 over (B, H, T, D) inputs."""
+    q, k, v = (x.double() for x in (q, k, v))
     t = q.shape[2]
     scores = q @ k.transpose(-1, -2) * scale
     scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
-    return (scores.softmax(-1) @ v).transpose(1, 2)
+    return scores.softmax(-1) @ v
 
 
 def _inputs(b, t, h, dqk, dv, dtype=torch.float32, seed=0):
+    """Leaf q, k, v in the token-major (B, T, H, D) layout the model's projections produce."""
     g = torch.Generator().manual_seed(seed)
     return [torch.randn(b, t, h, d, generator=g).to(dtype).requires_grad_()
             for d in (dqk, dqk, dv)]
@@ -37,7 +38,8 @@ def _took_blocked_path(out) -> bool:
 
 
 def _grads(fn, q, k, v, grad_out):
-    out = fn(q, k, v, 0.3)
+    """fn's output and input gradients; fn sees head-major (B, H, T, D) views, as in MLA."""
+    out = fn(*(x.transpose(1, 2) for x in (q, k, v)), 0.3).transpose(1, 2)
     return (out, *torch.autograd.grad(out, (q, k, v), grad_out.to(out.dtype)))
 
 
@@ -90,6 +92,7 @@ def test_only_q_k_v_are_saved_for_backward():
 def test_long_sequences_take_sdpa():
     t = attention.BLOCKED_MAX_SEQ + 1
     q, k, v = _inputs(1, t, 2, 8, 8)
-    out = causal_attention(q, k, v, 0.3)
+    out = _grads(causal_attention, q, k, v, torch.ones(1, t, 2, 8))[0]
     assert not _took_blocked_path(out)
-    torch.testing.assert_close(out.double(), _reference(q, k, v, 0.3), rtol=1e-5, atol=1e-5)
+    ref = _grads(_reference, q, k, v, torch.ones(1, t, 2, 8))[0]
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
