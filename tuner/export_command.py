@@ -61,7 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     v = subparsers.add_parser("validate", help="re-train the top recipes on a wider proxy and "
                               "record whether their ranking survives (transfer confidence)")
     v.add_argument("study", help="study name")
-    v.add_argument("--top", type=int, default=5, help="how many of the best feasible trials")
+    v.add_argument("--top", type=int, default=5,
+                   help="how many of the best feasible trials, at least 2 (default: %(default)s)")
     v.add_argument("--scale", type=float, default=2.0,
                    help="width multiplier of the larger proxy (default: %(default)s)")
     v.add_argument("--token-scale", type=float, default=1.0,
@@ -222,4 +223,8 @@ def run_validate(args: argparse.Namespace) -> int:
         f"does not stay on top (trial {out['best_at_scale']} is best at scale)"
     print(f"Spearman rank correlation {out['spearman']:.3f} over {len(out['rows'])} recipes "
           f"(measured); chosen trial {out['chosen_trial']} {stays}. Recorded in the study.")
+    if len(out["rows"]) < 4:
+        # n=2 gives only ±1, n=3 only ±1 and ±0.5: a sign, not a strength
+        print(f"note: over {len(out['rows'])} recipes the rank correlation can take only a few "
+              "values; --top 5 or more gives a figure worth comparing.")
     return 0

@@ -102,7 +102,9 @@ def test_cli_validate(tmp_path, capsys):
     rc = main(["validate", "synthetic", "--storage", f"sqlite:///{tmp_path / 'study.db'}",
                "--root", str(tmp_path), "--top", "3", "--trainer", "tuner.testing:quick_train"])
     assert rc == 0, capsys.readouterr().err
-    assert "Spearman rank correlation" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Spearman rank correlation" in out
+    assert "over 3 recipes the rank correlation can take only a few values" in out
     stored = optuna.load_study(study_name="synthetic",
                                storage=f"sqlite:///{tmp_path / 'study.db'}")
     assert stored.user_attrs[records.VALIDATION]["top"] == 3
