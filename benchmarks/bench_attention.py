@@ -13,6 +13,10 @@ alternately in one process:
 
     python benchmarks/bench_attention.py [--threads 2] [--repeats 15] [--write]
 
+Then the end-to-end effect: `trainers.train` tokens/s of the `debug` proxy (fp32, bf16 and
+emulated fp8; batch 16 x 128) with the blocked kernel against the same runs forced onto SDPA
+(`BLOCKED_MAX_SEQ = 0`), alternating.
+
 --write replaces the "## Attention core (CPU)" section of benchmarks/RESULTS.md.
 """
 
@@ -32,7 +36,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainers import attention  # noqa: E402
+from trainers import Recipe, attention, preset, train  # noqa: E402
 
 HEADS, QK_DIM, V_DIM, TOKENS = 18, 24, 16, 2048
 SCALE = QK_DIM ** -0.5
@@ -75,7 +79,28 @@ def measure(seq_len: int, dtype: torch.dtype, repeats: int) -> dict:
             **{name: statistics.median(t) * 1e3 for name, t in times.items()}}
 
 
-def render(rows: list[dict], threads: int, cmd: str) -> str:
+def end_to_end(repeats: int) -> list[dict]:
+    """Median train() tokens/s per precision, blocked kernel vs SDPA, alternating runs."""
+    rows, limit = [], attention.BLOCKED_MAX_SEQ
+    try:
+        for precision in ("fp32", "bf16", "fp8"):
+            recipe = Recipe(precision=precision, batch_schedule="constant", batch_end=16,
+                            seq_len=128)
+            tok_s = {"blocked": [], "sdpa": []}
+            for _ in range(repeats):
+                for mode, max_seq in (("blocked", limit), ("sdpa", 0)):
+                    attention.BLOCKED_MAX_SEQ = max_seq
+                    res = train(preset("debug"), recipe, token_budget=16 * 128 * 8, seed=0,
+                                eval_sequences=4)
+                    tok_s[mode].append(res.tokens_per_s)
+            rows.append({"precision": precision,
+                         **{m: statistics.median(v) for m, v in tok_s.items()}})
+    finally:
+        attention.BLOCKED_MAX_SEQ = limit
+    return rows
+
+
+def render(rows: list[dict], e2e: list[dict], threads: int, cmd: str) -> str:
     lines = [
         "## Attention core (CPU)", "",
         f"Measured {datetime.date.today()} on {platform.machine()}, {threads} torch threads, "
@@ -97,6 +122,14 @@ def render(rows: list[dict], threads: int, cmd: str) -> str:
               f"{attention.BLOCKED_MAX_SEQ} tokens; in this run the longest sequence at which "
               "it beat flash was "
               + ", ".join(f"{t} ({d})" for d, t in wins.items()) + ".", ""]
+    lines += [
+        "End to end: `trainers.train` on the `debug` proxy, batch 16×128, 16,384 tokens, "
+        "median tok/s of alternating runs, blocked kernel vs the same runs on SDPA (fp8 is "
+        "emulated on CPU).", "",
+        "| precision | blocked (tok/s) | sdpa (tok/s) | blocked / sdpa |",
+        "|---|---|---|---|",
+        *[f"| {r['precision']} | {r['blocked']:.0f} | {r['sdpa']:.0f} | "
+          f"{r['blocked'] / r['sdpa']:.2f}x |" for r in e2e], ""]
     return "\n".join(lines)
 
 
@@ -122,7 +155,8 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     rows = [measure(t, dtype, a.repeats)
             for dtype in (torch.float32, torch.bfloat16) for t in (128, 256, 512, 1024)]
-    text = render(rows, a.threads, "python " + " ".join(sys.argv))
+    text = render(rows, end_to_end(max(3, a.repeats // 5)), a.threads,
+                  "python " + " ".join(sys.argv))
     print(text)
     if a.write:
         write_section(text)
