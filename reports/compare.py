@@ -81,12 +81,19 @@ def _markdown(snaps: list[Snapshot], hvs: list[float], ref: str) -> str:
 
 
 def setup_differences(snaps: list[Snapshot]) -> list[str]:
-    """What differs between the two studies' setups besides the search (budget, model, data).
+    """What differs between the two studies' setups besides the search: the number of trials,
+    budget, model, data.
 
     Fronts trained on different token budgets or proxies are not comparable point for point.
     """
     specs = [s.study_user_attrs.get(records.SPEC) or {} for s in snaps]
     out = []
+    counts = [len(s.frame) for s in snaps]
+    if counts[0] != counts[1]:
+        # hypervolume only grows with trials: a bigger study wins by spending more
+        ran = [f"{n} trial{'s' if n != 1 else ''}" for n in counts]
+        out.append(f"{snaps[0].study_name} ran {ran[0]} and {snaps[1].study_name} {ran[1]}; "
+                   "hypervolume grows with trials, so compare at equal counts")
     for section in ("budget", "model", "data"):
         a, b = (sp.get(section) for sp in specs)
         if a is not None and b is not None and a != b:

@@ -92,4 +92,5 @@ def run_compare(args: argparse.Namespace) -> int:
         print(f"moetune compare: {exc}", file=sys.stderr)
         return 2
     print(paths["compare_md"].read_text(encoding="utf-8"))
+    print(f"compare: wrote {', '.join(str(p) for p in paths.values())}")
     return 0

@@ -79,6 +79,8 @@ def test_compare_uses_one_reference_point(tmp_path, capsys) -> None:
     assert "| a | 2 | 2 | 2 | 12 |" in md and "| b | 2 | 2 | 1 | 9 |" in md
     assert "val_loss = 5, peak_memory_gb = 5" in md
     assert (out / "compare.html").exists() and (out / "compare.png").exists()
+    wrote = f"compare: wrote {out / 'compare.md'}, {out / 'compare.html'}"
+    assert wrote in capsys.readouterr().out
 
 
 def test_compare_refuses_different_objectives(tmp_path, capsys) -> None:
@@ -109,7 +111,11 @@ def test_compare_says_when_the_studies_are_not_like_for_like(tmp_path) -> None:
     md = reports.compare(a, b, tmp_path)["compare_md"].read_text()
     assert "Not like for like: [budget] differs: a {'tokens_per_trial': 150000} vs b" in md
     assert "[model] differs" not in md
+    assert "trials" not in md.split("Not like for like")[1]  # equal counts: no note
     assert "derived from the worst feasible value of each objective in both studies" in md
+    add(b, values=[2.5, 1.5], constraints={"max_peak_memory_gb": -1.0})
+    md = reports.compare(a, b, tmp_path)["compare_md"].read_text()
+    assert "Not like for like: a ran 1 trial and b 2 trials; hypervolume grows with trials" in md
 
 
 def _study_with_a_report(tmp_path) -> tuple[str, object]:
