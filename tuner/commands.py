@@ -268,12 +268,14 @@ def _names(args: argparse.Namespace) -> list[str]:
 
 
 def rerun(args: argparse.Namespace) -> int:
+    from tuner.progress import stderr_lines
     from tuner.rerun import rerun_trial
 
     run_dir = Path(args.root) / args.study
     study = open_study(args.study, run_dir, args.storage)
     try:
-        out = rerun_trial(study, args.trial, device=args.device, out_dir=run_dir)
+        out = rerun_trial(study, args.trial, device=args.device, out_dir=run_dir,
+                          log=stderr_lines("rerun"))
     except (LookupError, ValueError) as e:
         raise UsageError(str(e)) from None
     print(out)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ import optuna
 from trainers import ModelArgs, Recipe, load_corpus, shrink
 from tuner import records, scaling
 from tuner.pick import TrialRecord, finished_trials
+from tuner.progress import Log, elapsed, eval_lines, stderr_lines
 from tuner.storage import stored_spec
 
 
@@ -71,27 +71,9 @@ def spearman(x: list[float], y: list[float]) -> float:
     return cov / math.sqrt(vx * vy) if vx and vy else math.nan
 
 
-Log = Callable[[str], None]
 
 
-def stderr_lines(line: str) -> None:
-    """The default progress sink: one line per event on stderr, flushed at once."""
-    print(f"moetune validate: {line}", file=sys.stderr, flush=True)
-
-
-def _elapsed(t0: float) -> str:
-    s = time.monotonic() - t0
-    return f"{s:.1f} s" if s < 60 else f"{int(s // 60)} min {s % 60:02.0f} s"
-
-
-def _eval_lines(say: Log, where: str, tokens: int, t0: float) -> Callable[..., None]:
-    """An ``on_eval`` that reports how far the re-training is (it never stops a run)."""
-    def on_eval(seen: int, metrics: dict) -> None:
-        loss = metrics.get("val_loss")
-        say(f"{where}: {seen:,}/{tokens:,} tokens"
-            + (f", val_loss {loss:.4f}" if isinstance(loss, float) else "")
-            + f"; {_elapsed(t0)} elapsed")
-    return on_eval
+_STDERR = stderr_lines("validate")  # the default progress sink
 
 
 def _scaled_recipe(r: TrialRecord, large: ModelArgs, tokens: int) -> Recipe:
@@ -106,7 +88,7 @@ def _scaled_recipe(r: TrialRecord, large: ModelArgs, tokens: int) -> Recipe:
 def validate_study(study: optuna.Study, *, top: int, scale: float = 2.0,
                    token_scale: float = 1.0, trainer: Callable[..., Any] | None = None,
                    device: str | None = None, record: bool = True,
-                   log: Log | None = stderr_lines,
+                   log: Log | None = _STDERR,
                    report_dir: str | Path | None = None) -> dict[str, Any]:
     """Re-train the top-``top`` feasible trials at ``scale`` × width; returns (and stores)
     the validation record.
@@ -163,15 +145,15 @@ def _retrain(chosen: list[TrialRecord], *, scale: float, tokens: int, trainer: C
         where = f"trial {r.number} ({i}/{len(chosen)})"
         large = widen(r.model_args, scale)
         recipe = _scaled_recipe(r, large, tokens)
-        say(f"{where}: started, {tokens:,} tokens at lr {recipe.lr:.3g}; {_elapsed(t0)} "
+        say(f"{where}: started, {tokens:,} tokens at lr {recipe.lr:.3g}; {elapsed(t0)} "
             "elapsed")
         res = trainer(large, recipe, data=data, token_budget=tokens, seed=r.recipe.seed,
-                      device=device, on_eval=_eval_lines(say, where, tokens, t0))
+                      device=device, on_eval=eval_lines(say, where, tokens, t0))
         rows.append({"trial": r.number, "proxy_val_loss": r.metric("val_loss"),
                      "scaled_val_loss": res.val_loss if math.isfinite(res.val_loss) else "inf",
                      "lr": recipe.lr, "diverged": bool(res.diverged)})
         say(f"{where}: done, val_loss {r.metric('val_loss'):.4f} -> {res.val_loss:.4f}; "
-            f"{_elapsed(t0)} elapsed")
+            f"{elapsed(t0)} elapsed")
     return rows
 
 

@@ -61,7 +61,11 @@ def test_submit_real_proxy_then_rerun_a_trial(ray_session, tmp_path, capsys):
         assert len(t.user_attrs[records.CORPUS_HASH]) == 64  # sha256 of the stdlib corpus
 
     assert main(["rerun", "e2e", "0", "--root", str(root)]) == 0
+    printed = capsys.readouterr()
     out = json.loads((run_dir / "rerun-0.json").read_text())
-    assert out["same_corpus"] is True
-    # Same recipe, model, seed, corpus and budget: the loss agrees (thread count may differ).
-    assert out["rerun_val_loss"] == pytest.approx(out["stored_val_loss"], rel=1e-3)
+    assert out["same_corpus"] is True and out["torch_threads"] == 1
+    # Same recipe, model, seed, corpus, budget and thread count: the same loss, bit for bit.
+    assert out["rerun_val_loss"] == out["stored_val_loss"]
+    assert "identical to the stored value" in printed.out
+    assert "moetune rerun: trial 0: started, 8,192 tokens, 1 torch thread(s)" in printed.err
+    assert "moetune rerun: trial 0: 8,192/8,192 tokens, val_loss" in printed.err
