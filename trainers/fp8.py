@@ -73,8 +73,12 @@ def quantize_tiles(x_MK: torch.Tensor, tile_m: int, tile_k: int) -> torch.Tensor
     """Round `x` through E4M3, one scale per (tile_m × tile_k) tile; returns dequantized fp32.
 
     1×128 activation tiles are ``tile_m=1, tile_k=128``; 128×128 weight blocks ``128, 128``.
+    A dim shorter than one tile is one partial tile, quantized as it stands: zero padding would
+    change neither its amax nor its codes, only multiply the work (a K of 16 padded to 128 is
+    8x the elements), which is most of what the emulation costs at proxy widths.
     """
     m, k = x_MK.shape
+    tile_m, tile_k = min(tile_m, m), min(tile_k, k)
     codes, scale = _quantize(x_MK, tile_m, tile_k)
     return _dequantize(codes, scale, tile_m, tile_k)[:m, :k]
 
@@ -83,9 +87,8 @@ def quantize_tiles(x_MK: torch.Tensor, tile_m: int, tile_k: int) -> torch.Tensor
 
 def _emulated_gemm(a_MK: torch.Tensor, b_NK: torch.Tensor, a_rows: int, b_rows: int,
                    out_dtype: torch.dtype) -> torch.Tensor:
-    (m, k), n = a_MK.shape, b_NK.shape[0]
-    a = _dequantize(*_quantize(a_MK, a_rows), a_rows)[:m, :k]  # crop: no work on the padding
-    b = _dequantize(*_quantize(b_NK, b_rows), b_rows)[:n, :k]
+    a = quantize_tiles(a_MK, a_rows, TILE)
+    b = quantize_tiles(b_NK, b_rows, TILE)
     return (a @ b.t()).to(out_dtype)
 
 

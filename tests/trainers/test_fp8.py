@@ -123,3 +123,17 @@ def test_native_fp8_matches_emulation_on_hopper():
     tol = fp8.NATIVE_TOLERANCE["fp32" if fp8._NATIVE_LAYOUT["out_fp32"] else "bf16"]
     for nat, emu in zip(outs["native"], outs["emulated"]):
         assert 0 < (nat - emu).norm() / emu.norm() < tol
+
+
+@pytest.mark.parametrize("shape, tile_m", [((300, 40), 1), ((300, 200), 1), ((40, 24), 128),
+                                           ((200, 300), 128)])
+def test_partial_tiles_quantize_as_if_zero_padded(shape, tile_m):
+    """A dim shorter than one tile is quantized unpadded; the values must equal those of the
+    zero-padded tensor (the layout the native back end quantizes), element for element."""
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(3)) * 5
+    r, c = shape
+    padded = torch.zeros(-(-r // tile_m) * tile_m if tile_m > 1 else r, -(-c // 128) * 128)
+    padded[:r, :c] = x
+    got = quantize_tiles(x, tile_m, 128)
+    want = fp8._dequantize(*fp8._quantize(padded, tile_m, 128), tile_m, 128)[:r, :c]
+    assert torch.equal(got, want)
