@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--corpus", default="stdlib", help="stdlib, a text file/dir, or .bin/.npy")
     p.add_argument("--vocab-size", type=int, help="vocabulary of a token-id corpus")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a trainers.Recipe field, repeatable (e.g. --set lr=3e-3 "
+                   "--set precision=bf16)")
     p.add_argument("--json", help="write the TrainResult here as JSON")
     a = p.parse_args(argv)
     try:
