@@ -30,11 +30,23 @@ _BLOCK_ELEMENTS = 1 << 18
 _ROWS = 128  # query rows per block
 
 
+def uses_blocked(device_type: str, seq_len: int) -> bool:
+    """Whether `causal_attention` takes the blocked kernel (else SDPA) on this device/length."""
+    return device_type == "cpu" and seq_len <= BLOCKED_MAX_SEQ
+
+
+def describe(device_type: str, seq_len: int) -> str:
+    """The attention core a training on this device and sequence length runs, for its record."""
+    if uses_blocked(device_type, seq_len):
+        return "blocked CPU kernel (trainers/attention.py), fp32 scores and probabilities"
+    return "torch SDPA (fused kernel the backend picks), v zero-padded to the q/k head dim"
+
+
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      scale: float) -> torch.Tensor:
     """softmax(q·kᵀ·scale + causal mask)·v over (B, H, T, D) inputs; returns (B, H, T, Dv)."""
     b, h, t, _ = q.shape
-    if q.device.type == "cpu" and t <= BLOCKED_MAX_SEQ:
+    if uses_blocked(q.device.type, t):
         heads = [x.reshape(b * h, t, x.shape[-1]) for x in (q, k, v)]  # a copy unless head-major
         return BlockedCausalAttention.apply(*heads, scale).view(b, h, t, -1)
     return _padded_sdpa(q, k, v, scale)

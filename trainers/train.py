@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from trainers import attention
 from trainers.data import Corpus, TrainStream, load_corpus, validation_batches
 from trainers.fp8 import Backend, fp8_backend
 from trainers.memory import SavedActivationMeter, training_state_bytes
@@ -286,7 +287,8 @@ class _Run:
     def _environment(self) -> dict[str, Any]:
         env = {"torch": torch.__version__, "python": platform.python_version(),
                "device": str(self.device), "threads": torch.get_num_threads(),
-               "machine": platform.machine(), "corpus": self.corpus.name}
+               "machine": platform.machine(), "corpus": self.corpus.name,
+               "attention": attention.describe(self.device.type, self.recipe.seq_len)}
         if self.device.type == "cuda":
             env["gpu"] = torch.cuda.get_device_name(self.device)
         if self.fp8_note:

@@ -89,6 +89,12 @@ def test_only_q_k_v_are_saved_for_backward():
     assert all(x.shape[:2] == (8, 128) for x in saved)
 
 
+def test_describe_names_the_path_dispatch_takes():
+    assert attention.describe("cpu", 128).startswith("blocked CPU kernel")
+    assert attention.describe("cpu", attention.BLOCKED_MAX_SEQ + 1).startswith("torch SDPA")
+    assert attention.describe("cuda", 128).startswith("torch SDPA")
+
+
 def test_long_sequences_take_sdpa():
     t = attention.BLOCKED_MAX_SEQ + 1
     q, k, v = _inputs(1, t, 2, 8, 8)
