@@ -28,15 +28,31 @@ def one_line(reason: str) -> str:
     return lines[-1].strip()
 
 
+# Reasons the tuner writes itself (tuner/outcome.py) join several findings with "; ", e.g.
+# "diverged at step 12; constraint max_vio: 2.1 violates <= 2".
+_OUTCOME_PARTS = ("constraint ", "diverged ", "non-finite ")
+
+
 def reason_kind(reason: str) -> tuple[str, str]:
     """Split a reason into the kind it shares with others and this trial's detail (one line).
 
     "constraint max_vio: 2.1 violates <= 2" → ("constraint max_vio", "2.1 violates <= 2");
     "pruned by ASHA at 77824 tokens" → ("pruned by ASHA at N tokens", "77824");
     "Traceback (most recent call last):\\n  File ...\\nValueError: bad lr" → ("ValueError",
-    "bad lr").
+    "bad lr"); a reason of several findings keys on all of them:
+    "diverged at step 12; constraint max_vio: 2.1 violates <= 2" →
+    ("diverged at step N + constraint max_vio", "12; 2.1 violates <= 2").
     """
     line = one_line(reason)
+    parts = line.split("; ")
+    if len(parts) > 1 and all(p.startswith(_OUTCOME_PARTS) for p in parts):
+        keyed = [_kind(p) for p in parts]
+        return (" + ".join(k for k, _ in keyed),
+                "; ".join(d for _, d in keyed if d))
+    return _kind(line)
+
+
+def _kind(line: str) -> tuple[str, str]:
     if ":" in line:
         kind, detail = line.split(":", 1)
         return kind.strip(), detail.strip()
