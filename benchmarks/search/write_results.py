@@ -429,6 +429,9 @@ def findings(cmp_: dict[str, Any], vlo: dict[str, Any] | None,
                                      ("two objectives", var), ("noisy", noisy),
                                      ("two objectives", startup), ("val_loss", asha)) if c
               for k, st in c["methods"].items()]
+    # the same method replayed in several comparisons gives the same row: list it once
+    seen: set[tuple[str, str]] = set()
+    ratios = [x for x in ratios if (x[1], x[2]) not in seen and not seen.add((x[1], x[2]))]
     r, label, name, _ = min(ratios)
     met = [x for x in ratios if x[0] <= 1 / 3 and x[3]]
     part = [x for x in ratios if x[0] <= 1 / 3 and not x[3]]
