@@ -21,11 +21,12 @@ import torch
 import torch.nn.functional as F
 
 # Above this the CPU flash kernel's lead on long rows outweighs its per-tile overhead
-# (measured: blocked is faster at 128-512 tokens, equal at 1024).
+# (bench_attention.py: blocked is faster at 128-512 tokens, equal or slower at 1024).
 BLOCKED_MAX_SEQ = 512
 # Elements of one block's (heads, query rows, keys) score tensor: 1 MiB in fp32, so a block's
 # scores, probabilities and their gradients stay in cache between the GEMMs that use them
-# (2^17..2^20 measured at proxy-s shapes: 2^18 fastest, 2^20 ~50% slower).
+# (2^15..2^20 measured at proxy-s shapes: 2^17 and 2^18 fastest, 2^15 and 2^20 30-50% slower;
+# query blocks of 64 rows at 128 tokens did not pay for their doubled op count).
 _BLOCK_ELEMENTS = 1 << 18
 _ROWS = 128  # query rows per block
 
