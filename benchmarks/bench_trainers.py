@@ -152,7 +152,8 @@ def render(tp: list[list[dict]], mf: list[dict], mem: list[dict], threads: int, 
         "index_put_ of x[idx]), RoPE as complex multiplies (3x the strided real rotation). "
         "Tried without gain: torch.compile of the whole model (56 s compile, no faster), "
         "F.rms_norm, k/v grads made contiguous or pre-transposed operands in the attention "
-        "backward.", "",
+        "backward, and a fused causal-attention forward in plain C (GCC auto-vectorized, called "
+        "through ctypes), which ran 4x slower than the blocked kernel's forward.", "",
         "### Model FLOP utilization (fp32; reference: measured 1024³ fp32 matmul rate at the "
         "same thread count; target >= 25% for proxy-s)", "",
         "| preset | tok/s | model FLOPs/token | achieved GFLOP/s | matmul GFLOP/s | MFU |",
