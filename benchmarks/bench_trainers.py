@@ -154,8 +154,9 @@ def render(tp: list[list[dict]], mf: list[dict], mem: list[dict], threads: int, 
         "F.rms_norm, k/v grads made contiguous or pre-transposed operands in the attention "
         "backward, and a fused causal-attention forward in plain C (GCC auto-vectorized, called "
         "through ctypes), which ran 4x slower than the blocked kernel's forward (its exp and "
-        "row-max loops did not vectorize; not pursued: a kernel would have to reach over 60% of "
-        "the matmul rate at head dims 16-24 to pay).", "",
+        "row-max loops did not vectorize). A fused kernel with exact causal skipping would need "
+        "about 30% of the fp32 matmul rate at head dims 16-24 to bring the 128-token step to a "
+        "steady 1.5x; not pursued further.", "",
         "### Model FLOP utilization (fp32; reference: measured 1024³ fp32 matmul rate at the "
         "same thread count; target >= 25% for proxy-s)", "",
         "| preset | tok/s | model FLOPs/token | achieved GFLOP/s | matmul GFLOP/s | MFU |",
