@@ -21,8 +21,9 @@ def rerun_trial(study: optuna.Study, number: int, *, device: str | None = None,
                 out_dir: Path | None = None, trainer: Any = train,
                 log: Log | None = None) -> str:
     """Train the trial's stored Recipe and ModelArgs again on the same corpus, seed and budget,
-    with as many torch threads as the trial had (``cpus_per_trial``): on CPU the thread count
-    changes the order of float sums, so only then can a re-run reproduce the stored loss.
+    with as many torch threads as the trial had (its recorded environment, else the spec's
+    ``cpus_per_trial``): on CPU the thread count changes the order of float sums, so only then
+    can a re-run reproduce the stored loss.
     ``log`` receives progress lines.
 
     Returns:
@@ -45,9 +46,11 @@ def rerun_trial(study: optuna.Study, number: int, *, device: str | None = None,
     data = load_corpus(spec.data.corpus, vocab_size=spec.data.vocab_size or None)
     stored_hash = t.user_attrs.get(records.CORPUS_HASH)
     tokens = spec.budget.tokens_per_trial
-    threads = max(1, int(spec.resources.cpus_per_trial))
-    say(f"trial {number}: started, {tokens:,} tokens, {threads} torch thread(s) as in the "
-        f"study; {elapsed(t0)} elapsed")
+    # the thread count the trial recorded, else what the spec gave each trial
+    env = ((t.user_attrs.get(records.METRICS) or {}).get("environment") or {})
+    threads = max(1, int(env.get("threads") or spec.resources.cpus_per_trial))
+    say(f"trial {number}: started, {tokens:,} tokens, {threads} torch thread(s) as the trial "
+        f"had; {elapsed(t0)} elapsed")
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
