@@ -1,16 +1,21 @@
 """Causal attention core for MLA: q/k and v head dims differ (DeepSeek-V3: 192 vs 128).
 
-Two implementations, chosen by device and sequence length:
+Three implementations, chosen by device, sequence length and whether a compiler is at hand:
 
-- CPU, T <= BLOCKED_MAX_SEQ: `BlockedCausalAttention`, exact softmax attention computed a
-  cache-sized block of heads at a time with batched GEMMs; backward recomputes each block's
-  probabilities instead of keeping the (T, T) matrices (flash-style memory: only q, k, v are
-  saved). At the proxies' short sequences and small heads PyTorch's CPU flash kernel is bound by
-  per-tile overhead; this is faster there (benchmarks/RESULTS.md, "Attention core").
+- CPU, T <= FUSED_MAX_SEQ: `FusedCausalAttention` (trainers/fused_attention.py), a C++ kernel
+  built for this CPU at first use: one (batch, head) problem per thread at a time, all of
+  forward and backward on data in that core's cache, only the causal triangle computed.
+- CPU, T <= BLOCKED_MAX_SEQ, when the fused kernel cannot be built (no compiler):
+  `BlockedCausalAttention`, the same exact attention from PyTorch ops, a cache-sized block of
+  heads at a time with batched GEMMs.
+  Both recompute the probabilities in backward instead of keeping the (T, T) matrices
+  (flash-style memory: only q, k, v are saved). At the proxies' short sequences and small heads
+  PyTorch's CPU flash kernel is bound by per-tile overhead; these are faster there
+  (benchmarks/RESULTS.md, "Attention core").
 - Otherwise: `F.scaled_dot_product_attention` with the narrower side zero-padded to one head dim,
   which fused (flash) kernels require; zeros change neither q·k nor the output's useful columns.
 
-Both take (B, H, T, ·) tensors, any strides, and return (B, H, T, Dv).
+All take (B, H, T, ·) tensors, any strides, and return (B, H, T, Dv).
 """
 
 from __future__ import annotations
@@ -20,8 +25,13 @@ import functools
 import torch
 import torch.nn.functional as F
 
-# Above this the CPU flash kernel's lead on long rows outweighs its per-tile overhead
-# (bench_attention.py: blocked is faster at 128-512 tokens, equal or slower at 1024).
+from trainers import fused_attention
+from trainers.fused_attention import FusedCausalAttention
+
+# bench_attention.py, proxy-s heads, fwd + bwd: the fused kernel beats SDPA's CPU flash kernel
+# by 1.6x at 1024 tokens, ties it at 2048 and loses at 4096 (its (T, T) rows outgrow the cache).
+FUSED_MAX_SEQ = 1024
+# The blocked kernel is faster than flash at 128-512 tokens, equal or slower at 1024.
 BLOCKED_MAX_SEQ = 512
 # Elements of one block's (heads, query rows, keys) score tensor: 1 MiB in fp32, so a block's
 # scores, probabilities and their gradients stay in cache between the GEMMs that use them
@@ -31,15 +41,25 @@ _BLOCK_ELEMENTS = 1 << 18
 _ROWS = 128  # query rows per block
 
 
-def uses_blocked(device_type: str, seq_len: int) -> bool:
-    """Whether `causal_attention` takes the blocked kernel (else SDPA) on this device/length."""
-    return device_type == "cpu" and seq_len <= BLOCKED_MAX_SEQ
+def cpu_kernel(device_type: str, seq_len: int) -> str | None:
+    """Which of our kernels `causal_attention` runs here: "fused", "blocked", or None (SDPA)."""
+    if device_type != "cpu":
+        return None
+    if seq_len <= FUSED_MAX_SEQ and fused_attention.library() is not None:
+        return "fused"
+    return "blocked" if seq_len <= BLOCKED_MAX_SEQ else None
 
 
 def describe(device_type: str, seq_len: int) -> str:
     """The attention core a training on this device and sequence length runs, for its record."""
-    if uses_blocked(device_type, seq_len):
-        return "blocked CPU kernel (trainers/attention.py), fp32 scores and probabilities"
+    kernel = cpu_kernel(device_type, seq_len)
+    if kernel == "fused":
+        return ("fused CPU kernel (trainers/csrc/causal_attention.cpp, built for this CPU), "
+                "fp32 scores and probabilities")
+    if kernel == "blocked":
+        why = fused_attention.unavailable_reason()
+        return ("blocked CPU kernel (trainers/attention.py), fp32 scores and probabilities"
+                + (f"; fused kernel unavailable: {why}" if why else ""))
     return "torch SDPA (fused kernel the backend picks), v zero-padded to the q/k head dim"
 
 
@@ -47,7 +67,10 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      scale: float) -> torch.Tensor:
     """softmax(q·kᵀ·scale + causal mask)·v over (B, H, T, D) inputs; returns (B, H, T, Dv)."""
     b, h, t, _ = q.shape
-    if uses_blocked(q.device.type, t):
+    kernel = cpu_kernel(q.device.type, t)
+    if kernel == "fused":
+        return FusedCausalAttention.apply(q, k, v, scale)
+    if kernel == "blocked":
         heads = [x.reshape(b * h, t, x.shape[-1]) for x in (q, k, v)]  # a copy unless head-major
         return BlockedCausalAttention.apply(*heads, scale).view(b, h, t, -1)
     return _padded_sdpa(q, k, v, scale)

@@ -116,8 +116,8 @@ def test_precisions_run_and_label_fp8_as_emulated(debug_args):
                for p in ("fp32", "bf16", "fp8")}
     assert results["fp8"].fp8_emulated is True and results["bf16"].fp8_emulated is None
     assert "emulated" in results["fp8"].environment["fp8_backend"]
-    # every result says which attention core ran (short sequences on CPU: the blocked kernel)
-    assert all(r.environment["attention"].startswith("blocked CPU kernel")
+    # every result says which attention core ran (short sequences on CPU: the fused kernel)
+    assert all(r.environment["attention"].startswith("fused CPU kernel")
                for r in results.values())
     for p in ("bf16", "fp8"):  # low precision changes the numbers a little, not the outcome
         assert results[p].val_loss == pytest.approx(results["fp32"].val_loss, rel=0.02)
