@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).parent / "csrc" / "causal_attention.cpp"
-FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-pthread")
+# -fopenmp: parallel over torch's own (already loaded) OpenMP threads, see the source
+FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-pthread", "-fopenmp")
 _unavailable: list[str] = []  # why library() returned None, once it has
 
 
