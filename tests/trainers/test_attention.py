@@ -69,6 +69,20 @@ def test_kernel_matches_float64_reference(kernel, t):
                                    msg=lambda m, name=name: f"{name}: {m}")
 
 
+# proxy-l's heads (96, 64) and DeepSeek-V3's (192, 128): several vector groups per row, and
+# 1024 tokens, the longest the fused kernel takes
+@pytest.mark.parametrize("t, h, dqk, dv", [(37, 3, 96, 64), (21, 2, 192, 128), (1024, 1, 8, 8)])
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_kernel_handles_wide_heads_and_long_rows(kernel, t, h, dqk, dv):
+    q, k, v = _inputs(1, t, h, dqk, dv)
+    grad_out = torch.randn(1, t, h, dv, generator=torch.Generator().manual_seed(3))
+    ours = _grads(KERNELS[kernel], q, k, v, grad_out)
+    ref = _grads(_reference, q, k, v, grad_out)
+    for name, a, b in zip(("out", "dq", "dk", "dv"), ours, ref):
+        torch.testing.assert_close(a.double(), b.double(), rtol=1e-5, atol=1e-5,
+                                   msg=lambda m, name=name: f"{name}: {m}")
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_kernel_matches_padded_sdpa(kernel):
     q, k, v = _inputs(3, 96, 4, 12, 20)  # v wider than q/k: the padding goes the other way
