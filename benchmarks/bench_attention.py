@@ -1,21 +1,24 @@
-"""The attention core on CPU: our blocked kernel against PyTorch's SDPA, side by side.
+"""The attention core on CPU: our fused and blocked kernels against PyTorch's SDPA, side by side.
 
 One MLA layer's causal attention, forward + backward, at proxy-s head shapes (18 heads, q/k head
-dim 24, v head dim 16), 2048 tokens per call (batch = 2048 / seq_len), in three versions run
+dim 24, v head dim 16), 2048 tokens per call (batch = 2048 / seq_len), in four versions run
 alternately in one process:
 
-- blocked: `trainers.attention.BlockedCausalAttention`, what the proxy runs on CPU up to
-  `BLOCKED_MAX_SEQ` tokens;
+- fused: `trainers.fused_attention.FusedCausalAttention`, the C++ kernel the proxy runs on CPU
+  up to `FUSED_MAX_SEQ` tokens;
+- blocked: `trainers.attention.BlockedCausalAttention`, the PyTorch-ops kernel it falls back to
+  without a compiler (up to `BLOCKED_MAX_SEQ`);
 - sdpa (flash): v zero-padded to the q/k head dim so SDPA takes its CPU flash kernel (what the
-  proxy ran before, and still runs past `BLOCKED_MAX_SEQ`);
+  proxy runs past those lengths);
 - sdpa (math): unpadded, so SDPA falls back to bmm + softmax with autograd (what transformers'
   DeepseekV3 runs with attn_implementation="sdpa").
+Past 1024 tokens only fused and flash run (the other two keep or loop over (T, T) tensors);
+at 4096 a call is one sequence (4096 tokens).
 
     python benchmarks/bench_attention.py [--threads 2] [--repeats 15] [--write]
 
 Then the end-to-end effect: `trainers.train` tokens/s of the `debug` proxy (fp32, bf16 and
-emulated fp8; batch 16 x 128) with the blocked kernel against the same runs forced onto SDPA
-(`BLOCKED_MAX_SEQ = 0`), alternating.
+emulated fp8; batch 16 x 128) with each kernel, alternating runs.
 
 --write replaces the "## Attention core (CPU)" section of benchmarks/RESULTS.md.
 """
@@ -37,12 +40,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from trainers import Recipe, attention, preset, train  # noqa: E402
+from trainers.fused_attention import FusedCausalAttention  # noqa: E402
 
 HEADS, QK_DIM, V_DIM, TOKENS = 18, 24, 16, 2048
 SCALE = QK_DIM ** -0.5
 
 
 # Each takes head-major (B, H, T, D) views of token-major tensors, as MLA passes them.
+def _fused(q, k, v):
+    return FusedCausalAttention.apply(q, k, v, SCALE)
+
+
 def _blocked(q, k, v):
     b, h, t, _ = q.shape
     heads = [x.reshape(b * h, t, x.shape[-1]) for x in (q, k, v)]
@@ -57,19 +65,23 @@ def _sdpa_math(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=SCALE)
 
 
-VARIANTS = {"blocked": _blocked, "sdpa (flash)": _sdpa_flash, "sdpa (math)": _sdpa_math}
+VARIANTS = {"fused": _fused, "blocked": _blocked, "sdpa (flash)": _sdpa_flash,
+            "sdpa (math)": _sdpa_math}
+LONG_ROWS = 1024  # beyond this only fused and flash are measured
 
 
 def measure(seq_len: int, dtype: torch.dtype, repeats: int) -> dict:
     """Median ms of forward + backward per variant, alternating so noise hits all alike."""
-    batch = TOKENS // seq_len
+    batch = max(1, TOKENS // seq_len)
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(batch, seq_len, HEADS, d, generator=g).to(dtype).requires_grad_()
                for d in (QK_DIM, QK_DIM, V_DIM))
     grad_out = torch.randn(batch, seq_len, HEADS, V_DIM, generator=g).to(dtype)
-    times = {name: [] for name in VARIANTS}
+    variants = {name: fn for name, fn in VARIANTS.items()
+                if seq_len <= LONG_ROWS or name in ("fused", "sdpa (flash)")}
+    times = {name: [] for name in variants}
     for i in range(repeats + 1):
-        for name, fn in VARIANTS.items():
+        for name, fn in variants.items():
             t0 = time.perf_counter()
             out = fn(*(x.transpose(1, 2) for x in (q, k, v))).transpose(1, 2)
             torch.autograd.grad(out, (q, k, v), grad_out)
@@ -80,24 +92,31 @@ def measure(seq_len: int, dtype: torch.dtype, repeats: int) -> dict:
 
 
 def end_to_end(repeats: int) -> list[dict]:
-    """Median train() tokens/s per precision, blocked kernel vs SDPA, alternating runs."""
-    rows, limit = [], attention.BLOCKED_MAX_SEQ
+    """Median train() tokens/s per precision and kernel, alternating runs."""
+    rows, limits = [], (attention.FUSED_MAX_SEQ, attention.BLOCKED_MAX_SEQ)
+    modes = {"fused": limits, "blocked": (0, limits[1]), "sdpa": (0, 0)}
     try:
         for precision in ("fp32", "bf16", "fp8"):
             recipe = Recipe(precision=precision, batch_schedule="constant", batch_end=16,
                             seq_len=128)
-            tok_s = {"blocked": [], "sdpa": []}
+            tok_s = {mode: [] for mode in modes}
             for _ in range(repeats):
-                for mode, max_seq in (("blocked", limit), ("sdpa", 0)):
-                    attention.BLOCKED_MAX_SEQ = max_seq
+                for mode, (fused_max, blocked_max) in modes.items():
+                    attention.FUSED_MAX_SEQ, attention.BLOCKED_MAX_SEQ = fused_max, blocked_max
                     res = train(preset("debug"), recipe, token_budget=16 * 128 * 8, seed=0,
                                 eval_sequences=4)
+                    assert res.environment["attention"].startswith(
+                        {"fused": "fused", "blocked": "blocked", "sdpa": "torch SDPA"}[mode])
                     tok_s[mode].append(res.tokens_per_s)
             rows.append({"precision": precision,
                          **{m: statistics.median(v) for m, v in tok_s.items()}})
     finally:
-        attention.BLOCKED_MAX_SEQ = limit
+        attention.FUSED_MAX_SEQ, attention.BLOCKED_MAX_SEQ = limits
     return rows
+
+
+def _ms(row: dict, name: str) -> str:
+    return f"{row[name]:.1f}" if name in row else "—"
 
 
 def render(rows: list[dict], e2e: list[dict], threads: int, cmd: str) -> str:
@@ -106,30 +125,39 @@ def render(rows: list[dict], e2e: list[dict], threads: int, cmd: str) -> str:
         f"Measured {datetime.date.today()} on {platform.machine()}, {threads} torch threads, "
         f"torch {torch.__version__}, a shared 2-core machine. Command: `{cmd}`.", "",
         "One MLA layer's causal attention, forward + backward, proxy-s heads (18 heads, q/k "
-        "head dim 24, v 16), 2048 tokens per call; medians of alternating runs. blocked = "
-        "`trainers.attention.BlockedCausalAttention` (computes in fp32 whatever the input "
-        "dtype); sdpa (flash) = v zero-padded so SDPA takes the CPU flash kernel; sdpa (math) "
-        "= unpadded, SDPA's bmm + softmax fallback (transformers' DeepseekV3).", "",
-        "| seq_len | dtype | blocked (ms) | sdpa flash (ms) | sdpa math (ms) | flash / blocked |",
-        "|---|---|---|---|---|---|",
+        "head dim 24, v 16), 2048 tokens per call; medians of alternating runs. fused = "
+        "`trainers.fused_attention.FusedCausalAttention` (the C++ kernel built for this CPU); "
+        "blocked = `trainers.attention.BlockedCausalAttention` (PyTorch ops, the fallback "
+        "without a compiler); both compute in fp32 whatever the input dtype. sdpa (flash) = v "
+        "zero-padded so SDPA takes the CPU flash kernel; sdpa (math) = unpadded, SDPA's bmm + "
+        f"softmax fallback (transformers' DeepseekV3). Past {LONG_ROWS} tokens only fused and "
+        "flash run; at 4096 a call is one sequence (4096 tokens).", "",
+        "| seq_len | dtype | fused (ms) | blocked (ms) | sdpa flash (ms) | sdpa math (ms) | "
+        "flash / fused | math / fused |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['seq_len']} | {r['dtype']} | {r['blocked']:.1f} | "
-                     f"{r['sdpa (flash)']:.1f} | {r['sdpa (math)']:.1f} | "
-                     f"{r['sdpa (flash)'] / r['blocked']:.2f}x |")
-    wins = {r["dtype"]: r["seq_len"] for r in rows if r["blocked"] < r["sdpa (flash)"]}
-    lines += ["", f"The proxy takes the blocked kernel up to `BLOCKED_MAX_SEQ` = "
-              f"{attention.BLOCKED_MAX_SEQ} tokens; in this run the longest sequence at which "
+        math = (f"{r['sdpa (math)'] / r['fused']:.2f}x" if "sdpa (math)" in r else "—")
+        lines.append(f"| {r['seq_len']} | {r['dtype']} | {r['fused']:.1f} | "
+                     f"{_ms(r, 'blocked')} | {r['sdpa (flash)']:.1f} | {_ms(r, 'sdpa (math)')} "
+                     f"| {r['sdpa (flash)'] / r['fused']:.2f}x | {math} |")
+    wins = {}
+    for r in rows:
+        if r["fused"] < r["sdpa (flash)"]:
+            wins[r["dtype"]] = max(wins.get(r["dtype"], 0), r["seq_len"])
+    lines += ["", f"The proxy takes the fused kernel up to `FUSED_MAX_SEQ` = "
+              f"{attention.FUSED_MAX_SEQ} tokens; in this run the longest sequence at which "
               "it beat flash was "
-              + ", ".join(f"{t} ({d})" for d, t in wins.items()) + ".", ""]
+              + (", ".join(f"{t} ({d})" for d, t in wins.items()) or "none") + ".", ""]
     lines += [
         "End to end: `trainers.train` on the `debug` proxy, batch 16×128, 16,384 tokens, "
-        "median tok/s of alternating runs, blocked kernel vs the same runs on SDPA (fp8 is "
-        "emulated on CPU).", "",
-        "| precision | blocked (tok/s) | sdpa (tok/s) | blocked / sdpa |",
-        "|---|---|---|---|",
-        *[f"| {r['precision']} | {r['blocked']:.0f} | {r['sdpa']:.0f} | "
-          f"{r['blocked'] / r['sdpa']:.2f}x |" for r in e2e], ""]
+        "median tok/s of alternating runs with each kernel (fp8 is emulated on CPU).", "",
+        "| precision | fused (tok/s) | blocked (tok/s) | sdpa (tok/s) | fused / blocked | "
+        "fused / sdpa |",
+        "|---|---|---|---|---|---|",
+        *[f"| {r['precision']} | {r['fused']:.0f} | {r['blocked']:.0f} | {r['sdpa']:.0f} | "
+          f"{r['fused'] / r['blocked']:.2f}x | {r['fused'] / r['sdpa']:.2f}x |" for r in e2e],
+        ""]
     return "\n".join(lines)
 
 
@@ -154,7 +182,7 @@ def main() -> None:
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     rows = [measure(t, dtype, a.repeats)
-            for dtype in (torch.float32, torch.bfloat16) for t in (128, 256, 512, 1024)]
+            for dtype in (torch.float32, torch.bfloat16) for t in (128, 256, 512, 1024, 2048, 4096)]
     text = render(rows, end_to_end(max(3, a.repeats // 5)), a.threads,
                   "python " + " ".join(sys.argv))
     print(text)

@@ -29,8 +29,9 @@ from trainers import fused_attention
 from trainers.fused_attention import FusedCausalAttention
 
 # bench_attention.py, proxy-s heads, fwd + bwd: the fused kernel beats SDPA's CPU flash kernel
-# by 1.6x at 1024 tokens, ties it at 2048 and loses at 4096 (its (T, T) rows outgrow the cache).
-FUSED_MAX_SEQ = 1024
+# 2-2.4x at 1024 tokens, 1.1-1.3x at 2048, and loses at 4096, where each thread's two (T, T)
+# scratch matrices (64 MiB each) are far out of cache.
+FUSED_MAX_SEQ = 2048
 # The blocked kernel is faster than flash at 128-512 tokens, equal or slower at 1024.
 BLOCKED_MAX_SEQ = 512
 # Elements of one block's (heads, query rows, keys) score tensor: 1 MiB in fp32, so a block's

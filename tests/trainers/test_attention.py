@@ -70,8 +70,9 @@ def test_kernel_matches_float64_reference(kernel, t):
 
 
 # proxy-l's heads (96, 64) and DeepSeek-V3's (192, 128): several vector groups per row, and
-# 1024 tokens, the longest the fused kernel takes
-@pytest.mark.parametrize("t, h, dqk, dv", [(37, 3, 96, 64), (21, 2, 192, 128), (1024, 1, 8, 8)])
+# the longest sequence the fused kernel takes
+@pytest.mark.parametrize("t, h, dqk, dv", [(37, 3, 96, 64), (21, 2, 192, 128),
+                                           (attention.FUSED_MAX_SEQ, 1, 8, 8)])
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_kernel_handles_wide_heads_and_long_rows(kernel, t, h, dqk, dv):
     q, k, v = _inputs(1, t, h, dqk, dv)
