@@ -181,8 +181,8 @@ def main() -> None:
     p.add_argument("--write", action="store_true")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    rows = [measure(t, dtype, a.repeats)
-            for dtype in (torch.float32, torch.bfloat16) for t in (128, 256, 512, 1024, 2048, 4096)]
+    rows = [measure(t, dtype, a.repeats) for dtype in (torch.float32, torch.bfloat16)
+            for t in (128, 256, 512, 1024, 2048, 4096)]
     text = render(rows, end_to_end(max(3, a.repeats // 5)), a.threads,
                   "python " + " ".join(sys.argv))
     print(text)

@@ -29,8 +29,8 @@ from trainers import fused_attention
 from trainers.fused_attention import FusedCausalAttention
 
 # bench_attention.py, proxy-s heads, fwd + bwd: the fused kernel beats SDPA's CPU flash kernel
-# 2-2.4x at 1024 tokens, 1.1-1.3x at 2048, and loses at 4096, where each thread's two (T, T)
-# scratch matrices (64 MiB each) are far out of cache.
+# 1.9-2.4x at 1024 tokens, 1.0-1.3x at 2048 (bf16-fp32), and loses at 4096, where each
+# thread's two (T, T) fp32 scratch matrices (64 MiB each) are far out of cache.
 FUSED_MAX_SEQ = 2048
 # The blocked kernel is faster than flash at 128-512 tokens, equal or slower at 1024.
 BLOCKED_MAX_SEQ = 512

@@ -184,8 +184,8 @@ def test_model_activation_bytes_against_measured_proxy():
     The proxy's attention keeps no s² tensor (score_tensors=0). Measured 2026-11-30:
     model/measured = 0.829-0.841 on debug and proxy-s over seq 32-256, batch 2-8. The
     structure (linear in s·b, coefficients per architecture) holds to ±1%; the constant ~16%
-    the model does not count are this implementation's extra copies (the head-major q, k, v
-    its CPU attention core saves, RoPE's rotated copies, concatenations). So: the fitted
+    the model does not count are this implementation's extra copies (the q, k, v the
+    CPU attention core saves as copies, RoPE's rotated copies, concatenations). So: the fitted
     calibration for the proxy is measured ≈ modeled / 0.835, and the check is that one factor
     explains every shape to within 3%.
     """
