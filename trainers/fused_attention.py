@@ -24,8 +24,10 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).parent / "csrc" / "causal_attention.cpp"
-# -fopenmp: parallel over torch's own (already loaded) OpenMP threads, see the source
-FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-pthread", "-fopenmp")
+FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-pthread")
+# parallel over torch's own (already loaded) OpenMP threads, see the source; a compiler without
+# OpenMP (Apple clang) builds the std::thread version instead
+OPENMP = "-fopenmp"
 _unavailable: list[str] = []  # why library() returned None, once it has
 
 
@@ -46,10 +48,11 @@ def _cpu_identity() -> str:
         return platform.processor() or platform.machine()
 
 
-def _build(compiler: str) -> Path:
+def _build(compiler: str, flags: tuple[str, ...] = (*FLAGS, OPENMP)) -> Path:
+    """The library built from SOURCE with these flags: from the cache, else compiled into it."""
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True,
                              check=True).stdout
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), compiler, version, " ".join(FLAGS),
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), compiler, version, " ".join(flags),
                                     _cpu_identity()]).encode()).hexdigest()[:16]
     target = cache_dir() / f"causal_attention-{key}.so"
     if target.exists():
@@ -58,7 +61,7 @@ def _build(compiler: str) -> Path:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        result = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", tmp], capture_output=True,
+        result = subprocess.run([compiler, *flags, str(SOURCE), "-o", tmp], capture_output=True,
                                 text=True)
         if result.returncode != 0:
             raise RuntimeError(f"{compiler} failed: {result.stderr.strip()[-2000:]}")
@@ -73,6 +76,16 @@ _PTR, _STRIDES = ctypes.c_void_p, ctypes.POINTER(ctypes.c_long)
 _INTS = [ctypes.c_int] * 5
 
 
+def load(path: Path) -> ctypes.CDLL:
+    """The built library at path, its two entry points typed."""
+    lib = ctypes.CDLL(str(path))
+    lib.moetune_attention_forward.argtypes = (
+        [_PTR, _STRIDES] * 4 + _INTS + [ctypes.c_float, ctypes.c_int])
+    lib.moetune_attention_backward.argtypes = (
+        [_PTR, _STRIDES] * 7 + _INTS + [ctypes.c_float, ctypes.c_int])
+    return lib
+
+
 @functools.lru_cache(maxsize=1)
 def library() -> ctypes.CDLL | None:
     """The compiled kernel, or None (reason in `unavailable_reason()`) when it cannot be had."""
@@ -84,15 +97,13 @@ def library() -> ctypes.CDLL | None:
         _unavailable.append("no C++ compiler (g++/c++ or $CXX) on PATH")
     else:
         try:
-            lib = ctypes.CDLL(str(_build(compiler)))
+            try:
+                path = _build(compiler)
+            except RuntimeError:
+                path = _build(compiler, FLAGS)  # no OpenMP; if this fails too, say why
+            return load(path)
         except (OSError, RuntimeError, subprocess.SubprocessError) as e:
             _unavailable.append(f"build failed: {e}")
-        else:
-            lib.moetune_attention_forward.argtypes = (
-                [_PTR, _STRIDES] * 4 + _INTS + [ctypes.c_float, ctypes.c_int])
-            lib.moetune_attention_backward.argtypes = (
-                [_PTR, _STRIDES] * 7 + _INTS + [ctypes.c_float, ctypes.c_int])
-            return lib
     warnings.warn(f"fused CPU attention unavailable ({_unavailable[-1]}); using the PyTorch "
                   "blocked kernel, which is slower", RuntimeWarning, stacklevel=2)
     return None

@@ -185,6 +185,23 @@ def test_build_is_cached_per_directory(tmp_path, monkeypatch):
     assert [p.name for p in first.parent.iterdir()] == [first.name]  # no temporary left behind
 
 
+def test_fused_kernel_without_openmp_uses_its_own_threads(tmp_path, monkeypatch):
+    """The build for compilers without OpenMP (std::thread) computes the same results."""
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no C++ compiler here")
+    monkeypatch.setenv("MOETUNE_CACHE_DIR", str(tmp_path))
+    q, k, v = _inputs(2, 50, 3, 24, 16)
+    grad_out = torch.randn(2, 50, 3, 16)
+    with_openmp = _grads(FusedCausalAttention.apply, q, k, v, grad_out)
+    lib = fused_attention.load(fused_attention._build(compiler, fused_attention.FLAGS))
+    assert not hasattr(lib, "omp_get_thread_num")  # really the build without OpenMP
+    monkeypatch.setattr(fused_attention, "library", lambda: lib)
+    without = _grads(FusedCausalAttention.apply, q, k, v, grad_out)
+    for a, b in zip(with_openmp, without):
+        assert torch.equal(a, b)
+
+
 @pytest.fixture
 def fresh_library():
     """library() forgets its cached answer before and after the test."""
