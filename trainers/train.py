@@ -119,6 +119,9 @@ class _Run:
         seed = recipe.seed if seed is None else seed
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         fp8, fp8_note = fp8_backend(device) if recipe.precision == "fp8" else (None, "")
+        # builds (first use on this machine) or loads the CPU attention kernel now, so that
+        # neither lands in the timed steps' tokens/s
+        attention.cpu_kernel(device.type, recipe.seq_len)
         torch.manual_seed(seed)
         if device.type == "cuda":  # the peak we report must be this run's, not the process's
             torch.cuda.reset_peak_memory_stats(device)

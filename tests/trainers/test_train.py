@@ -189,3 +189,16 @@ def test_command_line_run_and_bad_input(tmp_path, capsys):
     assert "Recipe.lr" in capsys.readouterr().err
     assert main(["--set", "learning_rate=1"]) == 2
     assert "unknown Recipe field 'learning_rate'" in capsys.readouterr().err
+
+
+def test_cpu_attention_kernel_is_ready_before_the_timed_steps(debug_args):
+    """A first-use build of the fused kernel must not count against a trial's tokens/s."""
+    from trainers import fused_attention
+    from trainers.train import _Run
+
+    fused_attention.library.cache_clear()
+    try:
+        _Run.start(debug_args, quick(), None, BUDGET, 0, None, 4, "cpu")
+        assert fused_attention.library.cache_info().currsize == 1  # built/loaded in setup
+    finally:
+        fused_attention.library.cache_clear()
