@@ -44,7 +44,7 @@ def startup_trials(spec: StudySpec) -> int:
     """Random trials before TPE or GP fit a model: ``[study] startup_trials`` if set, else
     (``"auto"``) a third of the study, between 2 and 10 trials for TPE and between 2 and 3 for
     GP. GP's cap of 3 (it was 10) is measured: on the search-efficiency replays (40 trials) GP
-    with 3 random trials reached random search's final hypervolume with 0.25× of its tokens
+    with 3 random trials reached random search's final hypervolume with 0.27× of its tokens
     against 0.35× with 10, at an equal or better final result (benchmarks/RESULTS.md,
     "Search efficiency")."""
     if spec.study.startup_trials != "auto":
