@@ -174,9 +174,29 @@ void load_transposed(const float* x, long xt, int t, int d, float scale, float* 
   for (int i = 0; i < t; ++i)
     for (int e = 0; e < d; ++e) dst[static_cast<long>(e) * tp + i] = x[i * xt + e] * scale;
 }
-void store_rows(const float* src, int ld, int rows, int d, float scale, float* x, long xt) {
-  for (int r = 0; r < rows; ++r)
-    for (int e = 0; e < d; ++e) x[r * xt + e] = src[r * ld + e] * scale;
+void store_rows(const float* src, int ld, int rows, int d, float* x, long xt) {
+  for (int r = 0; r < rows; ++r) std::memcpy(x + r * xt, src + r * ld, d * 4);
+}
+
+// out[i] = sum_{j <= i} a[i][j] b[j] for query rows i < T: a is (T, tp) causal rows (zero past
+// the diagonal), b (tp, ldb) rows; d columns of each result row go to out (row stride out_t),
+// through the scratch tile ob.
+void causal_product(const Shape& s, const float* a, const float* b, int ldb, int d, float* ob,
+                    float* out, long out_t) {
+  for (int i0 = 0; i0 < s.seq; i0 += kRows) {
+    tiles<kRows, kVecs>(a + static_cast<long>(i0) * s.tp, s.tp, 1, b, ldb, 0,
+                        std::min(s.seq, i0 + kRows), ob, ldb, ldb / W);
+    store_rows(ob, ldb, std::min(kRows, s.seq - i0), d, out + i0 * out_t, out_t);
+  }
+}
+
+// The transposed product: out[j] = sum_{i >= j} a[i][j] b[i] for key rows j < T.
+void causal_product_t(const Shape& s, const float* a, const float* b, int ldb, int d, float* ob,
+                      float* out, long out_t) {
+  for (int j0 = 0; j0 < s.seq; j0 += kRows) {
+    tiles<kRows, kVecs>(a + j0, 1, s.tp, b, ldb, j0, s.seq, ob, ldb, ldb / W);
+    store_rows(ob, ldb, std::min(kRows, s.seq - j0), d, out + j0 * out_t, out_t);
+  }
 }
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -223,13 +243,7 @@ void moetune_attention_forward(const float* q, const long* qs, const float* k, c
       load_transposed(k + b * ks[0] + h * ks[1], ks[2], t, dqk, scale * kLog2e, kt.p, tp);
       load_rows(v + b * vs[0] + h * vs[1], vs[2], t, dv, vb.p, s.dv_p);
       probabilities(s, qb.p, kt.p, p.p);
-      float* o = out + b * os[0] + h * os[1];
-      for (int i0 = 0; i0 < t; i0 += kRows) {
-        const int rows = std::min(kRows, t - i0);
-        tiles<kRows, kVecs>(p.p + static_cast<long>(i0) * tp, tp, 1, vb.p, s.dv_p, 0,
-                              std::min(t, i0 + kRows), ob.p, s.dv_p, s.dv_p / W);
-        store_rows(ob.p, s.dv_p, rows, dv, 1.0f, o + i0 * os[2], os[2]);
-      }
+      causal_product(s, p.p, vb.p, s.dv_p, dv, ob.p, out + b * os[0] + h * os[1], os[2]);
     }
   });
 }
@@ -274,25 +288,10 @@ void moetune_attention_backward(const float* q, const long* qs, const float* k, 
         for (int j = 0; j < nv; j += W)
           store(drow + j, load(prow + j) * (load(drow + j) - delta) * scale);
       }
-      // dq = dS k (rows i attend to keys j <= i)
-      float* dqn = dq + b * dqs[0] + h * dqs[1];
-      for (int i0 = 0; i0 < t; i0 += kRows) {
-        const int rows = std::min(kRows, t - i0);
-        tiles<kRows, kVecs>(ds.p + static_cast<long>(i0) * tp, tp, 1, kb.p, s.dqk_p, 0,
-                              std::min(t, i0 + kRows), ob.p, s.dqk_p, s.dqk_p / W);
-        store_rows(ob.p, s.dqk_p, rows, dqk, 1.0f, dqn + i0 * dqs[2], dqs[2]);
-      }
-      // dk = dS^T q and dv = P^T dO (keys j receive from queries i >= j)
-      float* dkn = dk + b * dks[0] + h * dks[1];
-      float* dvn = dvv + b * dvs[0] + h * dvs[1];
-      for (int j0 = 0; j0 < t; j0 += kRows) {
-        const int rows = std::min(kRows, t - j0);
-        tiles<kRows, kVecs>(ds.p + j0, 1, tp, qb.p, s.dqk_p, j0, t, ob.p, s.dqk_p,
-                              s.dqk_p / W);
-        store_rows(ob.p, s.dqk_p, rows, dqk, 1.0f, dkn + j0 * dks[2], dks[2]);
-        tiles<kRows, kVecs>(p.p + j0, 1, tp, gb.p, s.dv_p, j0, t, ob.p, s.dv_p, s.dv_p / W);
-        store_rows(ob.p, s.dv_p, rows, dv, 1.0f, dvn + j0 * dvs[2], dvs[2]);
-      }
+      // dq = dS k; dk = dS^T q and dv = P^T dO
+      causal_product(s, ds.p, kb.p, s.dqk_p, dqk, ob.p, dq + b * dqs[0] + h * dqs[1], dqs[2]);
+      causal_product_t(s, ds.p, qb.p, s.dqk_p, dqk, ob.p, dk + b * dks[0] + h * dks[1], dks[2]);
+      causal_product_t(s, p.p, gb.p, s.dv_p, dv, ob.p, dvv + b * dvs[0] + h * dvs[1], dvs[2]);
     }
   });
 }
