@@ -1,7 +1,7 @@
 """The fused CPU attention kernel (csrc/causal_attention.cpp): built at first use, then cached.
 
 The kernel is compiled for the host's own instruction set (`-march=native`), so the library is
-cached per source, compiler and CPU (`$MOETUNE_CACHE_DIR`, default `~/.cache/moetune/kernels`),
+cached per source, compiler and CPU (`cache_dir()`: `~/.cache/moetune/kernels` by default),
 written under a temporary name and renamed into place, which lets concurrent trial processes
 build it at the same time safely. Without a C++ compiler, or with `MOETUNE_FUSED_ATTENTION=0`,
 `library()` returns None and attention falls back to the PyTorch blocked kernel; the reason is
@@ -32,11 +32,19 @@ _unavailable: list[str] = []  # why library() returned None, once it has
 
 
 def cache_dir() -> Path:
+    """$MOETUNE_CACHE_DIR/kernels if set; else ~/.cache/moetune/kernels, or, where that cannot
+    be created (a read-only home, as in some cluster containers), a per-user temp directory."""
     root = os.environ.get("MOETUNE_CACHE_DIR")
     if root:
         return Path(root) / "kernels"
     xdg = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(xdg) / "moetune" / "kernels"
+    default = Path(xdg) / "moetune" / "kernels"
+    try:
+        default.mkdir(parents=True, exist_ok=True)
+        return default
+    except OSError:
+        user = os.getuid() if hasattr(os, "getuid") else os.getlogin()
+        return Path(tempfile.gettempdir()) / f"moetune-kernels-{user}"
 
 
 def _cpu_identity() -> str:

@@ -1,6 +1,7 @@
 """The attention cores: fused and blocked CPU kernels against a float64 reference, and dispatch."""
 
 import shutil
+import tempfile
 import warnings
 
 import pytest
@@ -221,6 +222,17 @@ def test_disabled_fused_kernel_falls_back_to_blocked(monkeypatch, fresh_library)
     q, k, v = _inputs(1, 16, 2, 8, 8)
     out = causal_attention(*(x.transpose(1, 2) for x in (q, k, v)), 0.3)
     assert "BlockedCausalAttentionBackward" in _nodes(out)
+
+
+def test_unwritable_cache_home_falls_back_to_a_temp_dir(tmp_path, monkeypatch):
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("")  # a file where the cache directory would have to be created
+    monkeypatch.delenv("MOETUNE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    assert fused_attention.cache_dir().parent == tmp_path / "tmp"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # writable: used
+    assert fused_attention.cache_dir() == tmp_path / "cache" / "moetune" / "kernels"
 
 
 def test_failed_build_warns_once_and_falls_back(monkeypatch, tmp_path, fresh_library):
