@@ -13,7 +13,8 @@
 
 Each section is guarded: a failure is recorded and the next section still runs. The JSON is
 rewritten after every section, so a run cut short keeps what it measured. It imports only torch,
-`trainers` and `tuner.cost_model` (neither pulls in Ray or Optuna, which the device lacks).
+`trainers` and `tuner.modeling.cost_model` (neither pulls in Ray or Optuna, which the device
+lacks).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from trainers import Recipe, preset, train  # noqa: E402
 from trainers.fp8 import fp8_backend, fp8_linear  # noqa: E402
 from trainers.moe import RoutedExperts  # noqa: E402
-from tuner.cost_model import flops_per_token  # noqa: E402  (torch-only: no Ray, no Optuna)
+from tuner.modeling.cost_model import flops_per_token  # noqa: E402  (torch-only: no Ray, no Optuna)
 
 DEVICE = "cuda"
 

@@ -33,8 +33,8 @@ from ray.tune.search.optuna import OptunaSearch
 
 from trainers import preset
 from tuner import testing
-from tuner.spec import spec_from_dict
-from tuner.study_runner import run_study
+from tuner.study.runner import run_study
+from tuner.study.spec import spec_from_dict
 
 N_SMALL, N_LARGE = 4, 64
 REPEATS = 3  # medians over repeats: the fixed cost (worker start) varies by seconds

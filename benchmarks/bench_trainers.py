@@ -4,8 +4,8 @@
    config (MTP off: HF does not train it), same batch, same optimizer, fp32, alternating steps;
    repeated in --runs separate runs, since this shared machine's speed drifts between them.
 2. mfu: model FLOP utilization of a training step, against the fp32 matmul rate measured right
-   before at the same thread count. Model FLOPs = tuner.cost_model.flops_per_token (6·N_active
-   matmul weights + attention), recompute not counted as useful work.
+   before at the same thread count. Model FLOPs = tuner.modeling.cost_model.flops_per_token
+   (6·N_active matmul weights + attention), recompute not counted as useful work.
 3. memory: saved-activation bytes per step at checkpoint ratios 0, 0.25, 0.5, 1.0 (measured
    exactly with saved-tensor hooks).
 
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from trainers import Recipe, Transformer, preset, train  # noqa: E402
 from trainers.data import TrainStream, stdlib_corpus  # noqa: E402
-from tuner.cost_model import flops_per_token  # noqa: E402
+from tuner.modeling.cost_model import flops_per_token  # noqa: E402
 
 SEQ, BATCH = 128, 16
 

@@ -105,12 +105,14 @@ def _page_ws_url(port: int, timeout_s: float = 30.0) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
             pages = [t for t in json.load(r) if t.get("type") == "page"]
         if pages:
-            return pages[0]["webSocketDebuggerUrl"]
+            url: str = pages[0]["webSocketDebuggerUrl"]
+            return url
         time.sleep(0.1)
     raise TimeoutError("browser opened no page")
 
 
-def _drive(cdp: _Cdp, path: Path, screenshot, size, settle_s, timeout_s) -> PageCheck:
+def _drive(cdp: _Cdp, path: Path, screenshot: str | Path | None, size: tuple[int, int],
+           settle_s: float, timeout_s: float) -> PageCheck:
     result = PageCheck()
     for domain in ("Runtime", "Log", "Network", "Page"):
         cdp.call(f"{domain}.enable")
@@ -193,7 +195,8 @@ class _Cdp:
             if msg.get("id") == self.next_id:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")
-                return msg.get("result", {})
+                result: dict = msg.get("result", {})
+                return result
             self.events.append((msg.get("method", ""), msg.get("params", {})))
 
     def _send(self, text: str) -> None:

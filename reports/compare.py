@@ -11,21 +11,18 @@ import html as html_lib
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import optuna
+import plotly.graph_objects as go
+import plotly.offline
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import optuna  # noqa: E402
-import plotly.graph_objects as go  # noqa: E402
-import plotly.offline  # noqa: E402
-
-from reports import labels  # noqa: E402
-from reports.hypervolume import hypervolume  # noqa: E402
-from reports.pareto import to_minimization  # noqa: E402
-from reports.progress import feasible_points, pinned_reference  # noqa: E402
-from reports.snapshot import Snapshot, take_snapshot  # noqa: E402
-from tuner import records  # noqa: E402
+from reports import labels
+from reports.hypervolume import hypervolume
+from reports.progress import feasible_points, pinned_reference
+from reports.snapshot import Snapshot, take_snapshot
+from tuner.study import records
+from tuner.study.ranking import to_minimization
 
 COLORS = ("#1f77b4", "#d62728")
 
@@ -133,7 +130,8 @@ def _html(snaps: list[Snapshot], text: str) -> str:
 
 def _png(snaps: list[Snapshot], path: Path) -> None:
     o = snaps[0].objectives
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig = Figure(figsize=(6.5, 4.2))
+    ax = fig.subplots()
     for s, color in zip(snaps, COLORS, strict=True):
         pts, numbers = _front(s)
         if len(pts):
@@ -144,4 +142,3 @@ def _png(snaps: list[Snapshot], path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import optuna
+from optuna.trial import TrialState
 
 from reports.snapshot import Snapshot
-from tuner import records
+from trainers.result import to_float
+from tuner.study.trial_record import TrialRecord
 
 DEEPSEEK_V3_BAR = 0.0025  # fp8 loss within 0.25% (relative) of bf16
 
@@ -43,39 +44,32 @@ def fp8_gaps(snapshot: Snapshot) -> list[Fp8Gap]:
     runs = {p: _finished(snapshot, p) for p in ("fp8", "bf16")}
     if not runs["fp8"] or not runs["bf16"]:
         return []
-    by_key = {_key(t): t for t in runs["bf16"]}
+    by_key = {_key(r): r for r in runs["bf16"]}
     gaps = [_gap(f, by_key[_key(f)], matched=True) for f in runs["fp8"] if _key(f) in by_key]
     if gaps:
         return gaps
-    best = {p: min(ts, key=_loss) for p, ts in runs.items()}
+    best = {p: min(rs, key=_loss) for p, rs in runs.items()}
     return [_gap(best["fp8"], best["bf16"], matched=False)]
 
 
-def _finished(snapshot: Snapshot, precision: str) -> list:
-    out = []
-    for t in snapshot.trials:
-        recipe = t.user_attrs.get(records.RECIPE) or {}
-        complete = t.state == optuna.trial.TrialState.COMPLETE  # pruned runs saw fewer tokens
-        if complete and recipe.get("precision") == precision and math.isfinite(_loss(t)):
-            out.append(t)
-    return out
+def _finished(snapshot: Snapshot, precision: str) -> list[TrialRecord]:
+    # COMPLETE only: pruned runs saw fewer tokens
+    return [r for r in snapshot.records
+            if r.state == TrialState.COMPLETE and r.recipe_dict.get("precision") == precision
+            and math.isfinite(_loss(r))]
 
 
-def _loss(t) -> float:
-    v = (t.user_attrs.get(records.METRICS) or {}).get("val_loss")
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
+def _loss(r: TrialRecord) -> float:
+    return to_float(r.metrics.get("val_loss"))
 
 
-def _key(t) -> tuple:
-    recipe = dict(t.user_attrs.get(records.RECIPE) or {})
+def _key(r: TrialRecord) -> tuple:
+    recipe = dict(r.recipe_dict)
     recipe.pop("precision", None)
     return tuple(sorted((k, repr(v)) for k, v in recipe.items()))
 
 
-def _gap(fp8, bf16, *, matched: bool) -> Fp8Gap:
+def _gap(fp8: TrialRecord, bf16: TrialRecord, *, matched: bool) -> Fp8Gap:
     return Fp8Gap(fp8_trial=fp8.number, bf16_trial=bf16.number, fp8_loss=_loss(fp8),
                   bf16_loss=_loss(bf16), matched=matched,
-                  fp8_emulated=(fp8.user_attrs.get(records.METRICS) or {}).get("fp8_emulated"))
+                  fp8_emulated=fp8.metrics.get("fp8_emulated"))

@@ -67,7 +67,8 @@ def _div(fig: go.Figure | None) -> str:
     if fig is None:
         return "<p class='note'>Nothing to plot yet.</p>"
     fig.update_layout(template="plotly_white", margin={"l": 60, "r": 20, "t": 40, "b": 50})
-    return fig.to_html(full_html=False, include_plotlyjs=False, config=CONFIG)
+    div: str = fig.to_html(full_html=False, include_plotlyjs=False, config=CONFIG)
+    return div
 
 
 def _section(title: str, fig: go.Figure | None, note: str = "") -> list[str]:
@@ -89,7 +90,7 @@ def _header(snapshot: Snapshot, prog: Progress) -> str:
     for key, limit in snapshot.constraints.items():  # escaping turns >= into &gt;=
         out.append(f"<li>Constraint <code>{html_lib.escape(key)}</code>: "
                    f"{html_lib.escape(bound(key, limit).text())}</li>")
-    if prog.kind == "hypervolume" and prog.values:
+    if prog.kind == "hypervolume" and prog.values and prog.reference is not None:
         ref = prog.reference.describe([o.name for o in snapshot.objectives])
         out.append(f"<li>Hypervolume of the feasible Pareto set: <b>{prog.values[-1]:.6g}</b>, "
                    f"reference point {html_lib.escape(ref)}</li>")
@@ -117,8 +118,9 @@ def _pareto_section(snapshot: Snapshot) -> list[str]:
     if not pairs:
         return []
     figs = [_pareto_figure(snapshot, i, j) for i, j in pairs]
-    note = ("Feasible trials (blue; the Pareto set in red, joined) and infeasible trials (grey ×, "
-            "plotted at their recorded values). Hover a point for its recipe.")
+    note = ("Feasible trials (blue; the Pareto set in red, joined; the knee, which export "
+            "--pick knee takes, ringed in black) and infeasible trials (grey ×, plotted at their "
+            "recorded values). Hover a point for its recipe.")
     out = ["<h2>Pareto fronts</h2>", f"<p class='note'>{html_lib.escape(note)}</p>",
            "<div class='grid'>"]
     out += [f"<div style='flex: 1 1 600px'>{_div(f)}</div>" for f in figs]
@@ -145,6 +147,13 @@ def _pareto_figure(snapshot: Snapshot, i: int, j: int) -> go.Figure | None:
             # Only in 2-D is a front a line; with more objectives its 2-D shadow is not.
             mode="lines+markers" if name == "Pareto set" and len(snapshot.objectives) == 2
             else "markers", marker={"color": color, "symbol": symbol, "size": 9}))
+    knee = df[df["knee"].astype(bool)]
+    if not knee.empty:
+        fig.add_trace(go.Scatter(
+            x=knee[oi.column], y=knee[oj.column], name="knee (export --pick knee)",
+            text=knee["hover"], hovertemplate="%{text}<extra>knee</extra>", mode="markers",
+            marker={"color": "rgba(0,0,0,0)", "size": 18,
+                    "line": {"color": "#000000", "width": 2}}))
     fig.update_layout(xaxis_title=labels.axis_title(oi.name, snapshot.frame),
                       yaxis_title=labels.axis_title(oj.name, snapshot.frame),
                       title=f"{oj.name} vs {oi.name}", height=420)

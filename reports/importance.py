@@ -7,6 +7,7 @@ diverged run has no real loss) that would make every parameter near a cliff look
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import optuna
@@ -53,15 +54,21 @@ def param_importances(snapshot: Snapshot, *,
             with warnings.catch_warnings():  # PED-ANOVA's reminder of exactly that
                 warnings.simplefilter("ignore", UserWarning)
                 result.values[obj.name] = optuna.importance.get_param_importances(
-                    study, evaluator=evaluator, target=lambda t, k=k, s=sign: s * t.values[k])
+                    study, evaluator=evaluator, target=_signed(k, sign))
         except (ValueError, RuntimeError) as exc:  # e.g. no parameter varied
             result.notes.append(f"{obj.name}: not computed ({exc})")
     return result
 
 
+def _signed(k: int, sign: float) -> Callable[[optuna.trial.FrozenTrial], float]:
+    """The evaluators' target: objective k of a trial, times sign."""
+    return lambda t: sign * t.values[k]
+
+
 def _feasible_study(snapshot: Snapshot, trials: list[optuna.trial.FrozenTrial]) -> optuna.Study:
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(directions=[o.direction for o in snapshot.objectives])
+    directions = [optuna.study.StudyDirection.MAXIMIZE if o.direction == "maximize"
+                  else optuna.study.StudyDirection.MINIMIZE for o in snapshot.objectives]
+    study = optuna.create_study(directions=directions)
     for t in trials:
         study.add_trial(optuna.trial.create_trial(
             state=optuna.trial.TrialState.COMPLETE, values=t.values, params=t.params,

@@ -8,20 +8,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tuner.objectives import METRICS
+from tuner.study.metrics import is_modeled
 
 MEMORY_METHODS = {
     "cuda_allocator": "measured: CUDA allocator peak",
     "cpu_accounting": "measured: exact byte count of params, grads, optimizer state, activations",
 }
 SPEED_WORDS = ("tokens_per_s", "throughput", "speed", "time", "mfu")
-
-
-def is_modeled(name: str) -> bool:
-    """Full-scale quantities (``full_*``, or registered as modeled) never come from a run."""
-    metric = METRICS.get(name)
-    return name.startswith("full_") or "modeled" in name or \
-        (metric is not None and metric.label == "modeled")
 
 
 def quantity_label(name: str, frame: pd.DataFrame) -> str:

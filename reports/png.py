@@ -3,45 +3,50 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
-import matplotlib
+# A Figure of its own (no pyplot): no global backend or figure registry is touched.
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # files only; never open a window
-import matplotlib.pyplot as plt  # noqa: E402
-
-from reports import labels, series  # noqa: E402
-from reports.importance import Importances  # noqa: E402
-from reports.progress import Progress  # noqa: E402
-from reports.snapshot import Snapshot  # noqa: E402
+from reports import labels, series
+from reports.importance import Importances
+from reports.progress import Progress
+from reports.snapshot import Snapshot
 
 DPI = 110
+
+
+class _Maker(Protocol):
+    """Makes one plot from what it needs of these, or None when there is nothing to plot."""
+
+    def __call__(self, *, snapshot: Snapshot, importances: Importances,
+                 prog: Progress) -> Figure | None: ...
 
 
 def write_pngs(snapshot: Snapshot, out_dir: Path, *, importances: Importances,
                prog: Progress) -> dict[str, Path]:
     """Write pareto.png, progress.png, importance.png, curves.png where there is data."""
-    makers = {"pareto_png": ("pareto.png", _pareto), "progress_png": ("progress.png", _progress),
-              "importance_png": ("importance.png", _importance),
-              "curves_png": ("curves.png", _curves)}
-    args = {"snapshot": snapshot, "importances": importances, "prog": prog}
+    makers: dict[str, tuple[str, _Maker]] = {
+        "pareto_png": ("pareto.png", _pareto), "progress_png": ("progress.png", _progress),
+        "importance_png": ("importance.png", _importance), "curves_png": ("curves.png", _curves)}
     out = {}
     for key, (name, maker) in makers.items():
-        fig = maker(**args)
+        fig = maker(snapshot=snapshot, importances=importances, prog=prog)
         if fig is None:
             continue
         path = out_dir / name
         fig.savefig(path, dpi=DPI, bbox_inches="tight")
-        plt.close(fig)
         out[key] = path
     return out
 
 
-def _pareto(*, snapshot: Snapshot, **_: object):
+def _pareto(*, snapshot: Snapshot, **_: object) -> Figure | None:
     pairs = series.objective_pairs(snapshot)
     df = series.with_values(snapshot)
     if not pairs or df.empty:
         return None
-    fig, axes = plt.subplots(1, len(pairs), figsize=(5.5 * len(pairs), 4.2), squeeze=False)
+    fig = Figure(figsize=(5.5 * len(pairs), 4.2))
+    axes = fig.subplots(1, len(pairs), squeeze=False)
     for ax, (i, j) in zip(axes[0], pairs, strict=True):
         oi, oj = snapshot.objectives[i], snapshot.objectives[j]
         feas = df["feasible"].astype(bool)
@@ -53,9 +58,13 @@ def _pareto(*, snapshot: Snapshot, **_: object):
         f = df[front].sort_values(oi.column)
         ax.plot(f[oi.column], f[oj.column], "D-" if len(snapshot.objectives) == 2 else "D",
                 c="#d62728", label="Pareto set")
-        for _, r in f.iterrows():
+        for _label, r in f.iterrows():
             ax.annotate(f"#{r['number']}", (r[oi.column], r[oj.column]), fontsize=8,
                         xytext=(4, 4), textcoords="offset points")
+        knee = df[df["knee"].astype(bool)]
+        if len(snapshot.objectives) > 1 and not knee.empty:
+            ax.scatter(knee[oi.column], knee[oj.column], s=180, facecolors="none",
+                       edgecolors="black", linewidths=1.5, label="knee (export --pick knee)")
         ax.set_xlabel(labels.axis_title(oi.name, snapshot.frame))
         ax.set_ylabel(labels.axis_title(oj.name, snapshot.frame))
         ax.grid(alpha=0.3)
@@ -64,10 +73,11 @@ def _pareto(*, snapshot: Snapshot, **_: object):
     return fig
 
 
-def _progress(*, snapshot: Snapshot, prog: Progress, **_: object):
+def _progress(*, snapshot: Snapshot, prog: Progress, **_: object) -> Figure | None:
     if not prog.values:
         return None
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    fig = Figure(figsize=(6.5, 3.8))
+    ax = fig.subplots()
     ax.step(prog.trial_numbers, prog.values, where="post", c="#d62728")
     ax.set_xlabel("trial number")
     if prog.kind == "best":
@@ -75,6 +85,7 @@ def _progress(*, snapshot: Snapshot, prog: Progress, **_: object):
         ax.set_ylabel(f"best {labels.axis_title(o.name, snapshot.frame)}")
         ax.set_title("Convergence (best so far)")
     else:
+        assert prog.reference is not None, "a hypervolume history has its reference point"
         names = [o.name for o in snapshot.objectives]
         ax.set_ylabel("hypervolume")
         ref = ", ".join(f"{n}={v:.4g}" for n, v in zip(names, prog.reference.values, strict=True))
@@ -83,12 +94,13 @@ def _progress(*, snapshot: Snapshot, prog: Progress, **_: object):
     return fig
 
 
-def _importance(*, importances: Importances, **_: object):
+def _importance(*, importances: Importances, **_: object) -> Figure | None:
     if not importances.values:
         return None
     params = sorted({p for v in importances.values.values() for p in v})
     n = len(importances.values)
-    fig, ax = plt.subplots(figsize=(6.5, 0.9 + 0.45 * len(params) * n))
+    fig = Figure(figsize=(6.5, 0.9 + 0.45 * len(params) * n))
+    ax = fig.subplots()
     height = 0.8 / n
     for k, (obj, vals) in enumerate(importances.values.items()):
         ax.barh([i + k * height for i in range(len(params))],
@@ -99,11 +111,12 @@ def _importance(*, importances: Importances, **_: object):
     return fig
 
 
-def _curves(*, snapshot: Snapshot, **_: object):
+def _curves(*, snapshot: Snapshot, **_: object) -> Figure | None:
     curves = series.pareto_curves(snapshot)
     if not curves:
         return None
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    fig = Figure(figsize=(6.5, 3.8))
+    ax = fig.subplots()
     for c in curves:
         ax.plot(c.tokens, c.val_loss, marker=".", label=c.label)
     ax.set_xlabel("tokens seen")

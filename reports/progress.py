@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from reports.hypervolume import ReferencePoint, hypervolume_history, reference_from_data
-from reports.pareto import to_minimization
 from reports.snapshot import Snapshot
+from tuner.study.ranking import to_minimization
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,9 +18,9 @@ from reports.fp8_gap import DEEPSEEK_V3_BAR, Fp8Gap
 from reports.frame import objective_columns, ranked
 from reports.importance import Importances
 from reports.progress import Progress
-from reports.reasons import reason_kind
 from reports.snapshot import Snapshot
 from reports.transfer import validation_lines
+from tuner.study.reasons import group_of
 
 # Objective values these may hold are stand-ins (worst case) or partial, so they are not shown.
 GROUPS = (("infeasible", "Infeasible"), ("pruned", "Pruned"), ("fail", "Failed"),
@@ -107,7 +107,7 @@ def _summary(snapshot: Snapshot, prog: Progress) -> list[str]:
     counts = df["outcome"].value_counts()
     parts = ", ".join(f"{counts[k]} {k}" for k in counts.index)
     out.append(f"- {len(df)} trial(s): {parts or 'none'}; {int(df['feasible'].sum())} feasible.")
-    if prog.kind == "hypervolume" and prog.values:
+    if prog.kind == "hypervolume" and prog.values and prog.reference is not None:
         names = [o.name for o in snapshot.objectives]
         out.append(f"- Hypervolume of the feasible Pareto set: {prog.values[-1]:.6g}, "
                    f"reference point {prog.reference.describe(names)}.")
@@ -132,8 +132,19 @@ def _feasible_sections(snapshot: Snapshot) -> list[str]:
         header = ["rank", "trial", *[c.removeprefix("objective.") for c in cols], "recipe"]
         rows = [[fmt(r["pareto_rank"]), f"#{r['number']}", *[fmt(r[c]) for c in cols],
                  f"`{recipe_line(r)}`"] for _, r in part.iterrows()]
+        if not single:  # the knee, marked in its own column
+            header.append("knee")
+            rows = [[*row, "**knee**" if bool(r["knee"]) else ""]
+                    for row, (_, r) in zip(rows, part.iterrows(), strict=True)]
         out += [f"## {title}", ""] + _md_table(header, rows) + [""]
+    knee = df[df["knee"].astype(bool)]
+    if not single and not knee.empty:
+        n = int(knee["number"].iloc[0])
+        out += [f"The knee of the Pareto set is trial #{n} (marked **knee**): the best balance of "
+                f"the objectives, and what `moetune export {snapshot.study_name} --pick knee` "
+                "takes.", ""]
     return out
+
 
 
 def _grouped(snapshot: Snapshot) -> list[str]:
@@ -146,8 +157,8 @@ def _grouped(snapshot: Snapshot) -> list[str]:
         if part.empty:
             continue
         out += [f"## {title} ({len(part)})", ""]
-        reasons = part["reason"].fillna("").astype(str)
-        keyed = [reason_kind(r) for r in reasons]
+        recs = snapshot.records_by_number
+        keyed = [group_of(recs[int(n)].reasons) for n in part["number"]]
         kinds = pd.Series([k for k, _ in keyed], index=part.index)
         details = dict(zip(part.index, (d for _, d in keyed), strict=True))
         for i, n in zip(part.index, part["number"], strict=True):  # interrupted, then re-run

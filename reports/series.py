@@ -11,7 +11,6 @@ import pandas as pd
 from reports.frame import ranked
 from reports.ranked import recipe_line
 from reports.snapshot import Snapshot
-from tuner import records
 
 MAX_CURVES = 8  # more lines than this are unreadable
 
@@ -50,11 +49,11 @@ def pareto_curves(snapshot: Snapshot) -> list[Curve]:
     top = ranked(snapshot.frame)
     if len(snapshot.objectives) > 1:
         top = top[top["pareto_rank"] == 1]
-    trials = snapshot.trials_by_number
+    recs = snapshot.records_by_number
     out = []
     for _, row in top.head(MAX_CURVES).iterrows():
-        points = trials[row["number"]].user_attrs.get(records.EVAL_CURVE) or []
-        finite = [(float(x), float(y)) for x, y in points if math.isfinite(float(y))]
+        points = recs[row["number"]].eval_curve
+        finite = [(float(x), y) for x, y in points if math.isfinite(y)]
         if finite:
             out.append(Curve(trial=int(row["number"]), label=f"#{row['number']}",
                              tokens=[p[0] for p in finite], val_loss=[p[1] for p in finite]))
@@ -66,6 +65,6 @@ def balance(snapshot: Snapshot) -> pd.DataFrame:
     df = snapshot.frame
     cols = ["max_vio_batch", "max_vio_val", "loss_spikes"]
     has = df[cols].apply(pd.to_numeric, errors="coerce").notna().any(axis=1)
-    out = df.loc[has, ["number", "outcome", *cols]].copy()
+    out: pd.DataFrame = df.loc[has, ["number", "outcome", *cols]].copy()
     out[cols] = out[cols].apply(pd.to_numeric, errors="coerce")
     return out.sort_values("number")

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import optuna
 import pandas as pd
 
-from reports.frame import Objective, study_objectives, trials_frame
-from tuner import records
+from reports.frame import records_frame
+from tuner.study import records
+from tuner.study.trial_record import Objective, TrialRecord, study_objectives, trial_records
 
 UNFINISHED = (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)
 
@@ -27,6 +28,7 @@ class Snapshot:
     objectives: list[Objective]
     constraints: dict[str, float]
     trials: list[optuna.trial.FrozenTrial]
+    records: list[TrialRecord]  # the same trials, decoded
     frame: pd.DataFrame
     taken_at: dt.datetime
     n_unfinished: int
@@ -48,20 +50,23 @@ class Snapshot:
         return f"{text} {self.note}" if self.note else text
 
     @property
-    def trials_by_number(self) -> dict[int, optuna.trial.FrozenTrial]:
-        return {t.number: t for t in self.trials}
+    def records_by_number(self) -> dict[int, TrialRecord]:
+        return {r.number: r for r in self.records}
 
 
 def take_snapshot(study: optuna.Study, *, note: str | None = None) -> Snapshot:
     """Read `study` once and build its frame."""
     trials = list(study.get_trials(deepcopy=True))
     limits = study.user_attrs.get(records.CONSTRAINTS) or {}
+    objectives = study_objectives(study)
+    recs = trial_records(study, trials=trials)
     return Snapshot(
         study_name=study.study_name,
-        objectives=study_objectives(study),
+        objectives=objectives,
         constraints={str(k): v for k, v in limits.items()},
         trials=trials,
-        frame=trials_frame(study, trials=trials),
+        records=recs,
+        frame=records_frame(recs, objectives),
         taken_at=dt.datetime.now(dt.UTC),
         n_unfinished=sum(t.state in UNFINISHED for t in trials),
         note=note,

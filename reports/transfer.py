@@ -1,7 +1,8 @@
 """Transfer confidence: what `moetune validate` recorded about the ranking surviving scale.
 
 `moetune validate STUDY --top K --scale S` re-trains the top-K recipes on a proxy S times wider
-(and/or longer) and stores the outcome in the study (`tuner.records.VALIDATION`); reports show
+(and/or longer) and stores the outcome in the study (`tuner.study.records.VALIDATION`);
+reports show
 it so nobody exports a recipe whose rank did not survive scale without seeing that.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner import records
+from tuner.study import records
 
 
 def validation_lines(study_user_attrs: dict[str, Any]) -> list[str]:

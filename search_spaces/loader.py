@@ -50,6 +50,10 @@ PARAM_KEYS = {
 SPACE_KEYS = ("params", "fixed")
 SPACES_DIR = Path(__file__).resolve().parent
 
+RangeDistribution = optuna.distributions.IntDistribution | optuna.distributions.FloatDistribution
+# the distributions a space can declare (Optuna's BaseDistribution has no choices, low or high)
+Distribution = optuna.distributions.CategoricalDistribution | RangeDistribution
+
 
 class SpaceError(ValueError):
     """A search-space file or table breaks a rule; the message names field, rule and value."""
@@ -60,7 +64,7 @@ class Param:
     """One searched knob: its Optuna distribution and the condition under which it is sampled."""
 
     name: str
-    distribution: optuna.distributions.BaseDistribution
+    distribution: Distribution
     when: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     def active(self, point: Mapping[str, Any]) -> bool:
@@ -128,7 +132,7 @@ class SearchSpace:
         return default
 
 
-def _suggest(trial: optuna.Trial, name: str, d: optuna.distributions.BaseDistribution) -> Any:
+def _suggest(trial: optuna.Trial, name: str, d: Distribution) -> Any:
     if isinstance(d, optuna.distributions.CategoricalDistribution):
         return trial.suggest_categorical(name, d.choices)
     if isinstance(d, optuna.distributions.IntDistribution):
@@ -214,8 +218,7 @@ def _param(name: str, spec: Any, where: str, earlier: list[Param], fixed: dict[s
     return Param(name=name, distribution=dist, when=when)
 
 
-def _numeric(kind: str, spec: Mapping[str, Any], where: str
-             ) -> optuna.distributions.BaseDistribution:
+def _numeric(kind: str, spec: Mapping[str, Any], where: str) -> RangeDistribution:
     for key in ("low", "high"):
         _require(key in spec, f"{where}.{key}", "is required", None)
         v = spec[key]
@@ -243,10 +246,12 @@ def _numeric(kind: str, spec: Mapping[str, Any], where: str
                                                   step=None if step is None else float(step))
 
 
-def _categorical(spec: Mapping[str, Any], where: str) -> optuna.distributions.BaseDistribution:
+def _categorical(spec: Mapping[str, Any], where: str
+                 ) -> optuna.distributions.CategoricalDistribution:
     choices = spec.get("choices")
     _require(isinstance(choices, list) and len(choices) > 0, f"{where}.choices",
              "must be a non-empty list", choices)
+    assert isinstance(choices, list)  # _require raised otherwise
     for c in choices:
         _require(c is None or isinstance(c, (bool, int, float, str)), f"{where}.choices",
                  "must hold only strings, numbers or booleans", c)
@@ -257,7 +262,7 @@ def _categorical(spec: Mapping[str, Any], where: str) -> optuna.distributions.Ba
     return optuna.distributions.CategoricalDistribution(choices)
 
 
-def _values(dist: optuna.distributions.BaseDistribution) -> list[tuple[str, Any]]:
+def _values(dist: Distribution) -> list[tuple[str, Any]]:
     """The values that stand for a distribution, labelled by the key that declared them: each
     choice, or both ends of the range (Optuna has already lowered ``high`` onto the last step)."""
     if isinstance(dist, optuna.distributions.CategoricalDistribution):
@@ -265,8 +270,7 @@ def _values(dist: optuna.distributions.BaseDistribution) -> list[tuple[str, Any]
     return [("low", dist.low), ("high", dist.high)]
 
 
-def _check_recipe_accepts(name: str, dist: optuna.distributions.BaseDistribution,
-                          where: str) -> None:
+def _check_recipe_accepts(name: str, dist: Distribution, where: str) -> None:
     """Every value the param can take must pass `Recipe`'s own validation, so a range Recipe
     rejects fails here instead of as failed trials. Recipe's single-field rules are intervals
     or sets, so the ends of a range stand for all of it. Its one cross-field rule (batch_start
@@ -302,8 +306,7 @@ def _when(when: Any, where: str, name: str, earlier: list[Param], fixed: dict[st
     return tuple(out)
 
 
-def _check_values_in(dist: optuna.distributions.BaseDistribution, values: list[Any],
-                     where: str) -> None:
+def _check_values_in(dist: Distribution, values: list[Any], where: str) -> None:
     for v in values:
         if isinstance(dist, optuna.distributions.CategoricalDistribution):
             ok = v in dist.choices

@@ -16,10 +16,10 @@ import json
 import sys
 import time
 
+from trainers.loop import train
 from trainers.model_args import ModelArgs
 from trainers.presets import preset, preset_names, shrink
 from trainers.recipe import Recipe, field_names
-from trainers.train import train
 
 
 def _parse_set(items: list[str]) -> dict:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{status}: val_loss {result.val_loss:.4f}, {result.tokens_trained:,} tokens in "
           f"{result.steps} steps, {result.tokens_per_s:,.0f} tok/s, peak memory "
           f"{result.peak_memory_bytes / 2**20:.0f} MiB ({result.peak_memory_method})"
-          + {True: ", fp8 emulated", False: ", fp8 native"}.get(result.fp8_emulated, ""))
+          + {True: ", fp8 emulated", False: ", fp8 native", None: ""}[result.fp8_emulated])
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"model_args": args.to_dict(), "recipe": recipe.to_dict(),

@@ -70,14 +70,17 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     b, h, t, _ = q.shape
     kernel = cpu_kernel(q.device.type, t)
     if kernel == "fused":
-        return FusedCausalAttention.apply(q, k, v, scale)
+        fused: torch.Tensor = FusedCausalAttention.apply(q, k, v, scale)
+        return fused
     if kernel == "blocked":
         heads = [x.reshape(b * h, t, x.shape[-1]) for x in (q, k, v)]  # a copy unless head-major
-        return BlockedCausalAttention.apply(*heads, scale).view(b, h, t, -1)
+        blocked: torch.Tensor = BlockedCausalAttention.apply(*heads, scale)
+        return blocked.view(b, h, t, -1)
     return _padded_sdpa(q, k, v, scale)
 
 
-def _padded_sdpa(q, k, v, scale):
+def _padded_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 scale: float) -> torch.Tensor:
     dv, d = v.shape[-1], max(q.shape[-1], v.shape[-1])
     q, k, v = (F.pad(x, (0, d - x.shape[-1])) if x.shape[-1] < d else x for x in (q, k, v))
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)[..., :dv]

@@ -4,7 +4,8 @@ Scaling follows the technical report (§3.3): activations in 1×128 tiles (one s
 128 channels), weights in 128×128 blocks, each scale = amax / 448 so the block fills E4M3's range.
 The weight-gradient GEMM reduces over tokens, so there its operands are tiled along tokens
 (128×1), which keeps activation-gradient scaling fine-grained (block-wise 128×128 scaling of
-activation gradients diverged a 16B MoE, FACTS.md).
+activation gradients diverged a 16B MoE: DeepSeek-V3 technical report, arXiv:2412.19437,
+Appendix B.2).
 
 Every GEMM here is written C(M,N) = A(M,K) · B(N,K)ᵀ with the reduction dim K last in both
 operands, so a scaling block is (rows × 128 along K): 1×128 or 128×128.
@@ -27,7 +28,7 @@ Legend: M rows (tokens), K reduction dim, N output dim.
 from __future__ import annotations
 
 import functools
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -141,14 +142,15 @@ class _Fp8LinearFn(torch.autograd.Function):
     """y = x Wᵀ with E4M3 operands in fprop, dgrad (input grad) and wgrad (weight grad)."""
 
     @staticmethod
-    def forward(ctx, x_MK: torch.Tensor, w_NK: torch.Tensor, backend: Backend) -> torch.Tensor:
+    def forward(ctx: Any, x_MK: torch.Tensor, w_NK: torch.Tensor,
+                backend: Backend) -> torch.Tensor:
         ctx.save_for_backward(x_MK, w_NK)
         ctx.out_dtype, ctx.backend = x_MK.dtype, backend
         with torch.autocast(x_MK.device.type, enabled=False):  # scaling decides precision
             return _GEMMS[backend](x_MK, w_NK, 1, TILE, x_MK.dtype)
 
     @staticmethod
-    def backward(ctx, dy_MN: torch.Tensor):
+    def backward(ctx: Any, dy_MN: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
         x_MK, w_NK = ctx.saved_tensors
         gemm = _GEMMS[ctx.backend]
         dx = gemm(dy_MN, w_NK.t(), 1, TILE, ctx.out_dtype)  # reduces over N
@@ -160,7 +162,7 @@ def fp8_linear(x: torch.Tensor, weight: torch.Tensor,
                backend: Backend = "emulated") -> torch.Tensor:
     """E4M3 linear for inputs of shape (..., K) and weight (N, K)."""
     lead = x.shape[:-1]
-    y = _Fp8LinearFn.apply(x.reshape(-1, x.shape[-1]), weight, backend)
+    y: torch.Tensor = _Fp8LinearFn.apply(x.reshape(-1, x.shape[-1]), weight, backend)
     return y.view(*lead, weight.shape[0])
 
 

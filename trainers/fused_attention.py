@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -80,17 +81,19 @@ def _build(compiler: str, flags: tuple[str, ...] = (*FLAGS, OPENMP)) -> Path:
     return target
 
 
-_PTR, _STRIDES = ctypes.c_void_p, ctypes.POINTER(ctypes.c_long)
-_INTS = [ctypes.c_int] * 5
+# each tensor argument is a (data pointer, strides pointer) pair
+_TENSOR: list[type[ctypes._SimpleCData[Any]] | type[ctypes._Pointer[Any]]] = [
+    ctypes.c_void_p, ctypes.POINTER(ctypes.c_long)]
+_INTS: list[type[ctypes._SimpleCData[Any]] | type[ctypes._Pointer[Any]]] = [ctypes.c_int] * 5
 
 
 def load(path: Path) -> ctypes.CDLL:
     """The built library at path, its two entry points typed."""
     lib = ctypes.CDLL(str(path))
     lib.moetune_attention_forward.argtypes = (
-        [_PTR, _STRIDES] * 4 + _INTS + [ctypes.c_float, ctypes.c_int])
+        _TENSOR * 4 + _INTS + [ctypes.c_float, ctypes.c_int])
     lib.moetune_attention_backward.argtypes = (
-        [_PTR, _STRIDES] * 7 + _INTS + [ctypes.c_float, ctypes.c_int])
+        _TENSOR * 7 + _INTS + [ctypes.c_float, ctypes.c_int])
     return lib
 
 
@@ -150,6 +153,7 @@ class FusedCausalAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, scale):
         lib = library()
+        assert lib is not None, "FusedCausalAttention used without the compiled kernel"
         b, h, t, dqk = q.shape
         dv = v.shape[-1]
         q32, k32, v32 = (_fp32_rows(x) for x in (q, k, v))
@@ -168,7 +172,9 @@ class FusedCausalAttention(torch.autograd.Function):
         dv = v.shape[-1]
         q32, k32, v32, g32 = (_fp32_rows(x) for x in (q, k, v, grad_out))
         dq, dk, dvv = (torch.empty_like(x) for x in (q32, k32, v32))
-        library().moetune_attention_backward(
+        lib = library()
+        assert lib is not None, "FusedCausalAttention used without the compiled kernel"
+        lib.moetune_attention_backward(
             *_args(q32), *_args(k32), *_args(v32), *_args(g32), *_args(dq), *_args(dk),
             *_args(dvv), b, h, t, dqk, dv, ctx.scale, torch.get_num_threads())
         return dq.to(q.dtype), dk.to(k.dtype), dvv.to(v.dtype), None

@@ -10,7 +10,7 @@ only its input, which a forward pre-hook counts).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import torch
 from torch import nn
@@ -51,7 +51,7 @@ class SavedActivationMeter:
         self.peak_bytes = max(self.peak_bytes, self.last_bytes)
 
 
-def tensor_bytes(tensors) -> int:
+def tensor_bytes(tensors: Iterable[object]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
 

@@ -17,4 +17,5 @@ class MLP(nn.Module):
         self.w3 = Fp8Linear(dim, inter_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        out: torch.Tensor = self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return out

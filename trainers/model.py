@@ -7,6 +7,7 @@ B batch, T sequence, D dim, H heads, V vocab, R rope head dim.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -17,9 +18,11 @@ from trainers.attention import causal_attention
 from trainers.fp8 import Backend, Fp8Linear
 from trainers.mlp import MLP
 from trainers.model_args import ModelArgs
-from trainers.moe import MoE
+from trainers.moe import Gate, MoE, RoutedExperts
 
 Rope = torch.Tensor  # e^{iθ} of the rope angles, (T, R/2) complex64, computed once per forward
+# a block's (output, balance loss or None, expert load or None); both None for a dense block
+BlockOutput = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]
 
 
 class RMSNorm(nn.Module):
@@ -112,7 +115,9 @@ class MLA(nn.Module):
         k_pe = k_pe.transpose(1, 2).expand(-1, a.n_heads, -1, -1).to(k_nope.dtype)
         k = torch.cat([k_nope.transpose(1, 2), k_pe], dim=-1)
         out = causal_attention(q.transpose(1, 2), k, v.transpose(1, 2), self.softmax_scale)
-        return self.wo(out.transpose(1, 2).reshape(b, t, -1))  # (B, H, T, Dv) → (B, T, H·Dv)
+        # (B, H, T, Dv) → (B, T, H·Dv)
+        y: torch.Tensor = self.wo(out.transpose(1, 2).reshape(b, t, -1))
+        return y
 
 
 class Block(nn.Module):
@@ -126,7 +131,7 @@ class Block(nn.Module):
         self.ffn = MoE(args) if moe else MLP(args.dim, args.inter_dim)
         self.checkpoint = False  # recompute this block in backward (set by the trainer)
 
-    def forward(self, x: torch.Tensor, rope: Rope):
+    def forward(self, x: torch.Tensor, rope: Rope) -> BlockOutput:
         """Returns (output, balance loss or None, expert load or None)."""
         x = x + self.attn(self.attn_norm(x), rope)
         if isinstance(self.ffn, MoE):
@@ -147,9 +152,10 @@ class MTPModule(nn.Module):
         self.norm = RMSNorm(args.dim, args.norm_eps)
 
     def forward(self, h_prev: torch.Tensor, emb_next: torch.Tensor,
-                rope: Rope):
+                rope: Rope) -> BlockOutput:
         x = self.proj(torch.cat([self.hidden_norm(h_prev), self.embed_norm(emb_next)], dim=-1))
-        return self.block(x, rope)
+        out: BlockOutput = self.block(x, rope)
+        return out
 
 
 @dataclass
@@ -194,13 +200,14 @@ class Transformer(nn.Module):
     def set_precision(self, *, fp8: Backend | None) -> None:
         """Run the blocks' Linears (and routed experts) through an fp8 back end, or not."""
         for m in self.modules():
-            if hasattr(m, "fp8"):
+            if isinstance(m, (Fp8Linear, RoutedExperts)):
                 m.fp8 = fp8
 
     def set_checkpointing(self, ratio: float) -> list[int]:
         """Recompute `ratio` of the blocks in backward, spread evenly; returns their indices."""
         chosen = checkpointed_layers(len(self.layers), ratio)
         for i, block in enumerate(self.layers):
+            assert isinstance(block, Block)
             block.checkpoint = i in chosen
         return sorted(chosen)
 
@@ -210,34 +217,41 @@ class Transformer(nn.Module):
         angles = rope_frequencies(self.args, t).to(tokens_BT.device)
         rope = torch.polar(torch.ones_like(angles), angles)  # (T, R/2), shared by every layer
         emb = self.embed(tokens_BT)
-        h, balance, loads = emb, emb.new_zeros(()), []
+        h, balance = emb, emb.new_zeros(())
+        loads: list[torch.Tensor] = []
         for block in self.layers:
+            assert isinstance(block, Block)
             h, bal, load = self._run_block(block, h, rope)
-            if bal is not None:
+            if bal is not None and load is not None:  # an MoE block (a dense one has neither)
                 balance, loads = balance + bal, loads + [load]
         logits = self._logits(self.norm(h))
         mtp_logits = []
-        for k, module in enumerate(self.mtp if mtp else [], start=1):
+        modules: Iterable[nn.Module] = self.mtp if mtp else []
+        for k, module in enumerate(modules, start=1):
+            assert isinstance(module, MTPModule)
             h, bal, load = module(h[:, :-1], emb[:, k:], rope[: t - k])
-            if bal is not None:
+            if bal is not None and load is not None:
                 balance, loads = balance + bal, loads + [load]
             mtp_logits.append(self._logits(module.norm(h)))
         return ModelOutput(logits, mtp_logits, balance, loads)
 
-    def _run_block(self, block: Block, h: torch.Tensor, rope: Rope):
+    def _run_block(self, block: Block, h: torch.Tensor, rope: Rope) -> BlockOutput:
+        out: BlockOutput
         if block.checkpoint and self.training and torch.is_grad_enabled():
-            return checkpoint(block, h, rope, use_reentrant=False)
-        return block(h, rope)
+            out = checkpoint(block, h, rope, use_reentrant=False)
+        else:
+            out = block(h, rope)
+        return out
 
     def _logits(self, h_normed: torch.Tensor) -> torch.Tensor:
         # µP: output logits × 1/width_mult so the readout does not blow up with width.
-        logits = self.head(h_normed)
+        logits: torch.Tensor = self.head(h_normed)
         return logits / self.args.width_mult if self.args.mup_base_dim else logits
 
-    def moe_gates(self) -> list:
+    def moe_gates(self) -> list[Gate]:
         """Gates in the order of ModelOutput.loads."""
-        blocks = list(self.layers) + [m.block for m in self.mtp]
-        return [b.ffn.gate for b in blocks if isinstance(b.ffn, MoE)]
+        blocks = list(self.layers) + [m.block for m in self.mtp if isinstance(m, MTPModule)]
+        return [b.ffn.gate for b in blocks if isinstance(b, Block) and isinstance(b.ffn, MoE)]
 
 
 def checkpointed_layers(n_layers: int, ratio: float) -> set[int]:

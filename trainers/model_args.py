@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from trainers.validation import require
+
 SCORE_FUNCS = ("softmax", "sigmoid")
 
 
@@ -116,8 +118,7 @@ class ModelArgs:
 
 
 def _require(cond: bool, field: str, rule: str, value: Any) -> None:
-    if not cond:
-        raise ValueError(f"ModelArgs.{field}: {rule}, but got {field}={value!r}.")
+    require(cond, "ModelArgs", field, rule, value)
 
 
 def _validate(a: ModelArgs) -> None:

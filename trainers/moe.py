@@ -22,6 +22,8 @@ class Gate(nn.Module):
     (DeepSeek-V3 §2.1.2). Gating runs in fp32 whatever the training precision.
     """
 
+    bias: torch.Tensor | None  # a registered buffer, None without aux-loss-free balancing
+
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
         self.args = args
@@ -108,7 +110,7 @@ class RoutedExperts(nn.Module):
         return torch.cat(outs)
 
     def _expert(self, x: torch.Tensor, e: int) -> torch.Tensor:
-        w1, w3 = self.w13_EDJ[e].split(self.inter_dim, dim=-1)
+        w1, w3 = torch.split(self.w13_EDJ[e], self.inter_dim, dim=-1)
         if self.fp8:  # fp8_linear takes (N, K)-shaped weights like nn.Linear; w1, w3 scaled apart
             h = F.silu(fp8_linear(x, w1.t(), self.fp8)) * fp8_linear(x, w3.t(), self.fp8)
             return fp8_linear(h, self.w2_EID[e].t(), self.fp8)

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 from trainers.model_args import ModelArgs
+
+# DeepSeek's published configs (16B, 236B, 671B), shipped unchanged; see configs/README.md.
+PUBLISHED_CONFIGS = Path(__file__).resolve().parent / "configs"
 
 # DeepSeek-V3's published inference/configs/config_671B.json.
 DEEPSEEK_V3_671B = ModelArgs(

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from trainers.validation import require
+
 BATCH_SCHEDULES = ("constant", "linear", "step")
 DECAYS = ("cosine", "wsd", "multistep")
 PRECISIONS = ("fp32", "bf16", "fp8")
@@ -94,8 +96,7 @@ def field_names() -> tuple[str, ...]:
 
 
 def _require(cond: bool, field: str, rule: str, value: Any) -> None:
-    if not cond:
-        raise ValueError(f"Recipe.{field}: {rule}, but got {field}={value!r}.")
+    require(cond, "Recipe", field, rule, value)
 
 
 def _is_int(v: Any) -> bool:

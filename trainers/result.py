@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 MemoryMethod = Literal["cuda_allocator", "cpu_accounting"]
+GIB = 1024**3  # bytes per GiB: every memory figure moetune reports is in GiB
+MAX_CURVE_POINTS = 200  # a stored train curve keeps at most this many points
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,14 +67,59 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (inf/NaN become strings so strict JSON encoders accept them)."""
-        return {k: _json_safe(v) for k, v in dataclasses.asdict(self).items()}
+        return {k: json_safe(v) for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TrainResult:
+        """Inverse of `to_dict` (unknown keys ignored, so older and newer records load)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            if k not in names:
+                continue
+            if isinstance(v, str) and v in NON_FINITE and k != "corpus_hash":
+                v = float(v)
+            if k in ("eval_curve", "train_curve"):
+                v = [(int(t), to_float(x)) for t, x in v]
+            out[k] = v
+        return cls(**out)
 
 
-def _json_safe(v: Any) -> Any:
+# -- the one inf/NaN codec: every stored number goes through these two ------------------------
+
+NON_FINITE = ("inf", "-inf", "nan")
+
+
+def json_safe(v: Any) -> Any:
+    """``v`` with every non-finite float (nested in lists, tuples, dicts) as its string."""
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
     if isinstance(v, (list, tuple)):
-        return [_json_safe(x) for x in v]
+        return [json_safe(x) for x in v]
     if isinstance(v, dict):
-        return {k: _json_safe(x) for k, x in v.items()}
+        return {k: json_safe(x) for k, x in v.items()}
     return v
+
+
+def to_float(v: Any, default: float = math.nan) -> float:
+    """A stored number back as a float: numbers as they are, ``"inf"``/``"-inf"``/``"nan"``
+    as floats; anything else (None, other text, bools) is ``default``."""
+    if isinstance(v, bool) or v is None:
+        return default
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str) and v in NON_FINITE:
+        return float(v)
+    return default
+
+
+def thin_curve(curve: Sequence[tuple[int, float]],
+               max_points: int = MAX_CURVE_POINTS) -> list[tuple[int, float]]:
+    """At most ``max_points`` evenly spaced points of a (tokens, value) curve, the last kept."""
+    pts = list(curve)
+    if len(pts) <= max_points:
+        return pts
+    kept = pts[::math.ceil(len(pts) / max_points)]
+    if kept[-1] != pts[-1]:
+        kept[-1] = pts[-1]
+    return kept

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from tuner.cli import main
+from tuner.app.cli import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""Synthetic moetune studies written exactly as tuner.records says, for the report tests.
+"""Synthetic moetune studies written exactly as tuner.study.records says, for the report tests.
 
 A plain module (not conftest.py) so that `from synthetic_studies import ...` cannot pick up
 another package's conftest.
@@ -12,7 +12,7 @@ import warnings
 
 import optuna
 
-from tuner import records
+from tuner.study import records
 
 DIST = {
     "lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True),
@@ -40,14 +40,23 @@ def metrics(*, val_loss: float, memory_gb: float, precision: str, seed: int = 0)
 
 def add(study: optuna.Study, *, state: str = "complete", values=None, params=None,
         constraints=None, reason: str | None = None, val_loss: float | None = None,
-        memory_gb: float = 1.0, curve=None, recipe_extra=None) -> None:
-    """Add one trial as the runner would record it (`state`: complete/infeasible/pruned/fail)."""
+        memory_gb: float = 1.0, curve=None, recipe_extra=None, trained: bool = False) -> None:
+    """Add one trial as the runner would record it (`state`: complete/infeasible/pruned/fail).
+
+    ``trained``: store the full recipe and model args, as a trial that finished training has
+    them (what export needs)."""
     params = params or {"lr": 1e-3, "warmup_fraction": 0.05, "precision": "bf16"}
     optuna_state = {"complete": "COMPLETE", "infeasible": "COMPLETE", "pruned": "PRUNED",
                     "fail": "FAIL", "running": "RUNNING"}[state]
     recipe = {"lr": params["lr"], "warmup_fraction": params["warmup_fraction"],
               "precision": params["precision"], "seed": 0, **(recipe_extra or {})}
+    if trained:
+        from trainers import Recipe, preset
+
+        recipe = Recipe.from_dict(recipe).to_dict()
     attrs = {records.RECIPE: recipe, records.SEED: 0, records.OUTCOME: state}
+    if trained:
+        attrs[records.MODEL_ARGS] = preset("debug").to_dict()
     if reason:
         attrs[records.REASON] = reason
     if state != "fail":
@@ -74,7 +83,8 @@ def new_study(name: str = "synthetic", objectives=OBJECTIVES, storage=None) -> o
     return study
 
 
-def random_study(n: int = 40, seed: int = 0, name: str = "random") -> optuna.Study:
+def random_study(n: int = 40, seed: int = 0, name: str = "random",
+                 trained: bool = False) -> optuna.Study:
     """A mixed study: feasible, infeasible (memory), pruned and failed trials, ties included."""
     rng = random.Random(seed)
     study = new_study(name)
@@ -93,6 +103,7 @@ def random_study(n: int = 40, seed: int = 0, name: str = "random") -> optuna.Stu
             over = mem - MEMORY_LIMIT
             add(study, state="infeasible" if over > 0 else "complete", values=[loss, mem],
                 params=params, memory_gb=mem, constraints={"max_peak_memory_gb": over},
+                trained=trained,
                 reason=f"constraint max_peak_memory_gb: {mem} > {MEMORY_LIMIT}"
                 if over > 0 else None)
     return study

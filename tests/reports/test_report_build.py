@@ -12,7 +12,7 @@ from synthetic_studies import MEMORY_LIMIT, add, new_study, random_study
 import reports
 from reports.fp8_gap import fp8_gaps
 from reports.snapshot import take_snapshot
-from tuner import records
+from tuner.study import records
 
 ARTIFACTS = ("trials_csv", "trials_parquet", "ranked_md", "report_html")
 

@@ -9,7 +9,8 @@ import pytest
 from synthetic_studies import add, new_study, random_study
 
 from reports.hypervolume import hypervolume
-from tuner import report_command, storage
+from tuner.app import report_command
+from tuner.study import database as db
 
 
 def run(argv: list[str]) -> int:
@@ -20,14 +21,14 @@ def run(argv: list[str]) -> int:
 
 
 def test_the_moetune_cli_has_both_commands() -> None:
-    from tuner.cli import build_parser
+    from tuner.app.cli import build_parser
     parser = build_parser()
     assert parser.parse_args(["report", "s1"]).handler is report_command.run_report
     assert parser.parse_args(["compare", "a", "b"]).handler is report_command.run_compare
 
 
 def test_report_command_writes_the_files_and_prints_the_top(tmp_path, capsys) -> None:
-    url = storage.storage_url(tmp_path / "s1", "")
+    url = db.storage_url(tmp_path / "s1", "")
     (tmp_path / "s1").mkdir()
     src = random_study(n=15)
     study = new_study("s1", storage=url)
@@ -41,7 +42,7 @@ def test_report_command_writes_the_files_and_prints_the_top(tmp_path, capsys) ->
 
 
 def test_unknown_study_exits_2_and_writes_nothing(tmp_path, capsys) -> None:
-    url = storage.storage_url(tmp_path / "s1", "")
+    url = db.storage_url(tmp_path / "s1", "")
     (tmp_path / "s1").mkdir()
     new_study("s1", storage=url)
     out = tmp_path / "out"
@@ -52,7 +53,7 @@ def test_unknown_study_exits_2_and_writes_nothing(tmp_path, capsys) -> None:
 
 
 def test_bad_reference_point_exits_2_and_writes_nothing(tmp_path, capsys) -> None:
-    url = storage.storage_url(tmp_path / "s1", "")
+    url = db.storage_url(tmp_path / "s1", "")
     (tmp_path / "s1").mkdir()
     study = new_study("s1", storage=url)
     add(study, values=[3.0, 1.0], constraints={"max_peak_memory_gb": -3.0})
@@ -101,7 +102,7 @@ def test_missing_arguments_are_usage_errors(argv) -> None:
 
 def test_compare_says_when_the_studies_are_not_like_for_like(tmp_path) -> None:
     import reports
-    from tuner import records
+    from tuner.study import records
 
     a, b = new_study("a"), new_study("b")
     for study, tokens in ((a, 150_000), (b, 100_000)):
@@ -119,7 +120,7 @@ def test_compare_says_when_the_studies_are_not_like_for_like(tmp_path) -> None:
 
 
 def _study_with_a_report(tmp_path) -> tuple[str, object]:
-    url = storage.storage_url(tmp_path / "s1", "")
+    url = db.storage_url(tmp_path / "s1", "")
     (tmp_path / "s1").mkdir()
     study = new_study("s1", storage=url)
     for v in ([3.0, 1.0], [2.0, 2.0]):
@@ -131,7 +132,7 @@ def _study_with_a_report(tmp_path) -> tuple[str, object]:
 @pytest.mark.parametrize("value", ["nan", "inf"])
 def test_non_finite_reference_point_exits_2_and_keeps_the_old_report(tmp_path, capsys,
                                                                      value) -> None:
-    from tuner.cli import main
+    from tuner.app.cli import main
     _, report = _study_with_a_report(tmp_path)
     before = {p.name: p.read_bytes() for p in report.iterdir()}
     capsys.readouterr()
@@ -153,7 +154,7 @@ def test_library_refuses_a_nan_reference_point_before_writing(tmp_path) -> None:
 
 @pytest.mark.parametrize("sub", ["", "inner"])
 def test_out_that_is_a_file_exits_2_naming_out(tmp_path, capsys, sub) -> None:
-    from tuner.cli import main
+    from tuner.app.cli import main
     _study_with_a_report(tmp_path)
     afile = tmp_path / "notes.txt"
     afile.write_text("keep me")

@@ -1,14 +1,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from trainers import ModelArgs, count_params, preset, preset_names, shrink
-from trainers.presets import DEEPSEEK_V3_671B
+from trainers.presets import DEEPSEEK_V3_671B, PUBLISHED_CONFIGS
 
-CONFIGS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "deepseek_v3_configs"
+CONFIGS = PUBLISHED_CONFIGS
 
 
 @pytest.mark.parametrize("name", ["16B", "236B", "671B"])
@@ -23,7 +22,8 @@ def test_upstream_configs_load_unchanged(name):
 
 
 @pytest.mark.parametrize(("args", "total", "active"), [
-    # DeepSeek's published sizes (FACTS.md), without the MTP module
+    # 671B total / 37.6B active without the MTP module (DeepSeek-V3 technical report,
+    # arXiv:2412.19437, §1 and §2.2); 16B: counted from its config
     ("16B", 15.7e9, 2.66e9),
     ("671B", 671e9, 37.6e9),
 ])

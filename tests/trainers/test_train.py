@@ -138,7 +138,7 @@ def test_mtp_loss_weight_changes_training_but_not_val_definition(debug_args):
 def test_spike_policies(debug_args, policy):
     """After a flagged spike: `record` updates, `skip` leaves weights alone, `rollback` restores
     the last evaluated state."""
-    from trainers.train import SPIKE_WARMUP_STEPS, _Run
+    from trainers.loop import SPIKE_WARMUP_STEPS, _Run
 
     run = _Run.start(debug_args, quick(spike_policy=policy), None, BUDGET, None, 1024, 16, "cpu")
     run.step()
@@ -194,7 +194,7 @@ def test_command_line_run_and_bad_input(tmp_path, capsys):
 def test_cpu_attention_kernel_is_ready_before_the_timed_steps(debug_args):
     """A first-use build of the fused kernel must not count against a trial's tokens/s."""
     from trainers import fused_attention
-    from trainers.train import _Run
+    from trainers.loop import _Run
 
     fused_attention.library.cache_clear()
     try:

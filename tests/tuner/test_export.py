@@ -11,14 +11,19 @@ import pytest
 from optuna.distributions import FloatDistribution
 
 from trainers.model_args import ModelArgs
+from trainers.presets import PUBLISHED_CONFIGS
 from trainers.recipe import Recipe
-from tuner import records, scaling
-from tuner.cli import main
-from tuner.export import ExportError, FullRunTarget, build_full_run, export_study
-from tuner.hardware import get_hardware
-from tuner.pick import Pick, finished_trials, knee, pareto_front, pick_trial
+from tuner.app.cli import main
+from tuner.export import export_study
+from tuner.export.pick import Pick, finished_trials, pick_trial
+from tuner.modeling import scaling
+from tuner.modeling.full_run import ExportError, FullRunTarget, build_full_run
+from tuner.modeling.hardware import get_hardware
+from tuner.study import records
+from tuner.study.ranking import knee, pareto_front
+from tuner.study.trial_record import Objective
 
-CONFIGS = Path("/work/shared/reference/deepseek_v3_configs")
+CONFIGS = PUBLISHED_CONFIGS
 PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,
                   vocab_size=256, n_routed_experts=8, n_activated_experts=2, kv_lora_rank=32,
                   qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16)
@@ -85,7 +90,7 @@ def test_knee_is_the_point_farthest_below_the_extremes_line(study):
 
 def test_pareto_front_excludes_dominated_trials(study):
     feasible = [r for r in finished_trials(study) if r.feasible]
-    front = pareto_front(feasible, [tuple(o) for o in OBJECTIVES])
+    front = pareto_front(feasible, [Objective(name=n, direction=d) for n, d in OBJECTIVES])
     assert sorted(r.number for r in front) == [0, 1, 2, 3]
 
 
@@ -93,7 +98,8 @@ def test_knee_of_a_two_point_front_is_the_one_nearest_the_ideal():
     s = optuna.create_study(directions=["minimize", "maximize"])
     add_trials(s, [(2.0, 100.0, 1e-3, True, 1.0), (2.1, 110.0, 2e-3, True, 1.0)])
     front = finished_trials(s)
-    assert knee(front, [tuple(o) for o in OBJECTIVES]).number == 0  # both at distance 1: first
+    objectives = [Objective(name=n, direction=d) for n, d in OBJECTIVES]
+    assert knee(front, objectives).number == 0  # both at distance 1: first
 
 
 def test_trial_pick_flags_an_infeasible_trial_and_rejects_unknown_numbers(study):
@@ -147,7 +153,8 @@ def test_fp8_on_a100_is_refused():
     s = optuna.create_study(directions=["minimize", "maximize"])
     rec = finished_trials_from(s, Recipe(precision="fp8"))
     with pytest.raises(ExportError, match="--hardware: .*a100.* no fp8"):
-        build_full_run(rec, target(hardware=get_hardware("a100")))
+        build_full_run(rec.recipe, rec.model_args, target(hardware=get_hardware("a100")),
+                       proxy_tokens=rec.token_budget)
 
 
 def finished_trials_from(s: optuna.Study, recipe: Recipe):
@@ -163,7 +170,9 @@ def test_too_few_gpus_proposes_more():
     s = optuna.create_study(directions=["minimize", "maximize"])
     rec = finished_trials_from(s, Recipe())
     with pytest.raises(ExportError, match=r"no parallel layout of 8 x h800.*GPUs would fit"):
-        build_full_run(rec, target(model_args=config("671B"), name="671B", gpus=8))
+        build_full_run(rec.recipe, rec.model_args,
+                       target(model_args=config("671B"), name="671B", gpus=8),
+                       proxy_tokens=rec.token_budget)
 
 
 def _sqlite_study(tmp_path: Path) -> str:
@@ -275,13 +284,17 @@ def test_cli_unknown_study_exits_2(tmp_path, capsys):
 
 
 def test_full_run_metrics_are_registered_and_trade_precision_for_cost():
+    import dataclasses
     from types import SimpleNamespace
 
-    from tuner.objectives import MetricContext, get_metric
+    from tuner.study.metrics import MetricContext, get_metric
+    from tuner.study.spec import parse_spec
 
     hours, mem = get_metric("full_gpu_hours"), get_metric("full_peak_memory_gb")
     assert hours.label == mem.label == "modeled"
-    spec = SimpleNamespace(model=SimpleNamespace(full=str(CONFIGS / "config_16B.json")))
+    spec = parse_spec({"study": {"name": "m"}, "model": {"full": str(CONFIGS / "config_16B.json")},
+                       "space": {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-2}},
+                                 "fixed": {"seq_len": 64}}})
     result = SimpleNamespace(token_budget=200_000)
 
     def ctx(precision: str) -> MetricContext:
@@ -290,6 +303,7 @@ def test_full_run_metrics_are_registered_and_trade_precision_for_cost():
     # default full run (2048 x h800, 14.8T tokens): fp8 runs the block matmuls at twice the rate
     assert hours.fn(result, ctx("fp8")) < hours.fn(result, ctx("bf16"))
     assert 0 < mem.fn(result, ctx("bf16")) <= 0.9 * get_hardware("h800").memory_gib
+    no_target = dataclasses.replace(spec, model=dataclasses.replace(spec.model, full="",
+                                                                    preset="debug"))
     with pytest.raises(ValueError, match=r"need \[model\] full"):
-        hours.fn(result, MetricContext(spec=SimpleNamespace(model=SimpleNamespace(full="")),
-                                       recipe=Recipe(), model_args=PROXY))
+        hours.fn(result, MetricContext(spec=no_target, recipe=Recipe(), model_args=PROXY))

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from trainers.model_args import ModelArgs
+from trainers.presets import PUBLISHED_CONFIGS
 from trainers.recipe import Recipe
-from tuner import formats
-from tuner.export import FullRunTarget, build_full_run
-from tuner.formats import hf, megatron, torchtitan
-from tuner.hardware import get_hardware
-from tuner.pick import TrialRecord
+from tuner.export import formats
+from tuner.export.formats import hf, megatron, torchtitan
+from tuner.modeling.full_run import FullRunTarget, build_full_run
+from tuner.modeling.hardware import get_hardware
 
-CONFIGS = Path("/work/shared/reference/deepseek_v3_configs")
+CONFIGS = PUBLISHED_CONFIGS
 PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,
                   vocab_size=256, n_routed_experts=8, n_activated_experts=2, kv_lora_rank=32,
                   qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16)
@@ -84,11 +84,10 @@ def config(name: str) -> ModelArgs:
 
 
 def full_run(recipe: Recipe, *, proxy: ModelArgs = PROXY, name: str = "671B", **kw):
-    record = TrialRecord(number=3, values={"val_loss": 2.0}, recipe=recipe, model_args=proxy,
-                         metrics={"token_budget": 200_000}, feasible=True, outcome="complete")
     base = dict(model_args=config(name), name=name, hardware=get_hardware("h800"), gpus=2048,
                 tokens=int(14.8e12), seq_len=4096, tp=1, pp=16, ep=64)
-    return build_full_run(record, FullRunTarget(**(base | kw)), proxy_info={"study": "s"})
+    return build_full_run(recipe, proxy, FullRunTarget(**(base | kw)), proxy_tokens=200_000,
+                          proxy_info={"study": "s", "trial": 3, "values": {"val_loss": 2.0}})
 
 
 @pytest.fixture(scope="module")

@@ -12,19 +12,19 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from trainers.model_args import ModelArgs
+from trainers.presets import PUBLISHED_CONFIGS
 from trainers.recipe import Recipe
 from trainers.schedules import batch_size_at
-from tuner import formats, scaling
-from tuner.export import FullRunTarget, build_full_run, constant_batch_steps
-from tuner.hardware import get_hardware
-from tuner.pick import TrialRecord
+from tuner.export import formats
+from tuner.modeling import scaling
+from tuner.modeling.full_run import FullRunTarget, build_full_run, constant_batch_steps
+from tuner.modeling.hardware import get_hardware
 
-CONFIGS = Path("/work/shared/reference/deepseek_v3_configs")
+CONFIGS = PUBLISHED_CONFIGS
 PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,
                   vocab_size=256, n_routed_experts=8, n_activated_experts=2, kv_lora_rank=32,
                   qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16)
@@ -36,13 +36,12 @@ def full_run(recipe: Recipe, tokens: int = TOKENS, **kw):
     path = CONFIGS / "config_671B.json"
     if not path.exists():
         pytest.skip(f"{path} not available")
-    record = TrialRecord(number=7, values={"val_loss": 2.0}, recipe=recipe, model_args=PROXY,
-                         metrics={"token_budget": 200_000}, feasible=True, outcome="complete")
     target = FullRunTarget(**({"model_args": ModelArgs.from_json(path), "name": "671B",
                                "hardware": get_hardware("h800"), "gpus": 2048,
                                "tokens": tokens, "seq_len": 4096, "tp": 1, "pp": 16,
                                "ep": 64} | kw))
-    return build_full_run(record, target, proxy_info={"study": "s"})
+    return build_full_run(recipe, PROXY, target, proxy_tokens=200_000,
+                          proxy_info={"study": "s", "trial": 7, "values": {"val_loss": 2.0}})
 
 
 def megatron_args(text: str) -> dict[str, str | None]:

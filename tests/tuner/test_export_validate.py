@@ -10,14 +10,15 @@ import pytest
 
 from trainers.model_args import ModelArgs
 from trainers.recipe import Recipe
-from tuner import records
-from tuner.cli import main
-from tuner.export import FullRunTarget, export_study
-from tuner.hardware import get_hardware
-from tuner.pick import Pick
-from tuner.spec import load_spec
+from tuner.app.cli import main
+from tuner.export import export_study
+from tuner.export.pick import Pick
+from tuner.modeling.full_run import FullRunTarget
+from tuner.modeling.hardware import get_hardware
+from tuner.study import records
+from tuner.study.spec import load_spec
+from tuner.study.validate import spearman, validate_study, widen
 from tuner.testing import make_result
-from tuner.validate import spearman, validate_study, widen
 
 SPEC = Path(__file__).resolve().parents[2] / "search_spaces" / "quickstart.toml"
 PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import optuna
 import pytest
 
 from trainers import ModelArgs, Recipe
-from tuner import records, testing
-from tuner.export import full_gpu_hours, target_from_spec
-from tuner.spec import SpecError, spec_from_dict
-from tuner.study_runner import run_study
+from trainers.presets import PUBLISHED_CONFIGS
+from tuner import testing
+from tuner.modeling.full_run import modeled_cost, target_of
+from tuner.study import records
+from tuner.study.runner import run_study
+from tuner.study.spec import SpecError, spec_from_dict
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-CONFIG = SHARED / "reference" / "deepseek_v3_configs" / "config_671B.json"
+CONFIG = PUBLISHED_CONFIGS / "config_671B.json"
 SPACE = {"params": {"precision": {"type": "categorical", "choices": ["bf16", "fp8"]}},
          "fixed": {"seq_len": 64}}
 
@@ -37,8 +36,6 @@ def test_full_metrics_need_a_full_config():
 
 
 def test_study_records_modeled_full_run_cost(ray_session, tmp_path):
-    if not CONFIG.exists():
-        pytest.skip(f"{CONFIG} not present")
     s = spec(full=str(CONFIG), proxy="debug")
     summary = run_study(s, run_dir=tmp_path / s.name, trainer=testing.quick_train,
                         progress=False)
@@ -48,6 +45,8 @@ def test_study_records_modeled_full_run_cost(ray_session, tmp_path):
     for t in done:
         recipe = Recipe.from_dict(t.user_attrs[records.RECIPE])
         proxy = ModelArgs.from_dict(t.user_attrs[records.MODEL_ARGS])
-        want = full_gpu_hours(recipe, proxy, target_from_spec(s), token_budget=256)
+        f = s.full_run
+        target = target_of(str(CONFIG), f.hardware, f.gpus, f.tokens, f.seq_len)
+        want = modeled_cost(recipe, proxy, target, 256)[1]
         assert t.values[1] == pytest.approx(want)
         assert 1e5 < t.values[1] < 1e8  # the 671B run: millions of GPU-hours, not a placeholder

@@ -9,11 +9,12 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tuner import records
-from tuner import storage as st
-from tuner.cli import COMMAND_MODULES, main
-from tuner.samplers import make_sampler
-from tuner.spec import load_spec
+from tuner.app.cli import COMMAND_MODULES, main
+from tuner.study import database as db
+from tuner.study import records
+from tuner.study import storage as st
+from tuner.study.samplers import make_sampler
+from tuner.study.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "search_spaces" / "quickstart.toml"
@@ -30,7 +31,7 @@ def test_module_entry_point_lists_the_commands():
                          text=True, check=True).stdout
     for cmd in ("submit", "status", "list", "resume", "rerun"):
         assert cmd in out
-    assert COMMAND_MODULES[0] == "tuner.commands"
+    assert COMMAND_MODULES[0] == "tuner.app.commands"
 
 
 @pytest.mark.parametrize(("text", "words"), [
@@ -67,7 +68,7 @@ def stored_study(tmp_path):
     spec = load_spec(QUICKSTART, overrides={"study.name": "cli"})
     run_dir = tmp_path / "runs" / "cli"
     run_dir.mkdir(parents=True)
-    study = st.create_study(spec, st.open_storage(st.storage_url(run_dir)), make_sampler(spec))
+    study = st.create_study(spec, db.open_storage(db.storage_url(run_dir)), make_sampler(spec))
     for loss in (3.5, 3.2):
         t = study.ask()
         spec.space.suggest(t)

@@ -9,7 +9,7 @@ import textwrap
 import optuna
 import pytest
 
-from tuner import records
+from tuner.study import records
 
 SPEC = """
 [study]
@@ -34,7 +34,7 @@ log = true
 DRIVER = textwrap.dedent("""
     import sys
     from ray.cluster_utils import Cluster
-    from tuner.cli import main
+    from tuner.app.cli import main
 
     spec, root = sys.argv[1:3]
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1,

@@ -8,9 +8,9 @@ import math
 import optuna
 import pytest
 
-from tuner import records
-from tuner.cli import main
-from tuner.storage import storage_url
+from tuner.app.cli import main
+from tuner.study import records
+from tuner.study.database import storage_url
 
 SPEC = """
 [study]

@@ -14,8 +14,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner import records
-from tuner import storage as st
+from tuner.study import database as db
+from tuner.study import records
+from tuner.study import resume as rs
 
 SPEC = """
 [study]
@@ -55,7 +56,7 @@ def test_sigkill_driver_then_resume_finishes_the_study(tmp_path):
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC)
     root = tmp_path / "runs"
-    db = root / "killed" / st.DB_FILE
+    db_file = root / "killed" / db.DB_FILE
     cmd = [sys.executable, "-m", "tuner"]
     driver = subprocess.Popen([*cmd, "submit", str(spec), "--root", str(root), "--trainer",
                                TRAINER, "--no-progress"], start_new_session=True,
@@ -64,18 +65,18 @@ def test_sigkill_driver_then_resume_finishes_the_study(tmp_path):
         deadline = time.monotonic() + 180
         # wait for a finished trial and one training (sampled, so it has parameters to re-run)
         while time.monotonic() < deadline:
-            s = states(db)
+            s = states(db_file)
             if s.count("COMPLETE") >= 1 and "RUNNING" in s:
                 break
             assert driver.poll() is None, "the driver ended before it could be killed"
             time.sleep(0.2)
         else:
-            pytest.fail(f"no COMPLETE + RUNNING trials within 180 s: {states(db)}")
+            pytest.fail(f"no COMPLETE + RUNNING trials within 180 s: {states(db_file)}")
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
     finally:
         _kill_group(driver)
-    before = optuna.load_study(study_name="killed", storage=f"sqlite:///{db}")
+    before = optuna.load_study(study_name="killed", storage=f"sqlite:///{db_file}")
     kept = {t.number: t.values for t in before.trials if t.state == TrialState.COMPLETE}
     in_flight = [t.number for t in before.trials if t.state == TrialState.RUNNING]
     assert kept and in_flight
@@ -85,14 +86,14 @@ def test_sigkill_driver_then_resume_finishes_the_study(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"re-ran {len(in_flight)} interrupted trial(s)" in done.stdout
 
-    study = optuna.load_study(study_name="killed", storage=f"sqlite:///{db}")
+    study = optuna.load_study(study_name="killed", storage=f"sqlite:///{db_file}")
     trials = study.trials
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     for n, values in kept.items():  # every completed trial kept as it was
         assert trials[n].state == TrialState.COMPLETE and trials[n].values == values
     for n in in_flight:  # marked interrupted, and re-run exactly once with the same params
         assert trials[n].state == TrialState.FAIL
-        assert trials[n].user_attrs[records.REASON] == st.INTERRUPTED
+        assert trials[n].user_attrs[records.REASON] == rs.INTERRUPTED
         reruns = [t for t in trials if t.user_attrs.get(records.RERUN_OF) == n]
         assert len(reruns) == 1
         if trials[n].params:  # killed while sampling: nothing to repeat, a fresh point runs

@@ -9,11 +9,12 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner import records, testing
-from tuner.cli import main
-from tuner.spec import spec_from_dict
-from tuner.storage import open_storage
-from tuner.study_runner import run_study
+from tuner import testing
+from tuner.app.cli import main
+from tuner.study import records
+from tuner.study.database import open_storage
+from tuner.study.runner import run_study
+from tuner.study.spec import spec_from_dict
 
 URL = os.environ.get("MOETUNE_TEST_POSTGRES",
                      "postgresql://moetune:moetune@127.0.0.1:5432/moetune_test")

@@ -10,13 +10,14 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner import records
-from tuner import storage as st
-from tuner.cli import main
-from tuner.samplers import make_sampler
-from tuner.searcher import StudySearcher
-from tuner.spec import spec_from_dict
-from tuner.trainable import FINAL_KEY
+from tuner.app.cli import main
+from tuner.study import database as db
+from tuner.study import records
+from tuner.study import storage as st
+from tuner.study.samplers import make_sampler
+from tuner.study.searcher import StudySearcher
+from tuner.study.spec import spec_from_dict
+from tuner.study.trainable import FINAL_KEY
 
 QT = ["--trainer", "tuner.testing:quick_train", "--no-progress"]
 SPEC = """
@@ -50,7 +51,7 @@ def stored_study(root: Path, n: int = 3) -> optuna.Study:
     run_dir = root / "rnd"
     run_dir.mkdir(parents=True)
     (run_dir / "spec.json").write_text(json.dumps(spec.to_dict()))
-    study = st.create_study(spec, st.open_storage(st.storage_url(run_dir)), make_sampler(spec))
+    study = st.create_study(spec, db.open_storage(db.storage_url(run_dir)), make_sampler(spec))
     for i in range(n):
         t = study.ask()
         spec.space.suggest(t)
@@ -70,7 +71,7 @@ def test_resume_with_more_trials_never_repeats_a_config(ray_session, tmp_path, c
     assert main(["submit", str(spec_file(tmp_path)), "--root", str(root), *QT]) == 0
     assert main(["submit", str(spec_file(tmp_path, n=6)), "--resume", "--root", str(root),
                  *QT]) == 0
-    study = optuna.load_study(study_name="rnd", storage=st.storage_url(root / "rnd"))
+    study = optuna.load_study(study_name="rnd", storage=db.storage_url(root / "rnd"))
     lrs = [t.params["lr"] for t in study.trials]
     assert len(lrs) == 6 and len(set(lrs)) == 6, lrs
     assert st.stored_spec(study).study.n_trials == 6  # status and a later resume see 6
@@ -120,7 +121,7 @@ def test_an_error_while_scoring_a_trial_leaves_it_failed_not_running(tmp_path):
 
     spec = spec_from_dict(_toml(SPEC.format(n=3)))
     (tmp_path / "rnd").mkdir()
-    study = st.create_study(spec, st.open_storage(st.storage_url(tmp_path / "rnd")),
+    study = st.create_study(spec, db.open_storage(db.storage_url(tmp_path / "rnd")),
                             make_sampler(spec))
     searcher = StudySearcher(study=study, spec=spec, model_args=preset("debug"), n_to_run=3)
     searcher.suggest("a")
@@ -211,7 +212,7 @@ def test_a_study_whose_every_trial_failed_exits_1_saying_why(ray_session, tmp_pa
 def test_ctrl_c_says_how_to_resume_with_moetune(ray_session, tmp_path, capsys, monkeypatch):
     import logging
 
-    from tuner import study_runner
+    from tuner.study import runner as study_runner
 
     def interrupted(*a, **kw):
         raise KeyboardInterrupt

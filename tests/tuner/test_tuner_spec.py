@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.spec import SpecError, StudySpec, load_spec, spec_from_dict
+from tuner.study.spec import SpecError, StudySpec, load_spec, spec_from_dict
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "search_spaces" / "quickstart.toml"
@@ -144,3 +144,75 @@ def test_unset_intervals_follow_a_small_budget():
     explicit["pruning"] = {"grace_tokens": 30_000}
     with pytest.raises(SpecError, match=r"pruning.grace_tokens.*30000"):
         spec_from_dict(explicit)  # a value the user wrote is still checked, not adjusted
+
+
+# -- [full_run]: the full run the modeled metrics cost and export defaults to ------------------
+
+FULL_RUN_BAD = [
+    (with_("full_run.hardware", "h900"), ["full_run.hardware", "one of", "h800", "h900"]),
+    (with_("full_run.gpus", 0), ["full_run.gpus", "positive integer", "0"]),
+    (with_("full_run.tokens", 1.5), ["full_run.tokens", "integer", "1.5"]),
+    (with_("full_run.tokens", -1), ["full_run.tokens", "positive integer", "-1"]),
+    (with_("full_run.target", "proxy-xl"), ["full_run.target", "proxy-xl"]),
+    (with_("full_run.nodes", 4), ["full_run", "unknown key", "nodes", "gpus"]),
+    (with_("objectives.full_gpu_hours", "minimize"),
+     ["objectives.full_gpu_hours", "needs [model] full", "[full_run] target"]),
+]
+
+
+@pytest.mark.parametrize(("table", "words"), FULL_RUN_BAD)
+def test_bad_full_run_section_names_field_rule_and_value(table, words):
+    with pytest.raises(SpecError) as e:
+        spec_from_dict(table)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_full_run_section_is_parsed_and_stored():
+    d = base() | {"full_run": {"target": "proxy-l", "hardware": "h200", "gpus": 256,
+                               "tokens": 2e12, "seq_len": 8192},
+                  "objectives": {"val_loss": "minimize", "full_gpu_hours": "minimize"}}
+    spec = spec_from_dict(d)
+    assert spec.full_run.tokens == 2_000_000_000_000 and isinstance(spec.full_run.tokens, int)
+    assert (spec.full_run.hardware, spec.full_run.gpus, spec.full_run.seq_len) == ("h200", 256,
+                                                                                  8192)
+    assert spec.full_run_target == "proxy-l"
+    assert spec_from_dict(spec.to_dict()) == spec  # as resume reads it back
+
+
+def test_full_run_defaults_to_deepseek_v3s_run():
+    spec = spec_from_dict(base())
+    f = spec.full_run
+    assert (f.hardware, f.gpus, f.tokens, f.seq_len) == ("h800", 2048, 14_800_000_000_000, 4096)
+    assert "full_run" not in spec.to_dict() or spec.to_dict()["full_run"].get("target") is None
+
+
+def test_modeled_metrics_follow_the_full_run_section():
+    """Twice the GPUs at the same tokens: about the same GPU-hours, less memory per GPU."""
+    from types import SimpleNamespace
+
+    from trainers import Recipe, preset
+    from tuner.study.metrics import MetricContext, get_metric
+
+    def cost(gpus: int) -> tuple[float, float]:
+        spec = spec_from_dict(base() | {"full_run": {"target": "proxy-l", "gpus": gpus,
+                                                     "tokens": 1e11}})
+        ctx = MetricContext(spec=spec, recipe=Recipe(), model_args=preset("debug"))
+        result = SimpleNamespace(token_budget=200_000)
+        return (get_metric("full_peak_memory_gb").fn(result, ctx),
+                get_metric("full_gpu_hours").fn(result, ctx))
+
+    (mem8, hours8), (mem16, hours16) = cost(8), cost(16)
+    assert mem16 < mem8
+    assert hours16 == pytest.approx(hours8, rel=0.05)
+
+
+def test_a_storage_password_stays_in_memory():
+    """The stored spec, spec.json and the run summary carry the URL with its password masked."""
+    import json
+
+    spec = spec_from_dict(with_("study.storage", "postgresql://tester:S3cretPW@db.example/moe"))
+    assert spec.study.storage.endswith(":S3cretPW@db.example/moe")  # what the driver connects with
+    stored = json.dumps(spec.to_dict())
+    assert "S3cretPW" not in stored and "postgresql://tester:***@db.example/moe" in stored
+    assert spec_from_dict(spec.to_dict()).to_dict() == spec.to_dict()  # resume compares these

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from trainers import preset
-from tuner.cli import main
-from tuner.spec import SpecError, load_spec, spec_from_dict
+from tuner.app.cli import main
+from tuner.study.spec import SpecError, load_spec, spec_from_dict
 
 SPACE = '[space.params.lr]\ntype = "float"\nlow = 1e-4\nhigh = 1e-2\nlog = true\n'
 

@@ -10,11 +10,14 @@ import pytest
 from optuna.trial import TrialState
 
 from trainers import ModelArgs, Recipe
-from tuner import records, testing
-from tuner import storage as st
-from tuner.samplers import make_sampler
-from tuner.spec import spec_from_dict
-from tuner.study_runner import run_study
+from tuner import testing
+from tuner.study import database as db
+from tuner.study import records
+from tuner.study import resume as rs
+from tuner.study import storage as st
+from tuner.study.runner import run_study
+from tuner.study.samplers import make_sampler
+from tuner.study.spec import spec_from_dict
 
 SPACE = {"params": {
     "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
@@ -112,7 +115,7 @@ EXPECTED = {
 def test_every_outcome_is_mapped_and_told(ray_session, tmp_path):
     spec = make_spec("outcomes", n=len(EXPECTED), constraints=MEM)
     (tmp_path / spec.name).mkdir()
-    store = st.open_storage(st.storage_url(tmp_path / spec.name))
+    store = db.open_storage(db.storage_url(tmp_path / spec.name))
     study = st.create_study(spec, store, make_sampler(spec))
     for lr in EXPECTED:
         study.enqueue_trial({"lr": lr, "warmup_fraction": 0.0, "decay": "cosine"})
@@ -186,7 +189,7 @@ def test_resume_reaps_interrupted_trials_and_reruns_them(ray_session, tmp_path):
     """A driver that died leaves RUNNING trials; resume marks them FAIL and re-runs them."""
     spec = make_spec("resume", n=4)
     (tmp_path / "resume").mkdir()
-    store = st.open_storage(st.storage_url(tmp_path / "resume"))
+    store = db.open_storage(db.storage_url(tmp_path / "resume"))
     study = st.create_study(spec, store, make_sampler(spec))
     done = study.ask()
     spec.space.suggest(done)
@@ -198,10 +201,10 @@ def test_resume_reaps_interrupted_trials_and_reruns_them(ray_session, tmp_path):
                         trainer=testing.quick_train, progress=False)
     assert summary.reaped == (dead.number,)
     trials = study.get_trials()
-    assert trials[dead.number].user_attrs[records.REASON] == st.INTERRUPTED
+    assert trials[dead.number].user_attrs[records.REASON] == rs.INTERRUPTED
     assert trials[dead.number].state == TrialState.FAIL
     assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
-    assert sum(st.counts_toward_target(t) for t in trials) == 4 == summary.done
+    assert sum(rs.counts_toward_target(t) for t in trials) == 4 == summary.done
     assert trials[done.number].values == [2.5, 1e4]  # kept as it was
     reruns = [t for t in trials if t.user_attrs.get(records.RERUN_OF) == dead.number]
     assert len(reruns) == 1 and reruns[0].params == dead_params
@@ -211,19 +214,19 @@ def test_resume_reaps_interrupted_trials_and_reruns_them(ray_session, tmp_path):
 def test_stopping_the_driver_records_in_flight_trials_and_queues_them(tmp_path):
     """What run_study does when fit ends early (Ctrl-C): no RUNNING left, same points re-run."""
     from trainers import preset
-    from tuner.searcher import StudySearcher
+    from tuner.study.searcher import StudySearcher
 
     spec = make_spec("stop", n=3)
     (tmp_path / "stop").mkdir()
-    study = st.create_study(spec, st.open_storage(st.storage_url(tmp_path / "stop")),
+    study = st.create_study(spec, db.open_storage(db.storage_url(tmp_path / "stop")),
                             make_sampler(spec))
     searcher = StudySearcher(study=study, spec=spec, model_args=preset("debug"), n_to_run=4)
     configs = [searcher.suggest("a"), searcher.suggest("b")]
     assert searcher.tally.running == 2
-    searcher.abandon_live(st.INTERRUPTED)
+    searcher.abandon_live()
     trials = study.get_trials()
     assert [t.state for t in trials[:2]] == [TrialState.FAIL] * 2
-    assert all(t.user_attrs[records.REASON] == st.INTERRUPTED for t in trials[:2])
+    assert all(t.user_attrs[records.REASON] == rs.INTERRUPTED for t in trials[:2])
     # re-run on resume, so neither failed nor done in the progress bar
     t = searcher.tally
     assert (t.running, t.interrupted, t.failed, t.done) == (0, 2, 0, 0)
@@ -237,13 +240,13 @@ def test_the_progress_best_is_one_trials_own_values(tmp_path):
     """Per-objective bests would show a recipe that never ran (val_loss of one trial, tok/s of
     another); the bar shows the trial with the best first objective, with its own values."""
     from trainers import preset
-    from tuner.outcome import Outcome, constraint_names
-    from tuner.searcher import StudySearcher
+    from tuner.study.outcome import Outcome, constraint_names
+    from tuner.study.searcher import StudySearcher
 
     spec = make_spec("best", n=3)
     feasible = {name: 0.0 for name in constraint_names(spec)}
     (tmp_path / "best").mkdir()
-    study = st.create_study(spec, st.open_storage(st.storage_url(tmp_path / "best")),
+    study = st.create_study(spec, db.open_storage(db.storage_url(tmp_path / "best")),
                             make_sampler(spec))
     searcher = StudySearcher(study=study, spec=spec, model_args=preset("debug"), n_to_run=3)
     for tid in ("a", "b", "c"):

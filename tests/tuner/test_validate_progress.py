@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from test_export_validate import make_study
 
-from tuner.cli import main
+from tuner.app.cli import main
+from tuner.app.validate_command import refresh_report
+from tuner.study.validate import validate_study
 from tuner.testing import make_result
-from tuner.validate import validate_study
 
 
 def test_each_trial_is_announced_before_it_trains_and_reports_how_far_it_got():
@@ -32,8 +33,9 @@ def test_each_trial_is_announced_before_it_trains_and_reports_how_far_it_got():
 
 def test_the_report_is_refreshed_with_the_validation(tmp_path):
     lines: list[str] = []
-    validate_study(make_study(), top=2, scale=2, trainer=_train, log=lines.append,
-                   report_dir=tmp_path / "report")
+    study = make_study()
+    validate_study(study, top=2, scale=2, trainer=_train, log=lines.append)
+    refresh_report(study, tmp_path / "report", lines.append)
     md = (tmp_path / "report" / "ranked.md").read_text()
     transfer = md.split("## Transfer confidence")[1]
     assert "Not checked yet" not in transfer and "Spearman rank correlation 1" in transfer
@@ -42,7 +44,9 @@ def test_the_report_is_refreshed_with_the_validation(tmp_path):
 
 def test_without_a_report_folder_it_says_how_to_refresh_it():
     lines: list[str] = []
-    validate_study(make_study(), top=2, scale=2, trainer=_train, log=lines.append)
+    study = make_study()
+    validate_study(study, top=2, scale=2, trainer=_train, log=lines.append)
+    refresh_report(study, None, lines.append)
     assert "the report was not refreshed: run `moetune report synthetic`" in lines[-1]
 
 

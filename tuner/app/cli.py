@@ -1,0 +1,55 @@
+"""``moetune``: the command line (also ``python -m tuner``).
+
+Subcommands come from the modules in `COMMAND_MODULES`; each exposes ``register(subparsers)``
+which adds its parsers and sets ``handler=fn(args) -> int`` on them. Adding a command to the CLI
+is one line here. Building the parser imports no heavy library: each handler imports what it
+uses (torch, Ray, pandas, plotting) when it runs, so ``moetune --help`` and ``moetune list``
+start at once.
+
+Exit codes: 0 success, 1 a run-time failure, 2 bad input (nothing written), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from tuner.app.errors import UsageError
+from tuner.app.startup import configure_logging
+
+COMMAND_MODULES: tuple[str, ...] = (
+    "tuner.app.commands",
+    "tuner.app.export_command",
+    "tuner.app.validate_command",
+    "tuner.app.report_command",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="moetune",
+        description="Hyperparameter autotuning for DeepSeek-V3-style MoE training recipes.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging()
+    try:
+        return int(args.handler(args) or 0)
+    except UsageError as e:
+        print(f"moetune {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("moetune: interrupted; `moetune resume` continues the study.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""The study commands of ``moetune``: submit, resume, status, list, rerun.
+
+Every command finds a study by name under the runs root (``--root``, ``$MOETUNE_ROOT``, default
+``./runs``), or in a shared database given by ``--storage`` / ``$MOETUNE_STORAGE``. Input is
+validated before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from tuner.app.errors import UsageError
+from tuner.study import database as db
+from tuner.study import resume as rs
+from tuner.study import storage as st
+from tuner.study.spec import SpecError, StudySpec, check_inputs, load_spec
+
+DEFAULT_ROOT = "runs"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("submit", help="run a tuning study from a spec file")
+    p.add_argument("spec", help="study spec TOML (e.g. search_spaces/quickstart.toml)")
+    p.add_argument("--name", help="study name (overrides [study] name)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the study if it exists; the spec may differ from the stored "
+                        "one only in n_trials (upwards), max_concurrent and [resources]")
+    _run_options(p)
+    p.set_defaults(handler=submit)
+
+    p = subparsers.add_parser("resume", help="finish an interrupted study")
+    p.add_argument("study")
+    _run_options(p)
+    p.set_defaults(handler=resume)
+
+    p = subparsers.add_parser("status", help="trials of a study, or a summary of all studies")
+    p.add_argument("study", nargs="?")
+    where_options(p)
+    p.set_defaults(handler=status)
+
+    p = subparsers.add_parser("list", help="studies under the root (or in --storage)")
+    where_options(p)
+    p.set_defaults(handler=list_studies)
+
+    p = subparsers.add_parser("rerun", help="re-run one trial outside the service")
+    p.add_argument("study")
+    p.add_argument("trial", type=int, help="trial number")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: the stored device)")
+    where_options(p)
+    p.set_defaults(handler=rerun)
+
+
+def where_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", default=os.environ.get("MOETUNE_ROOT", DEFAULT_ROOT),
+                   help="folder holding the run folders (default: $MOETUNE_ROOT or ./runs)")
+    p.add_argument("--storage", default=os.environ.get("MOETUNE_STORAGE", ""),
+                   help="database URL, e.g. postgresql://user:pw@host/db (default: the "
+                        "study's sqlite file)")
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    where_options(p)
+    p.add_argument("--address", default=None,
+                   help="Ray cluster to join (e.g. 10.0.0.1:6379 or auto); default: local Ray")
+    p.add_argument("--trainer", default="trainers:train",
+                   help="MODULE:FUNCTION with trainers.train's signature (default: %(default)s)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+# -- submit / resume -------------------------------------------------------------------------
+
+
+def submit(args: argparse.Namespace) -> int:
+    if args.name is not None and not args.name.strip():
+        raise UsageError(f"--name: must be a study name (letters, digits, _ . -), but got "
+                         f"{args.name!r}; omit it to use the spec's [study] name.")
+    overrides = {"study.name": args.name} if args.name is not None else None
+    try:
+        spec = load_spec(args.spec, overrides=overrides)
+    except SpecError as e:
+        raise UsageError(str(e)) from None
+    trainer = import_trainer(args.trainer)
+    run_dir = Path(args.root) / spec.name
+    study = find_study(spec.name, run_dir, args.storage or spec.study.storage,
+                       where="--storage" if args.storage else "study.storage")
+    if not args.resume and (study is not None or run_dir.exists()):
+        raise UsageError(f"study {spec.name!r} already exists ({run_dir}); pass --resume to "
+                         f"continue it, or choose another name with --name.")
+    if study is not None:
+        _check_resume_spec(study, spec)
+    return _run(spec, run_dir, args, trainer, resume=study is not None)
+
+
+def resume(args: argparse.Namespace) -> int:
+    trainer = import_trainer(args.trainer)
+    run_dir = Path(args.root) / args.study
+    spec = _stored_spec(open_study(args.study, run_dir, args.storage))
+    try:
+        check_inputs(spec)  # the corpus and model files may have changed since submit
+    except SpecError as e:
+        raise UsageError(f"study {spec.name!r}: {e}") from None
+    return _run(spec, run_dir, args, trainer, resume=True)
+
+
+def _stored_spec(study: Any) -> StudySpec:
+    try:
+        return st.stored_spec(study)
+    except SpecError as e:  # e.g. stored by an older moetune whose rules have since changed
+        raise UsageError(f"study {study.study_name!r}: its stored spec no longer validates: "
+                         f"{e}") from None
+
+
+def _check_resume_spec(study: Any, spec: StudySpec) -> None:
+    try:
+        rs.check_resume_spec(_stored_spec(study), spec)
+    except rs.ResumeSpecError as e:
+        raise UsageError(str(e)) from None
+
+
+def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any, *,
+         resume: bool) -> int:
+    from tuner.study.runner import ClusterError, run_study
+
+    try:
+        summary = run_study(spec, run_dir=run_dir, storage=args.storage, resume=resume,
+                            trainer=trainer, address=args.address,
+                            progress=not args.no_progress)
+    except (ClusterError, db.StorageError, rs.ResumeSpecError, st.SchemaError) as e:
+        raise UsageError(str(e)) from None
+    except KeyboardInterrupt:
+        print(f"moetune: interrupted; `moetune resume {spec.name}` continues the study.",
+              file=sys.stderr)
+        return 130
+    return _report_run(spec, run_dir, summary)
+
+
+def _report_run(spec: StudySpec, run_dir: Path, summary: Any) -> int:
+    from tuner.app.status import all_failed
+
+    if summary.reaped:
+        print(f"re-ran {len(summary.reaped)} interrupted trial(s): {list(summary.reaped)}")
+    print(f"study {spec.name}: {summary.done}/{summary.n_trials} trials done; "
+          f"storage {summary.storage}; run folder {run_dir}")
+    study = summary.study
+    _build_report(study, run_dir)
+    if summary.done < summary.n_trials:  # e.g. Ctrl-C: Ray stops the trials and returns
+        print(f"moetune: study {spec.name} stopped early; `moetune resume {spec.name}` "
+              "finishes it.", file=sys.stderr)
+        return 1
+    failed = all_failed(study)
+    if failed:
+        print(f"moetune: study {spec.name}: {failed}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _build_report(study: Any, run_dir: Path) -> None:
+    """Write the study's report; a failure is a warning (the study is safe in storage)."""
+    import reports
+
+    try:
+        paths = reports.build(study, run_dir / "report")
+    except Exception as e:  # noqa: BLE001 - say why the report is missing, keep the exit code
+        print(f"warning: the report could not be written: {type(e).__name__}: {e}",
+              file=sys.stderr)
+        return
+    for p in paths.values():
+        print(f"report: {p}")
+
+
+def import_trainer(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    if not module or not attr:
+        raise UsageError(f"--trainer: must be MODULE:FUNCTION, but got {target!r}.")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise UsageError(f"--trainer: cannot import {target!r} ({e}).") from None
+    if not callable(fn):
+        raise UsageError(f"--trainer: {target!r} is not callable.")
+    return fn
+
+
+def find_study(name: str, run_dir: Path, url: str, *, where: str = "--storage") -> Any:
+    """The study ``name`` if its storage (``url``, else ``run_dir``'s sqlite file) holds it,
+    else None. Creates no database: looking must not leave files behind."""
+    try:
+        store = db.open_existing_storage(db.storage_url(run_dir, url), where)
+    except LookupError:
+        return None
+    except db.StorageError as e:
+        raise UsageError(str(e)) from None
+    try:
+        return st.load_study(name, store) if name in db.study_names(store) else None
+    except st.SchemaError as e:
+        raise UsageError(str(e)) from None
+
+
+def open_study(name: str, run_dir: Path, url: str) -> Any:
+    """The existing study ``name`` (read-only lookup), or UsageError saying where it looked."""
+    try:
+        store = db.open_existing_storage(db.storage_url(run_dir, url))
+    except db.StorageError as e:
+        raise UsageError(str(e)) from None
+    except LookupError as e:
+        if not url:
+            raise UsageError(f"no study {name!r}: {run_dir / db.DB_FILE} does not exist "
+                             "(use --root or --storage to look elsewhere).") from None
+        raise UsageError(f"no study {name!r}: {e}") from None
+    try:
+        return st.load_study(name, store)
+    except (LookupError, st.SchemaError) as e:
+        raise UsageError(str(e)) from None
+
+
+# -- status / list / rerun -------------------------------------------------------------------
+
+
+def status(args: argparse.Namespace) -> int:
+    from tuner.app.status import format_table, study_summary_rows, trial_rows
+
+    if args.study:
+        study = open_study(args.study, Path(args.root) / args.study, args.storage)
+        print(format_table(trial_rows(study)))
+        import reports  # the ranking (Pareto rank, then crowding) as the report computes it
+
+        print("\nTop of the ranking:")
+        print(reports.top_table(reports.trials_frame(study), 5))
+        return 0
+    studies = [open_study(n, Path(args.root) / n, args.storage) for n in _names(args)]
+    print(format_table(study_summary_rows(studies)) if studies else "no studies")
+    return 0
+
+
+def list_studies(args: argparse.Namespace) -> int:
+    for name in _names(args):
+        print(name)
+    return 0
+
+
+def _names(args: argparse.Namespace) -> list[str]:
+    if args.storage:
+        try:
+            return sorted(db.study_names(db.open_existing_storage(args.storage)))
+        except (LookupError, db.StorageError) as e:
+            raise UsageError(str(e)) from None
+    root = Path(args.root)
+    if not root.is_dir():
+        return []
+    return sorted(d.name for d in root.iterdir() if (d / db.DB_FILE).is_file())
+
+
+def rerun(args: argparse.Namespace) -> int:
+    from tuner.study.progress import stderr_lines
+    from tuner.study.rerun import rerun_trial
+
+    run_dir = Path(args.root) / args.study
+    study = open_study(args.study, run_dir, args.storage)
+    try:
+        out = rerun_trial(study, args.trial, device=args.device, out_dir=run_dir,
+                          log=stderr_lines("rerun"))
+    except (LookupError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    print(out)
+    return 0

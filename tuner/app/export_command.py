@@ -1,0 +1,189 @@
+"""`moetune export STUDY` and `moetune validate STUDY`: the way from a study to the full run.
+
+`export` writes the chosen recipe as a full-run launch config; `validate` re-trains the top
+recipes on a wider proxy and records whether the ranking survives (transfer confidence).
+`register(subparsers)` adds both sub-commands; its handler returns the exit status (0 written,
+2 bad input or nothing exportable: nothing written, the reason on stderr). Studies are found as
+every other command finds them (`tuner.app.commands`: ``--root`` / ``$MOETUNE_ROOT``, ``--storage``
+/ ``$MOETUNE_STORAGE``).
+
+    moetune export my-study --pick knee --target config_671B.json --hardware h800 \\
+        --gpus 2048 --tokens 14.8e12 --format megatron --out run.args
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from tuner.app.commands import open_study, where_options
+from tuner.app.errors import UsageError
+from tuner.export import formats
+from tuner.export.export import export_study
+from tuner.export.pick import PICKS, Pick
+from tuner.modeling.full_run import DEFAULT_MFU, ExportError, FullRunTarget, load_target
+from tuner.modeling.hardware import HARDWARE, get_hardware
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``export`` sub-command."""
+    p = subparsers.add_parser("export", help="scale a study's chosen recipe to the full run and "
+                              "write it as a launch config")
+    p.add_argument("study", help="study name")
+    p.add_argument("--pick", nargs="+", default=["best-loss"], metavar="HOW",
+                   help=f"one of {PICKS}; 'trial N' picks trial number N (default: best-loss)")
+    p.add_argument("--max-memory-gb", type=float, help="only trials whose measured proxy peak "
+                   "memory (GiB) is at most this")
+    p.add_argument("--min-tokens-per-s", type=float, help="only trials at least this fast")
+    p.add_argument("--target", required=True, help="DeepSeek-style config JSON or preset name")
+    p.add_argument("--hardware", default="h800", help=f"one of {sorted(HARDWARE)}")
+    p.add_argument("--gpus", type=int, required=True)
+    p.add_argument("--tokens", type=float, required=True,
+                   help="training tokens of the full run (e.g. 14.8e12)")
+    p.add_argument("--seq-len", type=int, default=4096)
+    p.add_argument("--global-batch", type=int, help="final global batch in sequences "
+                   "(default: B_opt of the compute law)")
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--tp", type=int, help="fix the tensor-parallel degree")
+    p.add_argument("--pp", type=int, help="fix the pipeline-parallel degree")
+    p.add_argument("--ep", type=int, help="fix the expert-parallel degree")
+    p.add_argument("--memory-fraction", type=float, default=0.9,
+                   help="share of GPU memory the modeled peak may use (default: %(default)s)")
+    p.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+                   help="model FLOPs utilization assumed for GPU-hours (default: %(default)s, "
+                        "the value that reproduces DeepSeek-V3's reported GPU-hours)")
+    p.add_argument("--format", default="native", help=f"one of {sorted(formats.FORMATS)}")
+    p.add_argument("--out", type=Path, help="output file (default: stdout)")
+    where_options(p)
+    p.set_defaults(handler=run_export)
+
+
+def parse_pick(args: argparse.Namespace) -> Pick:
+    """``--pick knee`` / ``--pick trial 7`` plus the limits, validated."""
+    words = args.pick
+    trial = None
+    if words[0] == "trial":
+        if len(words) != 2 or not words[1].isdigit():
+            raise ValueError(f"--pick: 'trial' takes one trial number, but got "
+                             f"--pick {' '.join(words)!r}.")
+        trial = int(words[1])
+    elif len(words) != 1:
+        raise ValueError(f"--pick: must be one of {PICKS} (trial N), but got "
+                         f"--pick {' '.join(words)!r}.")
+    return Pick(kind=words[0], trial=trial, max_memory_gb=args.max_memory_gb,
+                min_tokens_per_s=args.min_tokens_per_s)
+
+
+# options checked before anything runs; None means "chosen by a rule"
+POSITIVE_INTS = ("gpus", "seq_len", "micro_batch", "global_batch", "tp", "pp", "ep")
+UNIT_INTERVAL = ("memory_fraction", "mfu")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Range checks of the numeric options; the error names the option, the rule and the value.
+
+    Raises:
+        UsageError: the first option out of range.
+    """
+    def bad(name: str, rule: str) -> UsageError:
+        return UsageError(f"{_flag(name)}: must be {rule}, but got {_flag(name)} "
+                          f"{getattr(args, name)!r}.")
+
+    for name in POSITIVE_INTS:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise bad(name, "a positive integer")
+    if not (args.tokens >= 1 and float(args.tokens).is_integer()):  # also refuses nan, inf
+        raise bad("tokens", "a positive whole number")
+    for name in UNIT_INTERVAL:
+        if not 0.0 < getattr(args, name) <= 1.0:
+            raise bad(name, "in (0, 1]")
+    if args.max_memory_gb is not None and not args.max_memory_gb > 0:
+        raise bad("max_memory_gb", "positive")
+    if args.min_tokens_per_s is not None and not args.min_tokens_per_s >= 0:
+        raise bad("min_tokens_per_s", "at least 0")
+
+
+def check_out(path: Path | None) -> None:
+    """``--out`` must name a file that can be written: not a folder, and under a folder
+    that exists (or can be made) and is writable. Checked before any work, so a bad path
+    costs nothing and writes nothing.
+
+    Raises:
+        UsageError: the path cannot be written, with the reason.
+    """
+    if path is None:
+        return
+    rule = "a writable file path"
+    if path.is_dir():
+        raise UsageError(f"--out: must be {rule}, but got --out {str(path)!r}, a folder.")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"--out: must be {rule}, but --out {str(path)!r} is read-only.")
+    folder = path.parent
+    while not folder.exists():  # the folders that --out would create
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"--out: must be {rule}, but got --out {str(path)!r}: {str(folder)!r} "
+                         "is not a folder.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--out: must be {rule}, but got --out {str(path)!r}: folder "
+                         f"{str(folder)!r} is not writable.")
+
+
+def write_out(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file, then a rename).
+
+    Raises:
+        UsageError: the file system refused (e.g. read-only), nothing left behind.
+    """
+    tmp = path.with_name(f".{path.name}.moetune-tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"--out: cannot write --out {str(path)!r}: {exc.strerror or exc}.") \
+            from None
+
+
+def parse_target(args: argparse.Namespace) -> FullRunTarget:
+    check_numbers(args)
+    tokens = args.tokens
+    model_args, name = load_target(args.target)
+    return FullRunTarget(model_args=model_args, name=name, hardware=get_hardware(args.hardware),
+                         gpus=args.gpus, tokens=int(tokens), seq_len=args.seq_len,
+                         global_batch=args.global_batch, micro_batch=args.micro_batch,
+                         memory_fraction=args.memory_fraction, mfu=args.mfu, tp=args.tp,
+                         pp=args.pp, ep=args.ep)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    try:
+        if args.format not in formats.FORMATS:
+            raise ValueError(f"--format: unknown name {args.format!r}; valid formats are "
+                             f"{sorted(formats.FORMATS)}.")
+        pick = parse_pick(args)
+        target = parse_target(args)  # validates before the study is opened
+        check_out(args.out)
+        study = open_study(args.study, Path(args.root) / args.study, args.storage)
+        full, picked = export_study(study, pick, target)
+        text = formats.render(args.format, full)
+        if args.out is not None:
+            write_out(args.out, text)
+    except (LookupError, ValueError, ExportError) as exc:
+        print(f"moetune export: {exc}", file=sys.stderr)
+        return 2
+    for w in full.warnings:
+        print(f"moetune export: warning: {w}", file=sys.stderr)
+    print(f"moetune export: trial {picked.record.number}: {picked.how}; "
+          f"{full.plan}; checkpoint_ratio {full.recipe.checkpoint_ratio:.3g}; "
+          f"{full.cost['gpu_hours']:.4g} GPU-hours (modeled)", file=sys.stderr)
+    if args.out is None:
+        sys.stdout.write(text)
+    return 0

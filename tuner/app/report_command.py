@@ -1,0 +1,99 @@
+"""`moetune report` and `moetune compare`: turn studies in storage into report files.
+
+`register(subparsers)` adds both sub-commands to the `moetune` parser; each handler returns the
+exit status (0 done, 2 bad input: nothing written). Studies are found as every other command
+finds them (`tuner.app.commands`: ``--root`` / ``$MOETUNE_ROOT``, ``--storage`` /
+``$MOETUNE_STORAGE``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from tuner.app.commands import open_study, where_options
+from tuner.app.errors import UsageError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``report`` and ``compare`` sub-commands."""
+    p = subparsers.add_parser("report", help="write ranked.md, report.html, PNGs and "
+                              "trials.csv/.parquet for a study")
+    p.add_argument("study", help="study name")
+    p.add_argument("--out", type=Path, help="output folder (default: ROOT/STUDY/report)")
+    _storage_args(p)
+    p.set_defaults(handler=run_report)
+    c = subparsers.add_parser("compare", help="two studies' Pareto fronts and hypervolumes "
+                              "under one reference point")
+    c.add_argument("study_a")
+    c.add_argument("study_b")
+    c.add_argument("--out", type=Path, help="output folder (default: ROOT/compare-A-B)")
+    _storage_args(c)
+    c.set_defaults(handler=run_compare)
+
+
+def _storage_args(p: argparse.ArgumentParser) -> None:
+    where_options(p)
+    p.add_argument("--reference-point", type=float, nargs="+", metavar="V",
+                   help="hypervolume reference point, one value per objective")
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Reject a non-finite reference point and an --out that cannot be a folder, before
+    anything is read or written.
+
+    Raises:
+        UsageError: naming the option, the rule and the value.
+    """
+    ref = args.reference_point
+    if ref is not None and not all(math.isfinite(v) for v in ref):
+        raise UsageError(f"--reference-point: every value must be a finite number, but got "
+                         f"{' '.join(str(v) for v in ref)}.")
+    if args.out is not None:
+        # The first existing folder on the path must be a folder: mkdir fails on a file there.
+        for p in (args.out, *args.out.parents):
+            if p.exists() and not p.is_dir():
+                raise UsageError(f"--out: must be a folder (new or existing), but {str(p)!r} "
+                                 f"is a file (got --out {str(args.out)!r}).")
+            if p.exists():
+                break
+
+
+def run_report(args: argparse.Namespace) -> int:
+    import reports
+
+    try:
+        check_args(args)
+        study = open_study(args.study, Path(args.root) / args.study, args.storage)
+        out = args.out or Path(args.root) / args.study / "report"
+        snap = reports.take_snapshot(study)
+        paths = reports.write_report(snap, out, reference_point=args.reference_point)
+    except (UsageError, ValueError) as exc:
+        print(f"moetune report: {exc}", file=sys.stderr)
+        return 2
+    print(f"report for {args.study!r} in {out}:")
+    if snap.banner():
+        print(snap.banner())
+    print(reports.top_table(snap.frame, 5))
+    for path in paths.values():
+        print(f"  {path}")
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    import reports
+
+    try:
+        check_args(args)
+        study_a, study_b = (open_study(n, Path(args.root) / n, args.storage)
+                            for n in (args.study_a, args.study_b))
+        out = args.out or Path(args.root) / f"compare-{args.study_a}-{args.study_b}"
+        paths = reports.compare(study_a, study_b, out, reference_point=args.reference_point)
+    except (UsageError, ValueError) as exc:
+        print(f"moetune compare: {exc}", file=sys.stderr)
+        return 2
+    print(paths["compare_md"].read_text(encoding="utf-8"))
+    print(f"compare: wrote {', '.join(str(p) for p in paths.values())}")
+    return 0

@@ -1,0 +1,40 @@
+"""What the application sets up once at start-up, and nothing imports for its side effects:
+log levels and filters for the libraries the study core drives. Library users of the core who
+want the same quiet console call `configure_logging` themselves."""
+
+from __future__ import annotations
+
+import logging
+
+
+class _DropRayRestoreHint(logging.Filter):
+    """Ray Tune, when interrupted, tells the user to call ``Tuner.restore(path=...)``: wrong for
+    a moetune study, which resumes from its storage (the CLI prints ``moetune resume NAME``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tuner.restore(" not in record.getMessage()
+
+
+_QUIET = {
+    # Optuna logs every trial it is told at INFO; the progress bar says enough.
+    "optuna": logging.WARNING,
+    # GPSampler warns that without the optional 'greenlet' package its L-BFGS-B runs
+    # sequentially: a note about Optuna's internals a user can do nothing useful with.
+    "optuna._gp.batched_lbfgsb": logging.ERROR,
+    # Ray warns on every local start that token auth is on by default: a note for cluster
+    # operators, not for someone running a study on this machine.
+    "ray._private.authentication.authentication_token_setup": logging.ERROR,
+    "ray.tune": logging.WARNING,
+}
+_configured = False
+
+
+def configure_logging() -> None:
+    """Quiet the libraries' chatter and drop Ray's misleading restore hint (idempotent)."""
+    global _configured
+    if _configured:
+        return
+    for name, level in _QUIET.items():
+        logging.getLogger(name).setLevel(level)
+    logging.getLogger("ray.tune.tune").addFilter(_DropRayRestoreHint())
+    _configured = True

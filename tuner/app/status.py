@@ -1,0 +1,95 @@
+"""Tables for ``moetune status``: one row per trial, or one row per study."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.study import records
+from tuner.study.reasons import one_line
+from tuner.study.resume import counts_toward_target
+from tuner.study.trial_record import study_objectives, trial_records
+
+MAX_REASON = 60
+
+
+def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
+    """number, outcome, objective values, the searched params, and why (shortened)."""
+    names = study.metric_names or [f"value{i}" for i in range(len(study.directions))]
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        row: dict[str, Any] = {"#": t.number,
+                               "outcome": t.user_attrs.get(records.OUTCOME, t.state.name.lower())}
+        for i, name in enumerate(names):
+            row[name] = t.values[i] if t.values else ""
+        row.update(t.params)
+        row["reason"] = one_line(t.user_attrs.get(records.REASON) or "")[:MAX_REASON]
+        rows.append(row)
+    return rows
+
+
+def study_summary_rows(studies: Sequence[optuna.Study]) -> list[dict[str, Any]]:
+    rows = []
+    for s in studies:
+        trials = s.get_trials(deepcopy=False)
+        outcomes = Counter(t.user_attrs.get(records.OUTCOME, t.state.name.lower())
+                           for t in trials)
+        spec = s.user_attrs.get(records.SPEC, {})
+        target = spec.get("study", {}).get("n_trials", "?")
+        running = sum(t.state == TrialState.RUNNING for t in trials)
+        rows.append({"study": s.study_name, "trials": f"{len(trials)}/{target}",
+                     "complete": outcomes["complete"], "infeasible": outcomes["infeasible"],
+                     "pruned": outcomes["pruned"], "fail": outcomes["fail"], "running": running,
+                     "best": _best(s)})
+    return rows
+
+
+def _best(study: optuna.Study) -> str:
+    """The feasible trial best on the first objective."""
+    first = study_objectives(study)[0]
+    feasible = [r for r in trial_records(study) if r.feasible]
+    if not feasible:
+        return ""
+    pick = min if first.direction == "minimize" else max
+    best = pick(feasible, key=lambda r: r.values[first.name])
+    return f"{first.name}={best.values[first.name]:.4g} (#{best.number})"
+
+
+def all_failed(study: optuna.Study) -> str | None:
+    """A one-line summary if every trial that counts toward n_trials failed, else None.
+
+    A study that produced no result at all is a failure of the run (usually one bug hit by
+    every trial); the most common reason points at it.
+    """
+    counted = [t for t in study.get_trials(deepcopy=False) if counts_toward_target(t)]
+    if not counted or any(t.state != TrialState.FAIL for t in counted):
+        return None
+    reasons = Counter(one_line(t.user_attrs.get(records.REASON) or "") or "(no reason recorded)"
+                      for t in counted)
+    reason, n = reasons.most_common(1)[0]
+    return (f"all {len(counted)} trials failed; most common reason ({n} of {len(counted)}): "
+            f"{reason}")
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """A plain fixed-width table (columns: union of the rows' keys, in first-seen order)."""
+    if not rows:
+        return "(no trials)"
+    cols: list[str] = []
+    for r in rows:
+        cols += [k for k in r if k not in cols]
+    cells = [[_fmt(r.get(c, "")) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)

@@ -1,0 +1,29 @@
+"""Full-run modeling (floor 2½): pure functions of model, recipe, target and hardware.
+
+The cost model (parameters, FLOPs, memory per GPU, GPU-hours), the scaling rules that carry a
+proxy recipe to a full run, the hardware registry, and `build_full_run`, which combines them.
+Everything here is *modeled*, never measured.
+"""
+
+from __future__ import annotations
+
+from tuner.modeling.cost_model import (
+    ParallelPlan,
+    ParamCount,
+    count_params,
+    gpu_hours,
+    memory_per_gpu,
+)
+from tuner.modeling.full_run import (
+    DEFAULT_MFU,
+    ExportError,
+    FullRun,
+    FullRunTarget,
+    build_full_run,
+    load_target,
+)
+from tuner.modeling.hardware import HARDWARE, Hardware, get_hardware
+
+__all__ = ["DEFAULT_MFU", "HARDWARE", "ExportError", "FullRun", "FullRunTarget", "Hardware",
+           "ParallelPlan", "ParamCount", "build_full_run", "count_params", "get_hardware",
+           "gpu_hours", "load_target", "memory_per_gpu"]

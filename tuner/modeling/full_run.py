@@ -1,0 +1,389 @@
+"""A proxy recipe scaled to a full run: the target, the parallel layout, the schedule in steps
+and the modeled cost, with the rule behind every number.
+
+`build_full_run` applies the rules of `tuner.modeling.scaling` to one proxy recipe and returns a
+`FullRun`: the target `ModelArgs`, the full-run `Recipe`, the parallel layout, the schedule in
+steps and samples, the modeled cost, and for every recipe field the rule that produced it
+(``scaled`` / ``carried`` / ``chosen`` / ``user``) with its source. Everything here is
+*modeled*: pure functions of model, recipe, target and hardware. The study core computes the
+``full_*`` metrics with it; `tuner.export` renders it as launch configs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypedDict
+
+from trainers.model_args import ModelArgs
+from trainers.presets import preset
+from trainers.recipe import Recipe
+from trainers.schedules import STEP_BOUNDARIES, batch_size_at
+from tuner.modeling import cost_model as cm
+from tuner.modeling import scaling
+from tuner.modeling.hardware import Hardware, get_hardware
+
+# The MFU (on executed FLOPs) at which the cost model reproduces DeepSeek-V3's 2.664M H800
+# GPU-hours for 14.8T tokens with its fp8 recipe: cost_model.reference_mfu(671B, h800) = 0.237.
+DEFAULT_MFU = 0.237
+MFU_SOURCE = ("cost_model.reference_mfu: reproduces DeepSeek-V3's 2.664M H800 pre-training "
+              "GPU-hours for 14.8T tokens (technical report, Table 1) with the fp8 recipe")
+
+
+class ExportError(ValueError):
+    """The full run cannot be built as asked (the message says why and what would work)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FullRunTarget:
+    """The full run asked for. ``tp``/``pp``/``ep`` fix degrees the planner would otherwise
+    choose; ``global_batch`` (sequences) overrides B_opt."""
+
+    model_args: ModelArgs
+    name: str
+    hardware: Hardware
+    gpus: int
+    tokens: int
+    seq_len: int = 4096
+    global_batch: int | None = None
+    micro_batch: int = 1
+    memory_fraction: float = 0.9
+    mfu: float = DEFAULT_MFU
+    tp: int | None = None
+    pp: int | None = None
+    ep: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("gpus", "tokens", "seq_len", "micro_batch"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and v > 0):
+                raise ValueError(f"{name}: must be a positive integer, but got {name}={v!r}.")
+        for name in ("global_batch", "tp", "pp", "ep"):  # None: chosen by a rule
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, int) and v > 0):
+                raise ValueError(f"{name}: must be a positive integer, but got {name}={v!r}.")
+        if not 0.0 < self.memory_fraction <= 1.0:
+            raise ValueError(f"memory_fraction: must be in (0, 1], but got "
+                             f"memory_fraction={self.memory_fraction!r}.")
+        if not 0.0 < self.mfu <= 1.0:
+            raise ValueError(f"mfu: must be in (0, 1], but got mfu={self.mfu!r}.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FullRun:
+    """A full-run recipe with the rule behind every number."""
+
+    model_args: ModelArgs
+    recipe: Recipe
+    plan: cm.ParallelPlan
+    target: FullRunTarget
+    steps: scaling.StepCounts
+    hidden_lr: float
+    rules: list[scaling.Rule]
+    cost: dict[str, Any]
+    proxy: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The native export (JSON-safe)."""
+        t = self.target
+        return {
+            "format": "moetune.full_run/1",
+            "target": {"name": t.name, "hardware": t.hardware.name, "gpus": t.gpus,
+                       "tokens": t.tokens, "seq_len": t.seq_len, "micro_batch": t.micro_batch,
+                       "memory_fraction": t.memory_fraction},
+            "model_args": self.model_args.to_dict(),
+            "recipe": self.recipe.to_dict(),
+            "lr": {"lr": self.recipe.lr, "hidden_lr": self.hidden_lr,
+                   "min_lr": self.recipe.lr * self.recipe.min_lr_ratio,
+                   "mup": bool(self.model_args.mup_base_dim)},
+            "parallelism": dataclasses.asdict(self.plan) | {"expert_dp": self.plan.expert_dp,
+                                                           "expert_tp": 1},
+            "schedule": dataclasses.asdict(self.steps) | {
+                "batch": describe_batch_schedule(self.recipe, t.tokens, self.steps),
+                "ramp_end_fraction": ramp_end_fraction(self.recipe)},
+            "rules": [r.to_dict() for r in self.rules],
+            "cost": self.cost,
+            "proxy": self.proxy,
+            "warnings": list(self.warnings),
+        }
+
+
+def load_target(spec: str) -> tuple[ModelArgs, str]:
+    """A target model from a DeepSeek-style config JSON path or a `trainers.preset` name.
+
+    Raises:
+        ValueError: neither an existing file nor a known preset.
+    """
+    path = Path(spec)
+    if path.suffix == ".json" or path.exists():
+        return ModelArgs.from_json(path), path.stem.removeprefix("config_")
+    return preset(spec), spec
+
+
+def _target_args(proxy: ModelArgs, target: ModelArgs) -> ModelArgs:
+    """Target architecture; a µP study keeps its base width so the multipliers carry over."""
+    if proxy.mup_base_dim and not target.mup_base_dim:
+        return dataclasses.replace(target, mup_base_dim=proxy.mup_base_dim)
+    return target
+
+
+class _FitArgs(TypedDict):
+    """The keyword arguments `scaling.plan_parallelism` and `scaling.propose_gpus` share."""
+
+    seq_len: int
+    micro_batch: int
+    precision: str
+    fraction: float
+
+
+def _plan(args: ModelArgs, t: FullRunTarget, precision: str) -> scaling.PlanChoice:
+    kw: _FitArgs = {"seq_len": t.seq_len, "micro_batch": t.micro_batch, "precision": precision,
+                    "fraction": t.memory_fraction}
+    choice = scaling.plan_parallelism(args, t.gpus, t.hardware, tp=t.tp, pp=t.pp, ep=t.ep, **kw)
+    if choice is not None:
+        return choice
+    fixed = {k: v for k, v in (("tp", t.tp), ("pp", t.pp), ("ep", t.ep)) if v is not None}
+    if fixed and not scaling.candidate_plans(args, t.gpus, t.hardware, tp=t.tp, pp=t.pp,
+                                             ep=t.ep):
+        # no layout has these degrees at all: a rule is broken, memory is not the reason
+        given = " ".join(f"--{k} {v}" for k, v in fixed.items())
+        raise ExportError(
+            f"{given}: no layout of {t.gpus} GPUs has these degrees. The rules: tp divides "
+            f"--gpus and n_heads={args.n_heads} and is at most {t.hardware.gpus_per_node} (GPUs "
+            f"per node); pp divides --gpus/tp and is at most n_layers={args.n_layers}; ep "
+            f"divides n_routed_experts={args.n_routed_experts} and tp*dp.")
+    held = f" with {fixed}" if fixed else ""
+    msg = (f"no parallel layout of {t.gpus} x {t.hardware.name}{held} fits "
+           f"{t.memory_fraction:.0%} of {t.hardware.memory_gib:.1f} GiB per GPU, even with full "
+           f"recompute (modeled).")
+    if fixed:
+        free = scaling.plan_parallelism(args, t.gpus, t.hardware, **kw)
+        if free is not None:
+            raise ExportError(f"{msg} Without fixing {sorted(fixed)}: {free.plan} fits with "
+                              f"checkpoint_ratio {free.checkpoint_ratio:.3g}.")
+    proposal = scaling.propose_gpus(args, t.gpus, t.hardware, **kw)
+    if proposal:
+        gpus, c = proposal
+        raise ExportError(f"{msg} {gpus} GPUs would fit: {c.plan} with checkpoint_ratio "
+                          f"{c.checkpoint_ratio:.3g} ({c.peak_gib:.1f} GiB).")
+    raise ExportError(f"{msg} Nothing up to {64 * t.gpus} GPUs fits either.")
+
+
+def ramp_end_fraction(recipe: Recipe) -> float:
+    """Fraction of tokens after which the batch stops changing: the ramp length of a
+    ``linear`` schedule, the last stage change of a ``step`` one, 0 for a constant batch (and
+    for a ramp whose start equals its end)."""
+    if recipe.batch_schedule == "constant" or recipe.batch_start >= recipe.batch_end:
+        return 0.0
+    if recipe.batch_schedule == "linear":
+        return recipe.batch_ramp_fraction
+    return STEP_BOUNDARIES[-1]
+
+
+def _pct(fraction: float) -> str:
+    return f"{100 * fraction:.3g}%"
+
+
+def describe_batch_schedule(recipe: Recipe, tokens: int, steps: scaling.StepCounts) -> str:
+    """The batch schedule in words, the same in every format, e.g. ``linear ramp 2048 -> 7680
+    sequences over the first 10% of tokens (ends at step 1234, after 5678 sequences)``."""
+    r = recipe
+    if ramp_end_fraction(r) == 0.0:
+        return f"constant global batch {r.batch_end} sequences"
+    if r.batch_schedule == "linear":
+        return (f"linear ramp {r.batch_start} -> {r.batch_end} sequences over the first "
+                f"{_pct(r.batch_ramp_fraction)} of tokens (ends at step {steps.ramp}, after "
+                f"{steps.ramp_samples} sequences)")
+    # the stage values as trainers.schedules computes them, so the text cannot drift from it
+    stages = [f"{batch_size_at(r, math.ceil(b * tokens), tokens)} from {_pct(b)}"
+              for b in STEP_BOUNDARIES]
+    return (f"step schedule {r.batch_start} sequences, then {', then '.join(stages)} of tokens "
+            f"(final batch from step {steps.ramp}, after {steps.ramp_samples} sequences)")
+
+
+def schedule_steps(recipe: Recipe, tokens: int) -> scaling.StepCounts:
+    """`scaling.step_counts` of the recipe's own batch schedule, with the ramp mark where that
+    schedule's batch stops changing (``batch_ramp_fraction`` only describes ``linear``)."""
+    walk = dataclasses.replace(recipe, batch_ramp_fraction=ramp_end_fraction(recipe))
+    return scaling.step_counts(walk, tokens)
+
+
+def constant_batch_steps(recipe: Recipe, tokens: int) -> scaling.StepCounts:
+    """Step counts at a constant batch of ``recipe.batch_end``, for formats that cannot express
+    a ramp: total × batch_end × seq_len covers ``tokens`` (within one step), and warmup and
+    decay keep their fractions of tokens."""
+    return schedule_steps(dataclasses.replace(recipe, batch_schedule="constant"), tokens)
+
+
+def _carried_rules(proxy: Recipe, skip: set[str]) -> list[scaling.Rule]:
+    return [scaling.Rule(field=f.name, value=getattr(proxy, f.name), kind="carried",
+                         rule="copied from the proxy recipe (no transfer rule applies)")
+            for f in dataclasses.fields(Recipe) if f.name not in skip]
+
+
+def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget, *,
+                   proxy_tokens: int, proxy_info: dict[str, Any] | None = None) -> FullRun:
+    """Scale one proxy recipe (trained on ``model_args`` for ``proxy_tokens``) to ``target``.
+
+    Raises:
+        ExportError: the precision has no tensor cores on the hardware, or no layout fits,
+            or ``proxy_tokens`` is not positive.
+    """
+    proxy, args = recipe, _target_args(model_args, target.model_args)
+    precision = proxy.precision
+    try:
+        target.hardware.peak_tflops(precision)
+    except ValueError as exc:
+        raise ExportError(f"--hardware: {exc}") from None
+    choice = _plan(args, target, precision)
+    plan = choice.plan
+    if proxy_tokens <= 0:
+        raise ExportError(f"proxy_tokens: must be > 0 (the proxy's token budget), but got "
+                          f"{proxy_tokens}; cannot compute the proxy's compute budget.")
+    c_proxy = scaling.compute_budget(model_args, proxy.seq_len, proxy_tokens)
+    c_full = scaling.compute_budget(args, target.seq_len, target.tokens)
+    lr, hidden_lr, lr_rule = scaling.scale_lr(model_args, proxy.lr, c_proxy, args, c_full)
+    multiple = plan.dp * target.micro_batch
+    warnings = _warnings(model_args, proxy, target) + _check_global_batch(target, plan)
+    start, end, batch_rules = scaling.scale_batch(
+        proxy, c_full=c_full, seq_len=target.seq_len, multiple=multiple,
+        global_batch=target.global_batch)
+    if proxy.batch_schedule != "constant" and start == end:
+        rule = next(r.rule for r in batch_rules if r.field == "batch_start")
+        warnings.append(f"the tuned {proxy.batch_schedule!r} batch schedule collapsed to a "
+                        f"constant batch of {end}: {rule.removeprefix('ramp collapsed: ')}.")
+    recipe = dataclasses.replace(proxy, lr=lr, batch_start=start, batch_end=end,
+                                 batch_multiple=multiple, seq_len=target.seq_len,
+                                 micro_batch=target.micro_batch,
+                                 checkpoint_ratio=choice.checkpoint_ratio)
+    steps = schedule_steps(recipe, target.tokens)
+    rules = [lr_rule, *batch_rules, scaling.warmup_rule(recipe, steps), *_fixed_rules(
+        proxy, recipe, target, choice, steps)]
+    rules += _carried_rules(proxy, {r.field for r in rules})
+    return FullRun(model_args=args, recipe=recipe, plan=plan, target=target, steps=steps,
+                   hidden_lr=hidden_lr, rules=rules, warnings=warnings,
+                   cost=full_run_cost(args, recipe, plan, target, c_full),
+                   proxy=(proxy_info or {}) | {"tokens": proxy_tokens, "compute": c_proxy,
+                                               "recipe": proxy.to_dict()})
+
+
+def _fixed_rules(proxy: Recipe, recipe: Recipe, t: FullRunTarget, choice: scaling.PlanChoice,
+                 steps: scaling.StepCounts) -> list[scaling.Rule]:
+    R = scaling.Rule
+    return [
+        R(field="batch_ramp_fraction", value=recipe.batch_ramp_fraction, kind="carried",
+          rule=f"batch schedule kept as fractions of tokens: "
+               f"{describe_batch_schedule(recipe, t.tokens, steps)}"
+               + ("" if recipe.batch_schedule == "linear" else
+                  f"; the fraction is unused by the {recipe.batch_schedule!r} schedule")),
+        R(field="decay_fraction", value=recipe.decay_fraction, kind="carried",
+          rule=f"kept as a fraction of tokens ({recipe.decay}); "
+               f"{scaling.lr_steps_note(recipe, steps)}"),
+        R(field="seq_len", value=t.seq_len, kind="user", rule="--seq-len"),
+        R(field="micro_batch", value=t.micro_batch, kind="user", rule="--micro-batch"),
+        R(field="batch_multiple", value=recipe.batch_multiple, kind="chosen",
+          rule=f"dp*micro_batch = {recipe.batch_multiple}: every data-parallel rank gets whole "
+               f"micro batches, so the batches between start and end are rounded to it"),
+        R(field="checkpoint_ratio", value=choice.checkpoint_ratio, kind="chosen",
+          rule=(f"smallest whole-block ratio whose modeled peak ({choice.peak_gib:.1f} GiB) fits "
+                f"{t.memory_fraction:.0%} of {t.hardware.memory_gib:.1f} GiB under "
+                f"tp={choice.plan.tp} pp={choice.plan.pp} ep={choice.plan.ep} "
+                f"dp={choice.plan.dp} (proxy used {proxy.checkpoint_ratio})"),
+          source="tuner.modeling.cost_model.memory_per_gpu (modeled)"),
+        R(field="precision", value=recipe.precision, kind="carried",
+          rule="carried; fp8 maps to the blockwise recipe (1x128 activation tiles, 128x128 "
+               "weight blocks, E4M3)" if recipe.precision == "fp8" else "carried",
+          source="DeepSeek-V3 technical report, section 3.3"),
+    ]
+
+
+def _check_global_batch(t: FullRunTarget, plan: cm.ParallelPlan) -> list[str]:
+    """--global-batch below dp*micro_batch is refused (every data-parallel rank needs a
+    micro-batch); other values are rounded to a multiple of it, and the warning says so."""
+    if t.global_batch is None:
+        return []
+    multiple = plan.dp * t.micro_batch
+    if t.global_batch < multiple:
+        raise ExportError(
+            f"--global-batch: must be at least dp*micro_batch = {plan.dp}*{t.micro_batch} = "
+            f"{multiple} sequences under the layout {plan} (each data-parallel rank takes a "
+            f"micro-batch per step), but got --global-batch {t.global_batch}. Pass a larger "
+            "--global-batch, or fix --tp/--pp to a layout with fewer data-parallel ranks.")
+    rounded = scaling.round_to_multiple(t.global_batch, multiple)
+    if rounded == t.global_batch:
+        return []
+    return [f"--global-batch {t.global_batch} rounded to {rounded}: the global batch must be a "
+            f"multiple of dp*micro_batch = {plan.dp}*{t.micro_batch} = {multiple}."]
+
+
+def _warnings(model_args: ModelArgs, proxy: Recipe, t: FullRunTarget) -> list[str]:
+    out = []
+    if model_args.mup_base_dim:
+        out.append("muP transfers LR across width, not across token horizon or batch size "
+                   "(Tensor Programs V); the LR is not adjusted for the longer run.")
+    if t.global_batch is None and proxy.batch_schedule != "constant":
+        out.append("batch_end comes from B_opt, fitted on dense models (DeepSeek LLM); "
+                   "check it against the proxy's tuned end batch.")
+    return out
+
+
+def full_run_cost(args: ModelArgs, recipe: Recipe, plan: cm.ParallelPlan, t: FullRunTarget,
+                  c_full: float) -> dict[str, Any]:
+    """Modeled size, memory and time of the full run (label: modeled)."""
+    params = cm.count_params(args)
+    mem = cm.memory_per_gpu(args, plan, seq_len=t.seq_len, micro_batch=t.micro_batch,
+                            precision=recipe.precision,
+                            checkpoint_ratio=recipe.checkpoint_ratio)
+    f = cm.flops_per_token(args, t.seq_len, checkpoint_ratio=recipe.checkpoint_ratio)
+    hours = cm.gpu_hours(args, tokens=t.tokens, seq_len=t.seq_len, hw=t.hardware,
+                         precision=recipe.precision, mfu=t.mfu,
+                         checkpoint_ratio=recipe.checkpoint_ratio)
+    gib = 1.0 / cm.GIB
+    return {
+        "label": "modeled",
+        "params": {"total": params.total, "active": params.active, "mtp": params.mtp_total},
+        "compute_flops": c_full,
+        "flops_per_token": {"model": f.model, "recompute": f.recompute, "total": f.total},
+        "peak_memory_gib": {"total": mem.total * gib, "weights": mem.weights * gib,
+                            "grads": mem.grads * gib, "optimizer": mem.optimizer * gib,
+                            "activations": mem.activations * gib, "stage": mem.stage,
+                            "capacity": t.hardware.memory_gib},
+        "gpu_hours": hours, "wall_clock_days": hours / t.gpus / 24.0,
+        "step_time_s_at_final_batch": cm.step_time_s(
+            args, global_batch=recipe.batch_end, seq_len=t.seq_len, gpus=t.gpus,
+            hw=t.hardware, precision=recipe.precision, mfu=t.mfu,
+            checkpoint_ratio=recipe.checkpoint_ratio),
+        "mfu": t.mfu, "mfu_source": MFU_SOURCE if t.mfu == DEFAULT_MFU else "--mfu",
+        "not_modeled": "communication, pipeline bubbles, allocator fragmentation",
+    }
+
+
+# -- the modeled full-run cost of a proxy recipe (the core's full_* metrics) ------------------
+
+@functools.lru_cache(maxsize=256)
+def modeled_cost(recipe: Recipe, proxy_args: ModelArgs, target: FullRunTarget,
+                 token_budget: int) -> tuple[float, float]:
+    """(per-GPU peak GiB, GPU-hours) of the full run ``recipe`` scales to; (inf, inf) when no
+    layout fits. The checkpoint ratio is re-chosen for the full run, so the peak moves with what
+    the recipe carries over (precision) and what the memory model must recompute to fit."""
+    try:
+        full = build_full_run(recipe, proxy_args, target, proxy_tokens=token_budget)
+    except ExportError:
+        return math.inf, math.inf
+    return float(full.cost["peak_memory_gib"]["total"]), float(full.cost["gpu_hours"])
+
+
+@functools.lru_cache(maxsize=16)
+def target_of(model: str, hardware: str, gpus: int, tokens: int, seq_len: int) -> FullRunTarget:
+    """The `FullRunTarget` of a study's ``[full_run]`` section (``model``: config JSON or preset).
+
+    Raises:
+        ValueError: an unknown hardware or preset, or a config ModelArgs refuses.
+    """
+    args, name = load_target(model)
+    return FullRunTarget(model_args=args, name=name, hardware=get_hardware(hardware), gpus=gpus,
+                         tokens=tokens, seq_len=seq_len)

@@ -1,0 +1,27 @@
+"""The proxy model a study trains, from its spec's ``[model]`` and ``[data]`` tables."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from trainers import ModelArgs, preset, shrink
+from tuner.study.spec import StudySpec
+
+DEFAULT_PROXY = "proxy-s"
+
+
+def resolve_model_args(spec: StudySpec) -> ModelArgs:
+    """``preset`` as is; ``full`` shrunk to the size of ``proxy`` (default proxy-s) keeping the
+    full config's proportions. ``data.vocab_size`` (when set) replaces the vocabulary."""
+    m = spec.model
+    if m.preset:
+        args = preset(m.preset)
+    else:
+        size = preset(m.proxy or DEFAULT_PROXY)
+        args = shrink(ModelArgs.from_json(m.full), dim=size.dim, n_layers=size.n_layers,
+                      n_routed_experts=size.n_routed_experts,
+                      n_activated_experts=size.n_activated_experts,
+                      qk_nope_head_dim=size.qk_nope_head_dim, vocab_size=size.vocab_size)
+    if spec.data.vocab_size:
+        args = dataclasses.replace(args, vocab_size=spec.data.vocab_size)
+    return args

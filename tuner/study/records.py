@@ -1,0 +1,71 @@
+"""What a moetune study keeps in Optuna storage: the contract between tuner, reports and export.
+
+The storage is the truth. Everything a report or an export needs is read from here, never from
+Ray's result folders, so a study in a shared PostgreSQL database is complete on its own.
+
+Study level (``study.user_attrs``):
+    SCHEMA       the version of this contract the study was written with (`SCHEMA_VERSION`);
+                 absent in studies of schema 1. `tuner.study.storage` migrates older studies.
+    SPEC         the validated study spec as a dict (``StudySpec.to_dict()``).
+    OBJECTIVES   ``[[name, "minimize"|"maximize"], ...]`` in the order of ``trial.values``;
+                 also set as ``study.metric_names``.
+    CONSTRAINTS  ``{name: limit}`` from the spec's ``[constraints]`` table.
+    VALIDATION   results of ``moetune validate`` (transfer confidence), when run.
+
+Trial level (``trial.user_attrs``), written for every trial that started training:
+    RECIPE       ``Recipe.to_dict()``: the full recipe, fixed values included.
+    MODEL_ARGS   ``ModelArgs.to_dict()``.
+    METRICS      ``TrainResult.to_dict()`` without the curves (inf/NaN as strings: the codec
+                 is `trainers.result.json_safe` / `to_float`).
+    EVAL_CURVE   ``[[tokens_seen, val_loss], ...]`` at each evaluation.
+    TRAIN_CURVE  compact train-loss curve, ``[[tokens_seen, loss], ...]`` (at most
+                 `trainers.result.MAX_CURVE_POINTS` points).
+    SEED, CORPUS_HASH, TORCH_VERSION, DEVICE, NODE   to re-run the trial outside the service.
+    RERUN_OF     on a trial that re-runs an interrupted one: that trial's number.
+    OUTCOME      one of OUTCOMES.
+    REASONS      why a trial is not a plain success, as ``[[kind, subject, detail], ...]``
+                 (`tuner.study.reasons.Reason`): a divergence, a violated constraint, out of
+                 memory, pruned, interrupted, an exception with its traceback's tail, ...
+    REASON       the same as one line of text ("diverged at step 12; constraint max_vio:
+                 2.1 violates <= 2"), for people and for `moetune status`.
+
+Optuna state per outcome:
+    complete    TrialState.COMPLETE, values = objectives, every constraint <= 0.
+    infeasible  TrialState.COMPLETE, values = objectives (worst-case finite values when the run
+                diverged or ran out of memory), at least one constraint > 0. Constraints are set
+                with ``trial.set_constraint(name, value)`` (feasible iff value <= 0) so that
+                Optuna's samplers learn to avoid the region.
+    pruned      TrialState.PRUNED (intermediate values kept as the EVAL_CURVE attr).
+    fail        TrialState.FAIL (exception or interrupted driver), REASON holds why.
+"""
+
+from __future__ import annotations
+
+SCHEMA = "moetune.schema"
+SCHEMA_VERSION = 2  # 1: REASON as text only; 2: REASONS typed
+
+SPEC = "moetune.spec"
+OBJECTIVES = "moetune.objectives"
+CONSTRAINTS = "moetune.constraints"
+VALIDATION = "moetune.validation"
+
+RECIPE = "recipe"
+MODEL_ARGS = "model_args"
+METRICS = "metrics"
+EVAL_CURVE = "eval_curve"
+TRAIN_CURVE = "train_curve"
+SEED = "seed"
+CORPUS_HASH = "corpus_hash"
+TORCH_VERSION = "torch_version"
+DEVICE = "device"
+NODE = "node"
+RERUN_OF = "rerun_of"
+OUTCOME = "outcome"
+REASON = "reason"
+REASONS = "reasons"
+
+OUTCOMES = ("complete", "infeasible", "pruned", "fail")
+
+# Constraint names used besides the spec's own limits (value 1.0 = violated, -1.0 = satisfied).
+DIVERGED = "diverged"
+OUT_OF_MEMORY = "out_of_memory"

@@ -1,0 +1,88 @@
+"""Re-run one stored trial outside the service, from what the storage kept about it."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+import torch
+
+from trainers import ModelArgs, Recipe, load_corpus, train
+from tuner.study import records
+from tuner.study.progress import Log, elapsed, eval_lines
+from tuner.study.storage import stored_spec
+
+
+def rerun_trial(study: optuna.Study, number: int, *, device: str | None = None,
+                out_dir: Path | None = None, trainer: Any = train,
+                log: Log | None = None) -> str:
+    """Train the trial's stored Recipe and ModelArgs again on the same corpus, seed and budget,
+    with as many torch threads as the trial had (its recorded environment, else the spec's
+    ``cpus_per_trial``): on CPU the thread count changes the order of float sums, so only then
+    can a re-run reproduce the stored loss.
+    ``log`` receives progress lines.
+
+    Returns:
+        A short comparison of the stored and the new val_loss (also written as JSON to
+        ``out_dir/rerun-<number>.json`` when ``out_dir`` is given).
+
+    Raises:
+        LookupError: no such trial. ValueError: the trial never started training.
+    """
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    if number not in trials:
+        raise LookupError(f"trial: no trial {number} in study {study.study_name!r} "
+                          f"(trials 0..{len(trials) - 1}).")
+    t = trials[number]
+    if records.RECIPE not in t.user_attrs:
+        raise ValueError(f"trial {number}: never started training (no stored recipe).")
+    spec = stored_spec(study)
+    say = log or (lambda line: None)
+    t0 = time.monotonic()
+    data = load_corpus(spec.data.corpus, vocab_size=spec.data.vocab_size or None)
+    stored_hash = t.user_attrs.get(records.CORPUS_HASH)
+    tokens = spec.budget.tokens_per_trial
+    # the thread count the trial recorded, else what the spec gave each trial
+    env = ((t.user_attrs.get(records.METRICS) or {}).get("environment") or {})
+    threads = max(1, int(env.get("threads") or spec.resources.cpus_per_trial))
+    say(f"trial {number}: started, {tokens:,} tokens, {threads} torch thread(s) as the trial "
+        f"had; {elapsed(t0)} elapsed")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        result = trainer(ModelArgs.from_dict(t.user_attrs[records.MODEL_ARGS]),
+                         Recipe.from_dict(t.user_attrs[records.RECIPE]), data=data,
+                         token_budget=tokens,
+                         seed=t.user_attrs.get(records.SEED, spec.study.seed),
+                         eval_every_tokens=spec.budget.eval_every_tokens,
+                         device=device or t.user_attrs.get(records.DEVICE) or None,
+                         on_eval=eval_lines(say, f"trial {number}", tokens, t0))
+    finally:
+        torch.set_num_threads(before)
+    stored = (t.user_attrs.get(records.METRICS) or {}).get("val_loss")
+    out = {"study": study.study_name, "trial": number, "stored_val_loss": stored,
+           "rerun_val_loss": result.val_loss if math.isfinite(result.val_loss) else "inf",
+           "same_corpus": stored_hash in (None, data.hash), "torch_threads": threads,
+           "rerun": result.to_dict()}
+    written = ""
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"rerun-{number}.json"
+        path.write_text(json.dumps(out, indent=2) + "\n")
+        written = f"; details in {path}"
+    return f"trial {number}: {_comparison(stored, result.val_loss)}" + (
+        "" if out["same_corpus"] else " (the corpus changed since the study ran)") + written
+
+
+def _comparison(stored: Any, rerun: float) -> str:
+    """Stored vs re-run val_loss, with the difference spelled out."""
+    if not isinstance(stored, int | float) or not math.isfinite(stored):
+        return f"stored val_loss {stored}, re-run val_loss {rerun:.6g}"
+    if rerun == stored:
+        return f"val_loss {rerun:.6g}, identical to the stored value"
+    return (f"stored val_loss {stored:.6g}, re-run {rerun:.6g} "
+            f"({rerun - stored:+.3g}, {(rerun - stored) / abs(stored):+.2%})")

@@ -1,0 +1,254 @@
+"""The Ray Tune ⇄ Optuna bridge: a Ray `Searcher` that asks and tells a persistent Optuna study.
+
+The only module that imports both Ray and Optuna. It replaces Ray's ``OptunaSearch``
+(ray-project/ray@01a29b09, python/ray/tune/search/optuna/optuna_search.py), which creates its
+study with ``study_name="optuna"`` and ``load_if_exists=True`` and pickles its state in
+``save()``. This one never joins an existing study by accident (the study is
+created or loaded by name explicitly), every asked trial is told exactly once (a NaN, an error or
+a crash cannot leave it RUNNING), multi-objective runs keep their evaluation curve, and resume
+reads the storage instead of a pickle.
+
+Trials are asked one at a time when Ray asks (``suggest``); with ``max_concurrent = 1`` the
+sequence of proposals depends only on the spec, the seed and the results.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+from ray.tune.search import Searcher
+
+from search_spaces.loader import SearchSpace
+from trainers import ModelArgs, Recipe
+from trainers.result import json_safe, thin_curve, to_float
+from tuner.study import records
+from tuner.study.outcome import Outcome, TrialReport, constraint_names, decide
+from tuner.study.reasons import Reason
+from tuner.study.spec import StudySpec
+from tuner.study.trainable import ENV_KEY, FINAL_KEY, METRIC, TIME_ATTR
+
+
+@dataclass
+class Tally:
+    """Counts for the progress display, updated as trials start and end."""
+
+    done: int = 0
+    running: int = 0
+    complete: int = 0
+    infeasible: int = 0
+    pruned: int = 0
+    failed: int = 0
+    interrupted: int = 0  # abandoned by a stopping driver: re-run on resume, so not done
+    best_trial: int | None = None  # best by the first objective; `best` holds its own values
+    best: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Live:
+    trial: optuna.Trial
+    recipe: Recipe
+    eval_curve: list[list[float | str]] = field(default_factory=list)
+    env: dict[str, Any] = field(default_factory=dict)
+
+
+class StudySearcher(Searcher):
+    """Proposes configs from an Optuna study and records every outcome in it.
+
+    Args:
+        study: the Optuna study (created or loaded by the caller, on persistent storage).
+        spec: the validated spec; its space maps Optuna params to a `Recipe`.
+        model_args: the proxy all trials train.
+        n_to_run: how many more trials to start before answering FINISHED.
+        on_change: called with the `Tally` whenever a trial starts or ends.
+    """
+
+    def __init__(self, *, study: optuna.Study, spec: StudySpec, model_args: ModelArgs,
+                 n_to_run: int, tally: Tally | None = None,
+                 on_change: Callable[[Tally], None] | None = None) -> None:
+        super().__init__(metric=METRIC, mode="min")
+        self._study = study
+        self._spec = spec
+        self._space: SearchSpace = spec.space
+        self._model_args = model_args
+        self.model_args = model_args
+        self._left = n_to_run
+        self._live: dict[str, _Live] = {}
+        self.tally = tally or Tally()
+        self._on_change = on_change or (lambda t: None)
+
+    # -- Ray's Searcher API ------------------------------------------------------------------
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
+                              **spec: Any) -> bool:
+        return True  # the space comes from the spec, not from Tune's param_space
+
+    # ray declares Optional[Dict], but documents and checks for the Searcher.FINISHED string too
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]
+        while self._left > 0:
+            self._left -= 1
+            trial = self._study.ask()
+            try:
+                params = self._space.suggest(trial)
+            except Exception as e:  # a sampler error ends the run, but not with a RUNNING trial
+                self._record(trial, _failed("sampler_failed", f"{type(e).__name__}: {e}"))
+                raise
+            try:
+                recipe = self._space.to_recipe(params, seed=self._spec.study.seed)
+            except ValueError as e:
+                # The space allowed a combination Recipe rejects: record it, try the next point.
+                self._record(trial, _failed("invalid_recipe", str(e)))
+                continue
+            trial.set_user_attr(records.RECIPE, recipe.to_dict())
+            trial.set_user_attr(records.MODEL_ARGS, self._model_args.to_dict())
+            trial.set_user_attr(records.SEED, self._spec.study.seed)
+            self._live[trial_id] = _Live(trial=trial, recipe=recipe)
+            self.tally.running += 1
+            self._on_change(self.tally)
+            return {"recipe": recipe.to_dict(), "number": trial.number}
+        return Searcher.FINISHED
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        live = self._live.get(trial_id)
+        if live is None or TIME_ATTR not in result:
+            return
+        live.eval_curve.append([int(result[TIME_ATTR]), _num(result[METRIC])])
+        if not live.env and ENV_KEY in result:
+            live.env = json.loads(result[ENV_KEY])
+            _write_env(live.trial, live.env)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        live = self._live.get(trial_id)
+        if live is None:
+            return
+        try:
+            outcome = self._outcome(live, result, error)
+        except Exception as e:
+            # Record the trial before the error ends the run: it must not stay RUNNING.
+            self._finish(trial_id, _failed("driver_failed", f"{type(e).__name__}: {e}"))
+            raise
+        self._finish(trial_id, outcome)
+
+    def _outcome(self, live: _Live, result: dict | None, error: bool) -> Outcome:
+        if result and FINAL_KEY in result:
+            report = TrialReport.from_dict(json.loads(result[FINAL_KEY]))
+            self._write_report_attrs(live, report)
+            return decide(report, spec=self._spec, recipe=live.recipe,
+                          model_args=self._model_args, observed=self._observed())
+        if result and TIME_ATTR in result and not error:
+            # The report that made ASHA stop the trial reaches only on_trial_complete.
+            if not live.eval_curve or live.eval_curve[-1][0] != int(result[TIME_ATTR]):
+                live.eval_curve.append([int(result[TIME_ATTR]), _num(result[METRIC])])
+            return _pruned(live)
+        if error:
+            return _failed("worker_died")
+        return _pruned(live)
+
+    def _finish(self, trial_id: str, outcome: Outcome) -> None:
+        live = self._live.pop(trial_id)
+        self.tally.running -= 1
+        live.trial.set_user_attr(records.EVAL_CURVE, live.eval_curve)
+        self._record(live.trial, outcome)
+
+    def save(self, checkpoint_path: str) -> None:
+        """Nothing to save: the Optuna storage is the searcher's state (no pickle resume)."""
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Nothing to restore: `tuner.study.runner` resumes from the storage."""
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def abandon_live(self) -> None:
+        """Tell every trial still in flight FAIL (the driver is stopping) and queue its params,
+        so that a resume re-runs exactly these points."""
+        for trial_id in list(self._live):
+            live = self._live.pop(trial_id)
+            self.tally.running -= 1
+            self.tally.interrupted += 1
+            self._record(live.trial, _failed("interrupted"), count=False)
+            self._study.enqueue_trial(live.trial.params,
+                                      user_attrs={records.RERUN_OF: live.trial.number})
+
+    def _write_report_attrs(self, live: _Live, report: TrialReport) -> None:
+        t = live.trial
+        if report.environment != live.env:
+            _write_env(t, report.environment)
+        if report.result is None:
+            return
+        metrics = {k: v for k, v in report.result.items()
+                   if k not in ("eval_curve", "train_curve")}
+        t.set_user_attr(records.METRICS, metrics)
+        t.set_user_attr(records.CORPUS_HASH, report.result.get("corpus_hash", ""))
+        t.set_user_attr(records.TRAIN_CURVE,
+                        json_safe(thin_curve(report.result.get("train_curve", []))))
+        if report.result.get("eval_curve"):
+            live.eval_curve = [[int(a), _num(b)] for a, b in report.result["eval_curve"]]
+
+    def _record(self, trial: optuna.Trial, outcome: Outcome, *, count: bool = True) -> None:
+        trial.set_user_attr(records.OUTCOME, outcome.state)
+        trial.set_user_attr(records.REASON, outcome.reason)
+        trial.set_user_attr(records.REASONS, [r.to_list() for r in outcome.reasons])
+        if outcome.state in ("complete", "infeasible"):
+            for name in constraint_names(self._spec):
+                trial.set_constraint(name, outcome.constraints[name])
+            self._study.tell(trial, values=list(outcome.values or ()))
+        elif outcome.state == "pruned":
+            self._study.tell(trial, state=TrialState.PRUNED)
+        else:
+            self._study.tell(trial, state=TrialState.FAIL)
+        if count:
+            self._count(outcome, trial.number)
+        else:
+            self._on_change(self.tally)
+
+    def _count(self, outcome: Outcome, number: int) -> None:
+        t = self.tally
+        t.done += 1
+        if outcome.state == "complete":
+            t.complete += 1
+            # One trial's own values: per-objective bests would mix trials into a recipe that
+            # never ran. "Best" = best first objective (val_loss in the shipped specs).
+            values = outcome.values
+            assert values is not None, "a complete outcome carries its objective values"
+            (name, direction), v = self._spec.objectives[0], values[0]
+            old = t.best.get(name)
+            if old is None or (v < old if direction == "minimize" else v > old):
+                t.best_trial = number
+                t.best = dict(zip((n for n, _ in self._spec.objectives), values, strict=True))
+        else:
+            attr = {"infeasible": "infeasible", "pruned": "pruned", "fail": "failed"}
+            setattr(t, attr[outcome.state], getattr(t, attr[outcome.state]) + 1)
+        self._on_change(t)
+
+    def _observed(self) -> dict[str, list[float]]:
+        done = self._study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        return {name: [t.values[i] for t in done if math.isfinite(t.values[i])]
+                for i, (name, _) in enumerate(self._spec.objectives)}
+
+
+def _pruned(live: _Live) -> Outcome:
+    tokens = int(live.eval_curve[-1][0]) if live.eval_curve else 0
+    return Outcome(state="pruned", reasons=(Reason(kind="pruned", detail=str(tokens)),))
+
+
+def _failed(kind: str, detail: str = "") -> Outcome:
+    return Outcome(state="fail", reasons=(Reason(kind=kind, detail=detail),))
+
+
+def _write_env(trial: optuna.Trial, env: dict[str, Any]) -> None:
+    trial.set_user_attr(records.TORCH_VERSION, env.get("torch_version", ""))
+    trial.set_user_attr(records.DEVICE, env.get("device", ""))
+    trial.set_user_attr(records.NODE, env.get("node", ""))
+    if env.get("corpus_hash"):
+        trial.set_user_attr(records.CORPUS_HASH, env["corpus_hash"])
+
+
+def _num(v: Any) -> float | str:
+    num: float | str = json_safe(to_float(v))  # a float, or its string when not finite
+    return num

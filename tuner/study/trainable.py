@@ -1,0 +1,127 @@
+"""The Ray Tune trial function: one proxy training, reported back to Tune.
+
+Runs in a Ray worker. Imports Ray (to report) but not Optuna: the driver's searcher turns the
+final report into an Optuna outcome. Every evaluation is reported as ``val_loss`` at
+``tokens_seen`` so ASHA can stop laggards; the last report carries a `TrialReport` as JSON
+under ``moetune_final`` (a string, so Ray's result flattening leaves it whole).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import socket
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+import torch
+from ray import tune
+
+from trainers import ModelArgs, Recipe, TrainResult, load_corpus
+from trainers.result import to_float
+from tuner.study.outcome import TrialReport
+from tuner.study.reasons import Reason, exception_reason
+
+FINAL_KEY = "moetune_final"
+ENV_KEY = "moetune_env"
+TIME_ATTR = "tokens_seen"
+METRIC = "val_loss"
+TRACEBACK_LINES = 8
+
+Trainer = Callable[..., TrainResult]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialJob:
+    """What every trial of a study shares (sent once to the workers)."""
+
+    model_args: dict[str, Any]
+    # "stdlib" or an absolute path (spec validation resolves it): a worker runs in Ray's trial
+    # folder, where a relative path would name nothing
+    corpus: str
+    vocab_size: int
+    token_budget: int
+    eval_every_tokens: int
+    seed: int
+    cpus_per_trial: float
+    gpus_per_trial: float
+
+
+def run_trial(config: dict[str, Any], *, job: TrialJob, trainer: Trainer) -> None:
+    """Ray Tune function trainable: ``config = {"recipe": {...}, "number": optuna trial no}``."""
+    # Ray sets OMP threads from the actor's CPU share; torch's intra-op pool needs it too.
+    torch.set_num_threads(max(1, int(job.cpus_per_trial)))
+    env = environment(job)
+    report = train_and_report(config, job=job, trainer=trainer, env=env)
+    last = report.result.get("val_loss") if report.result else None
+    tune.report({METRIC: _finite_or_inf(last), FINAL_KEY: json.dumps(report.to_dict())})
+
+
+def train_and_report(config: dict[str, Any], *, job: TrialJob, trainer: Trainer,
+                     env: dict[str, Any]) -> TrialReport:
+    """Run the trainer; map how it ended to a `TrialReport` (never raises)."""
+    def on_eval(tokens_seen: int, metrics: dict[str, Any]) -> str | None:
+        scalars = {k: float(v) for k, v in metrics.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        scalars[METRIC] = _finite_or_inf(metrics.get(METRIC))
+        tune.report({**scalars, TIME_ATTR: int(tokens_seen), ENV_KEY: json.dumps(env)})
+        return None  # ASHA stops the trial through Ray, not through the trainer
+
+    try:
+        recipe = Recipe.from_dict(config["recipe"])
+        data = load_corpus(job.corpus, vocab_size=job.vocab_size or None)
+        env["corpus_hash"] = data.hash
+        result = trainer(ModelArgs.from_dict(job.model_args), recipe, data=data,
+                         token_budget=job.token_budget, seed=job.seed, on_eval=on_eval,
+                         eval_every_tokens=job.eval_every_tokens, device=env["device"])
+    except BaseException as e:  # noqa: B036 - every way out must be recorded against the trial
+        if is_out_of_memory(e):
+            return TrialReport(status="oom", reason=Reason(kind="out_of_memory",
+                                                           detail=_one_line(e)),
+                               environment=env)
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        return TrialReport(status="error", reason=exception_reason(traceback_tail(e)),
+                           environment=env)
+    return TrialReport(status="ok", result=result.to_dict(), environment=env)
+
+
+def is_out_of_memory(e: BaseException) -> bool:
+    """CUDA's OutOfMemoryError, Python's MemoryError, or a RuntimeError saying so (CPU alloc)."""
+    if isinstance(e, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(e, RuntimeError) and "out of memory" in str(e).lower()
+
+
+def traceback_tail(e: BaseException, n: int = TRACEBACK_LINES) -> str:
+    lines = "".join(traceback.format_exception(e)).rstrip().splitlines()
+    return "\n".join(lines[-n:])
+
+
+def environment(job: TrialJob) -> dict[str, Any]:
+    device = "cuda" if job.gpus_per_trial > 0 and torch.cuda.is_available() else "cpu"
+    return {"torch_version": torch.__version__, "device": device, "node": _node(),
+            "python": platform.python_version()}
+
+
+def _node() -> str:
+    """host/ip/Ray node id (several Ray nodes may share one host)."""
+    if not ray.is_initialized():
+        return socket.gethostname()
+    node_id = ray.get_runtime_context().get_node_id()
+    return f"{socket.gethostname()}/{ray.util.get_node_ip_address()}/{node_id[:12]}"
+
+
+def _finite_or_inf(v: Any) -> float:
+    """ASHA ranks on this: anything but a finite loss is the worst."""
+    f = to_float(v, math.inf)
+    return f if math.isfinite(f) else math.inf
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
