@@ -14,8 +14,8 @@ from trainers.model_args import ModelArgs
 from trainers.presets import PUBLISHED_CONFIGS
 from trainers.recipe import Recipe
 from tuner.export import formats
-from tuner.export.formats import hf, megatron, torchtitan
-from tuner.modeling.full_run import FullRunTarget, build_full_run
+from tuner.export.formats import deepseek, hf, megatron, torchtitan
+from tuner.modeling.full_run import FullRunTarget, build_full_run, load_target
 from tuner.modeling.hardware import get_hardware
 
 CONFIGS = PUBLISHED_CONFIGS
@@ -27,7 +27,9 @@ PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16
 # (2026-08-22): megatron/training/arguments.py and the config dataclasses its
 # ArgumentGroupFactory turns into flags (TransformerConfig, ModelParallelConfig, TrainingConfig,
 # SchedulerConfig), including argparse_meta renames (--fp8-format, --norm-epsilon,
-# --disable-bias-linear). Adding a flag to the export means checking it there and adding it here.
+# --disable-bias-linear); benchmarks/consumers/check_exports.py runs parse_args, validate_args
+# and core_transformer_config_from_args on the exports. Adding a flag to the export means
+# checking it there and adding it here.
 MEGATRON_FLAGS = frozenset("""
 --num-layers --hidden-size --ffn-hidden-size --num-attention-heads --seq-length
 --max-position-embeddings --vocab-size --normalization --norm-epsilon --swiglu
@@ -40,7 +42,9 @@ MEGATRON_FLAGS = frozenset("""
 --moe-router-group-topk --mtp-num-layers --mtp-loss-scaling-factor
 --moe-router-enable-expert-bias --moe-router-bias-update-rate
 --moe-router-load-balancing-type --moe-aux-loss-coeff --micro-batch-size --global-batch-size
---train-samples --rampup-batch-size --lr --min-lr --lr-warmup-samples --lr-decay-samples
+--train-samples --step-batch-size-schedule --qk-layernorm --moe-router-pre-softmax
+--decoder-first-pipeline-num-layers --decoder-last-pipeline-num-layers --lr --min-lr
+--lr-warmup-samples --lr-decay-samples
 --decoupled-lr --decoupled-min-lr --lr-decay-style --lr-wsd-decay-style
 --lr-wsd-decay-samples --adam-beta1 --adam-beta2 --weight-decay --clip-grad --seed
 --tensor-model-parallel-size --pipeline-model-parallel-size --expert-model-parallel-size
@@ -58,10 +62,11 @@ MEGATRON_INT_FLAGS = frozenset("""
 --mtp-num-layers --micro-batch-size --global-batch-size --train-samples --lr-warmup-samples
 --lr-decay-samples --lr-wsd-decay-samples --seed --tensor-model-parallel-size
 --pipeline-model-parallel-size --expert-model-parallel-size --expert-tensor-parallel-size
---recompute-num-layers
+--recompute-num-layers --decoder-first-pipeline-num-layers --decoder-last-pipeline-num-layers
 """.split())
 
-# torchtitan job-config tables and keys (pytorch/torchtitan@238fa995, config/job_config.py)
+# torchtitan job-config tables and keys (torchtitan v0.2.2 = pytorch/torchtitan@73a0e697,
+# torchtitan/config/job_config.py)
 TORCHTITAN_KEYS = {
     "job": {"description"}, "model": {"name", "flavor", "converters"},
     "optimizer": {"name", "lr", "eps", "weight_decay"},
@@ -70,17 +75,15 @@ TORCHTITAN_KEYS = {
                  "mixed_precision_param"},
     "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree",
                     "tensor_parallel_degree", "pipeline_parallel_degree",
-                    "expert_parallel_degree", "expert_tensor_parallel_degree"},
+                    "expert_parallel_degree", "expert_tensor_parallel_degree",
+                    "pipeline_parallel_microbatch_size", "module_fqns_per_model_part"},
     "activation_checkpoint": {"mode", "selective_ac_option"}, "debug": {"seed"},
     "quantize": {"linear", "grouped_mm"},
 }
 
 
 def config(name: str) -> ModelArgs:
-    path = CONFIGS / f"config_{name}.json"
-    if not path.exists():
-        pytest.skip(f"{path} not available")
-    return ModelArgs.from_json(path)
+    return load_target(f"deepseek-v3-{name.lower()}")[0]
 
 
 def full_run(recipe: Recipe, *, proxy: ModelArgs = PROXY, name: str = "671B", **kw):
@@ -105,8 +108,9 @@ def test_deepseek_config_loads_with_model_args(fp8_run, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(formats.render("deepseek", fp8_run))
     loaded = ModelArgs.from_json(path)
-    assert dataclasses.replace(loaded, max_seq_len=fp8_run.model_args.max_seq_len) == \
-        fp8_run.model_args
+    training_only = deepseek.sidecar(fp8_run)["training_only"]
+    assert dataclasses.replace(loaded, max_seq_len=fp8_run.model_args.max_seq_len,
+                               **training_only) == fp8_run.model_args
 
 
 def test_hf_config_loads_with_transformers(fp8_run, tmp_path):
@@ -119,19 +123,19 @@ def test_hf_config_loads_with_transformers(fp8_run, tmp_path):
     assert (cfg.n_routed_experts, cfg.num_experts_per_tok, cfg.n_group, cfg.topk_group) == \
         (256, 8, 8, 4)
     assert cfg.q_lora_rank == a.q_lora_rank and cfg.routed_scaling_factor == a.route_scale
-    assert cfg.max_position_embeddings == 4096
+    assert cfg.max_position_embeddings == 4096 and cfg.norm_topk_prob is True
     assert hf.from_hf(json.loads(path.read_text())) == dataclasses.replace(
         a, max_batch_size=8, max_seq_len=ModelArgs().max_seq_len, dtype="bf16",
         original_seq_len=a.original_seq_len)
 
 
-def test_hf_q_lora_zero_is_null_and_yarn_only_beyond_original_length():
+def test_hf_q_lora_zero_is_null_and_rope_is_plain_at_any_length():
     a = ModelArgs(dim=64, n_layers=2, n_heads=4, vocab_size=256, q_lora_rank=0)
     short = hf.to_hf(a, seq_len=4096)
     long = hf.to_hf(a, seq_len=16384)
     assert short["q_lora_rank"] is None and short["rope_parameters"]["rope_type"] == "default"
-    assert long["rope_parameters"]["rope_type"] == "yarn"
-    assert long["rope_parameters"]["factor"] == a.rope_factor
+    assert long["rope_parameters"]["rope_type"] == "default"  # pre-training: no YaRN
+    assert long["max_position_embeddings"] == 16384
 
 
 def test_hf_names_live_in_one_table_only():
@@ -166,18 +170,21 @@ def test_megatron_flags_are_pinned_and_consistent(recipe):
         int(args[flag])  # raises if Megatron's int parser would
     assert args["--moe-router-score-function"] == "sigmoid"
     assert "--moe-router-enable-expert-bias" in args
-    assert float(args["--moe-router-bias-update-rate"]) == recipe.bias_update_speed
-    assert int(args["--global-batch-size"]) % (run.plan.dp * run.recipe.micro_batch) == 0
-    if "--rampup-batch-size" in args:
-        start, step, samples = map(int, args["--rampup-batch-size"].split())
-        assert (int(args["--global-batch-size"]) - start) % step == 0 and samples > 0
+    assert float(args["--moe-router-bias-update-rate"]) == run.recipe.bias_update_speed
+    multiple = run.plan.dp * run.recipe.micro_batch
+    if "--step-batch-size-schedule" in args:
+        batches = [int(e.split(":")[1]) for e in args["--step-batch-size-schedule"].split(",")]
+        assert all(b % multiple == 0 for b in batches) and batches[-1] == run.recipe.batch_end
+    else:
+        assert int(args["--global-batch-size"]) % multiple == 0
     assert ("--fp8-recipe" in args) == (recipe.precision == "fp8")
     assert ("--bf16" in args) == (recipe.precision != "fp32")
 
 
 def test_megatron_notes_what_it_cannot_express():
     _, notes = megatron.flags(full_run(Recipe(decay="multistep", batch_schedule="step")))
-    assert any("multistep" in n for n in notes) and any("step" in n for n in notes)
+    assert any("multistep" in n for n in notes)
+    assert any("DeepSeek-V3 used 0.3 for the first 10T tokens" in n for n in notes)
 
 
 def test_megatron_mup_uses_decoupled_lr():
@@ -194,8 +201,16 @@ def test_torchtitan_toml_parses_with_known_sections(recipe):
     for table, keys in doc.items():
         assert table in TORCHTITAN_KEYS and set(keys) <= TORCHTITAN_KEYS[table], table
     assert doc["training"]["global_batch_size"] == run.recipe.batch_end
-    assert doc["parallelism"]["pipeline_parallel_degree"] == 16
-    assert doc["model"]["flavor"] == "671B"
+    par, training = doc["parallelism"], doc["training"]
+    assert par["pipeline_parallel_degree"] == 16 and doc["model"]["flavor"] == "671B"
+    # the whole step goes through the pipeline: as many microbatches as Megatron-LM's export
+    microbatches = training["local_batch_size"] // par["pipeline_parallel_microbatch_size"]
+    assert microbatches == run.recipe.batch_end // (run.plan.dp * run.recipe.micro_batch)
+    assert microbatches >= par["pipeline_parallel_degree"]
+    assert training["global_batch_size"] % (training["local_batch_size"] * par[
+        "data_parallel_shard_degree"]) == 0  # torchtitan train.py's rule
+    layers = [f for part in par["module_fqns_per_model_part"] for f in part if "layers." in f]
+    assert layers == [f"layers.{i}" for i in range(61)]
     if recipe.precision == "fp8":
         assert doc["quantize"]["linear"]["float8"]["recipe_name"] == "rowwise"
 

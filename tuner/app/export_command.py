@@ -7,13 +7,14 @@ recipes on a wider proxy and records whether the ranking survives (transfer conf
 every other command finds them (`tuner.app.commands`: ``--root`` / ``$MOETUNE_ROOT``, ``--storage``
 / ``$MOETUNE_STORAGE``).
 
-    moetune export my-study --pick knee --target config_671B.json --hardware h800 \\
+    moetune export my-study --pick knee --target deepseek-v3-671b --hardware h800 \\
         --gpus 2048 --tokens 14.8e12 --format megatron --out run.args
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -37,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-memory-gb", type=float, help="only trials whose measured proxy peak "
                    "memory (GiB) is at most this")
     p.add_argument("--min-tokens-per-s", type=float, help="only trials at least this fast")
-    p.add_argument("--target", required=True, help="DeepSeek-style config JSON or preset name")
+    p.add_argument("--target", required=True, help="a published config (deepseek-v3-16b, "
+                   "deepseek-v3-236b, deepseek-v3-671b), a DeepSeek-style config JSON or a "
+                   "proxy preset")
     p.add_argument("--hardware", default="h800", help=f"one of {sorted(HARDWARE)}")
     p.add_argument("--gpus", type=int, required=True)
     p.add_argument("--tokens", type=float, required=True,
@@ -152,6 +155,11 @@ def write_out(path: Path, text: str) -> None:
             from None
 
 
+def sidecar_path(out: Path) -> Path:
+    """Where a model-config format's sidecar goes: ``run.json`` → ``run.moetune.json``."""
+    return out.with_name(f"{out.stem}.moetune.json")
+
+
 def parse_target(args: argparse.Namespace) -> FullRunTarget:
     check_numbers(args)
     tokens = args.tokens
@@ -174,13 +182,22 @@ def run_export(args: argparse.Namespace) -> int:
         study = open_study(args.study, Path(args.root) / args.study, args.storage)
         full, picked = export_study(study, pick, target)
         text = formats.render(args.format, full)
+        side = formats.SIDECARS.get(args.format)
         if args.out is not None:
+            if side is not None:
+                write_out(sidecar_path(args.out), json.dumps(side(full), indent=2) + "\n")
             write_out(args.out, text)
     except (LookupError, ValueError, ExportError) as exc:
         print(f"moetune export: {exc}", file=sys.stderr)
         return 2
     for w in full.warnings:
         print(f"moetune export: warning: {w}", file=sys.stderr)
+    if side is not None:
+        for n in side(full)["notes"]:
+            print(f"moetune export: note: {n}", file=sys.stderr)
+        where = sidecar_path(args.out) if args.out else "written only with --out"
+        print(f"moetune export: training-only fields, notes and warnings: {where}",
+              file=sys.stderr)
     print(f"moetune export: trial {picked.record.number}: {picked.how}; "
           f"{full.plan}; checkpoint_ratio {full.recipe.checkpoint_ratio:.3g}; "
           f"{full.cost['gpu_hours']:.4g} GPU-hours (modeled)", file=sys.stderr)

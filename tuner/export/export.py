@@ -1,5 +1,11 @@
 """Export a study's chosen trial as a full-run recipe: pick it, scale it, say what to check.
 
+Besides the warnings of `build_full_run` (numbers the proxy could not inform, numbers outside
+published practice), the export warns when a searched parameter of the chosen trial sits in the
+outer edge of its search range (`tuner.study.diagnostics`; a log range measured in log space),
+with how many finished trials sit there too: the optimum may lie beyond the range. Parameters
+the study did not search are named once, since their values were fixed, not tuned.
+
     >>> full, picked = export_study(study, Pick(kind="knee"), target)  # doctest: +SKIP
     >>> print(tuner.export.formats.render("megatron", full))          # doctest: +SKIP
 """
@@ -8,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.export.pick import Pick, Picked, pick_trial
+from tuner.export.pick import Pick, Picked, finished_trials, pick_trial
 from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run
-from tuner.study import records
+from tuner.study import diagnostics, records
 
 
 def export_study(study: Any, pick: Pick, target: FullRunTarget) -> tuple[FullRun, Picked]:
@@ -29,4 +35,22 @@ def export_study(study: Any, pick: Pick, target: FullRunTarget) -> tuple[FullRun
         full.warnings.append(f"transfer check (moetune validate, {check.get('scale')}x width): "
                              f"trial {check.get('chosen_trial')} did not stay on top; Spearman "
                              f"{check.get('spearman')}.")
+    full.warnings.extend(edge_warnings(study, picked) + unsearched_warnings(picked))
     return full, picked
+
+
+TUNED = ("lr", "warmup_fraction", "batch_schedule", "bias_update_speed", "balance_loss_alpha",
+         "mtp_lambda", "weight_decay")  # the recipe fields the export scales or checks
+
+
+def edge_warnings(study: Any, picked: Picked) -> list[str]:
+    """`tuner.study.diagnostics.edge_warnings` for the picked trial."""
+    return diagnostics.edge_warnings(study.trials, picked.record.number, finished_trials(study))
+
+
+def unsearched_warnings(picked: Picked) -> list[str]:
+    fixed = [f for f in TUNED if f not in picked.record.params]
+    if not fixed:
+        return []
+    return [f"not informed by the proxy: the study did not search {', '.join(fixed)}; their "
+            "values were fixed in the spec and are carried or scaled from there."]

@@ -1,7 +1,9 @@
 """Full-run modeling (floor 2½): pure functions of model, recipe, target and hardware.
 
 The cost model (parameters, FLOPs, memory per GPU, GPU-hours), the scaling rules that carry a
-proxy recipe to a full run, the hardware registry, and `build_full_run`, which combines them.
+proxy recipe to a full run, the hardware registry, the published targets, the parallel layouts
+the launch consumers accept, the published ranges exported numbers are checked against, and
+`build_full_run`, which combines them.
 Everything here is *modeled*, never measured.
 """
 
@@ -23,7 +25,10 @@ from tuner.modeling.full_run import (
     load_target,
 )
 from tuner.modeling.hardware import HARDWARE, Hardware, get_hardware
+from tuner.modeling.layout_rules import layout_errors
+from tuner.modeling.targets import TARGETS, published_target
 
-__all__ = ["DEFAULT_MFU", "HARDWARE", "ExportError", "FullRun", "FullRunTarget", "Hardware",
-           "ParallelPlan", "ParamCount", "build_full_run", "count_params", "get_hardware",
-           "gpu_hours", "load_target", "memory_per_gpu"]
+__all__ = ["DEFAULT_MFU", "HARDWARE", "TARGETS", "ExportError", "FullRun", "FullRunTarget",
+           "Hardware", "ParallelPlan", "ParamCount", "build_full_run", "count_params",
+           "get_hardware", "gpu_hours", "layout_errors", "load_target", "memory_per_gpu",
+           "published_target"]

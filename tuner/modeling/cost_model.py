@@ -434,8 +434,28 @@ def activation_dtype_bytes(precision: str) -> int:
 
 
 def stage_layers(n_layers: int, pp: int) -> list[range]:
-    """Block indices per pipeline stage, split as evenly as possible (earlier stages smaller)."""
-    bounds = [round(i * n_layers / pp) for i in range(pp + 1)]
+    """Block indices per pipeline stage: the middle stages hold k blocks each, the first and
+    the last share the rest (the last takes the smaller half, it also holds the head and MTP).
+
+    k = min(ceil(L/pp), floor((L-2)/(pp-2))), so no stage holds more than ceil(L/pp) blocks and
+    the first and last each hold at least one. This is the split Megatron-LM can express:
+    ``--decoder-first/last-pipeline-num-layers`` with the middle layers divisible by pp - 2
+    (NVIDIA/Megatron-LM@d98e8a64, ``TransformerConfig.__post_init__``). 61 blocks on 16
+    stages: 3, 4 x 14, 2.
+
+    Raises:
+        ValueError: pp < 1 or pp > n_layers (a stage without blocks).
+    """
+    if not 1 <= pp <= n_layers:
+        raise ValueError(f"pp: must be in [1, n_layers={n_layers}] (every pipeline stage "
+                         f"holds a block), but got pp={pp}.")
+    if pp == 1:
+        return [range(n_layers)]
+    k = 0 if pp == 2 else min(-(-n_layers // pp), (n_layers - 2) // (pp - 2))
+    rest = n_layers - (pp - 2) * k
+    first = -(-rest // 2)
+    sizes = [first, *([k] * (pp - 2)), rest - first]
+    bounds = [sum(sizes[:i]) for i in range(pp + 1)]
     return [range(bounds[i], bounds[i + 1]) for i in range(pp)]
 
 

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from trainers.model_args import ModelArgs
-from trainers.presets import preset
+from trainers.presets import preset, preset_names
 from trainers.recipe import Recipe
 from trainers.schedules import STEP_BOUNDARIES, batch_size_at
 from tuner.modeling import cost_model as cm
-from tuner.modeling import scaling
+from tuner.modeling import references, scaling
 from tuner.modeling.hardware import Hardware, get_hardware
+from tuner.modeling.layout_rules import layout_errors
+from tuner.modeling.targets import TARGETS, published_target
 
 # The MFU (on executed FLOPs) at which the cost model reproduces DeepSeek-V3's 2.664M H800
 # GPU-hours for 14.8T tokens with its fp8 recipe: cost_model.reference_mfu(671B, h800) = 0.237.
@@ -113,15 +115,23 @@ class FullRun:
 
 
 def load_target(spec: str) -> tuple[ModelArgs, str]:
-    """A target model from a DeepSeek-style config JSON path or a `trainers.preset` name.
+    """A target model: a published config by name (`targets.TARGETS`, e.g.
+    ``deepseek-v3-671b``), a DeepSeek-style config JSON path, or a `trainers.preset` name.
 
     Raises:
-        ValueError: neither an existing file nor a known preset.
+        ValueError: none of these; the message lists the valid names.
     """
+    if spec.lower() in TARGETS:
+        return published_target(spec)
     path = Path(spec)
     if path.suffix == ".json" or path.exists():
         return ModelArgs.from_json(path), path.stem.removeprefix("config_")
-    return preset(spec), spec
+    try:
+        return preset(spec), spec
+    except ValueError:
+        raise ValueError(f"--target: must be a published config ({sorted(TARGETS)}), a config "
+                         f"JSON path or a proxy preset ({preset_names()}), but got "
+                         f"--target {spec!r}.") from None
 
 
 def _target_args(proxy: ModelArgs, target: ModelArgs) -> ModelArgs:
@@ -147,15 +157,15 @@ def _plan(args: ModelArgs, t: FullRunTarget, precision: str) -> scaling.PlanChoi
     if choice is not None:
         return choice
     fixed = {k: v for k, v in (("tp", t.tp), ("pp", t.pp), ("ep", t.ep)) if v is not None}
-    if fixed and not scaling.candidate_plans(args, t.gpus, t.hardware, tp=t.tp, pp=t.pp,
-                                             ep=t.ep):
-        # no layout has these degrees at all: a rule is broken, memory is not the reason
+    broken = layout_errors(args, t.gpus, tp=t.tp, pp=t.pp, ep=t.ep)
+    if fixed and not broken and not scaling.candidate_plans(args, t.gpus, t.hardware, tp=t.tp,
+                                                            pp=t.pp, ep=t.ep):
         given = " ".join(f"--{k} {v}" for k, v in fixed.items())
-        raise ExportError(
-            f"{given}: no layout of {t.gpus} GPUs has these degrees. The rules: tp divides "
-            f"--gpus and n_heads={args.n_heads} and is at most {t.hardware.gpus_per_node} (GPUs "
-            f"per node); pp divides --gpus/tp and is at most n_layers={args.n_layers}; ep "
-            f"divides n_routed_experts={args.n_routed_experts} and tp*dp.")
+        broken = [f"{given}: ep must divide tp*dp = {t.gpus}/pp (Megatron-LM@d98e8a64 "
+                  "parallel_state: world size divisible by expert_tensor_parallel*ep*pp)"]
+    if broken:  # a launch rule is broken: no flag makes this layout valid, memory is moot
+        raise ExportError(f"{'; '.join(broken)}. No launch config can make this layout valid; "
+                          "leave the degree out to let the planner choose one.")
     held = f" with {fixed}" if fixed else ""
     msg = (f"no parallel layout of {t.gpus} x {t.hardware.name}{held} fits "
            f"{t.memory_fraction:.0%} of {t.hardware.memory_gib:.1f} GiB per GPU, even with full "
@@ -203,6 +213,26 @@ def describe_batch_schedule(recipe: Recipe, tokens: int, steps: scaling.StepCoun
               for b in STEP_BOUNDARIES]
     return (f"step schedule {r.batch_start} sequences, then {', then '.join(stages)} of tokens "
             f"(final batch from step {steps.ramp}, after {steps.ramp_samples} sequences)")
+
+
+def batch_levels(recipe: Recipe, tokens: int) -> list[tuple[int, int]]:
+    """The batch schedule as (first sample, batch) pairs: from sample ``s`` on (``s`` sequences
+    of ``recipe.seq_len`` consumed), steps take ``batch`` sequences until the next pair.
+
+    Exactly `trainers.schedules.batch_size_at` at every whole sample count, so a consumer that
+    looks the batch up by consumed samples (Megatron-LM's ``--step-batch-size-schedule``) walks
+    the same steps as `scaling.step_counts`. One pair for a constant batch.
+    """
+    seq, last = recipe.seq_len, -(-tokens // recipe.seq_len)
+    levels = [(0, batch_size_at(recipe, 0, tokens))]
+    while True:
+        lo, hi, batch = levels[-1][0], last, levels[-1][1]
+        if batch_size_at(recipe, hi * seq, tokens) == batch:
+            return levels
+        while hi - lo > 1:  # the first sample whose batch differs (schedules are monotonic)
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if batch_size_at(recipe, mid * seq, tokens) == batch else (lo, mid)
+        levels.append((hi, batch_size_at(recipe, hi * seq, tokens)))
 
 
 def schedule_steps(recipe: Recipe, tokens: int) -> scaling.StepCounts:
@@ -256,19 +286,71 @@ def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget,
         rule = next(r.rule for r in batch_rules if r.field == "batch_start")
         warnings.append(f"the tuned {proxy.batch_schedule!r} batch schedule collapsed to a "
                         f"constant batch of {end}: {rule.removeprefix('ramp collapsed: ')}.")
+    gamma, gamma_rule = scaling.scale_gamma(proxy, lr)
     recipe = dataclasses.replace(proxy, lr=lr, batch_start=start, batch_end=end,
                                  batch_multiple=multiple, seq_len=target.seq_len,
-                                 micro_batch=target.micro_batch,
+                                 micro_batch=target.micro_batch, bias_update_speed=gamma,
                                  checkpoint_ratio=choice.checkpoint_ratio)
+    recipe, tuned_warmup, informed = _warmup(recipe, proxy, proxy_tokens, target.tokens)
     steps = schedule_steps(recipe, target.tokens)
-    rules = [lr_rule, *batch_rules, scaling.warmup_rule(recipe, steps), *_fixed_rules(
+    rules = [lr_rule, *batch_rules, gamma_rule, scaling.warmup_rule(
+        recipe, steps, tuned=tuned_warmup, informed=informed), *_fixed_rules(
         proxy, recipe, target, choice, steps)]
+    warnings += _uninformed(model_args, args, proxy, tuned_warmup, informed)
+    warnings += _outside_published(args, recipe, steps, c_full)
     rules += _carried_rules(proxy, {r.field for r in rules})
     return FullRun(model_args=args, recipe=recipe, plan=plan, target=target, steps=steps,
                    hidden_lr=hidden_lr, rules=rules, warnings=warnings,
                    cost=full_run_cost(args, recipe, plan, target, c_full),
                    proxy=(proxy_info or {}) | {"tokens": proxy_tokens, "compute": c_proxy,
                                                "recipe": proxy.to_dict()})
+
+
+def _warmup(recipe: Recipe, proxy: Recipe, proxy_tokens: int,
+            tokens: int) -> tuple[Recipe, int, bool]:
+    """``recipe`` with the warmup of `scaling.warmup_steps` as its share of ``tokens`` (the
+    tokens of those first steps of the full run's batch schedule), the proxy's tuned warmup
+    steps, and whether the proxy informed it."""
+    steps, tuned, informed = scaling.warmup_steps(proxy, proxy_tokens)
+    seen = scaling.tokens_after_steps(recipe, tokens, steps)
+    # half a token below the mark, so the step walk puts the end of warmup at exactly `steps`
+    fraction = max(0.0, (seen - 0.5) / tokens) if steps else 0.0
+    return dataclasses.replace(recipe, warmup_fraction=min(fraction, 0.5)), tuned, informed
+
+
+def _uninformed(proxy_args: ModelArgs, args: ModelArgs, proxy: Recipe, tuned_warmup: int,
+                informed: bool) -> list[str]:
+    out = []
+    if not informed:
+        out.append(f"not informed by the proxy: its tuned warmup spans {tuned_warmup} steps, "
+                   f"under 2/(1-beta2) = {math.ceil(2 / (1 - proxy.beta2))} Adam updates; the "
+                   f"full run warms up the published {scaling.PUBLISHED_WARMUP_STEPS} steps.")
+    router = {"score_func": (proxy_args.score_func, args.score_func),
+              "gate_bias": (proxy_args.gate_bias, args.gate_bias)}
+    differ = {k: v for k, v in router.items() if v[0] != v[1]}
+    if differ:
+        said = ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in differ.items())
+        out.append(f"not informed by the proxy: the target routes differently ({said}), so "
+                   "the tuned gamma and alpha were tuned for another router.")
+    return out
+
+
+def _outside_published(args: ModelArgs, recipe: Recipe, steps: scaling.StepCounts,
+                       c_full: float) -> list[str]:
+    values: dict[str, float] = {"warmup_steps": steps.warmup,
+                                "weight_decay": recipe.weight_decay}
+    if args.gate_bias:
+        values["bias_update_speed"] = recipe.bias_update_speed
+    if recipe.balance_loss_alpha > 0:
+        values["balance_loss_alpha"] = recipe.balance_loss_alpha
+    if args.mtp_depth:
+        values["mtp_lambda"] = recipe.mtp_lambda
+    extra: list[tuple[references.Reference, float]] = [
+        (references.batch_reference(scaling.b_opt_tokens(c_full)),
+         float(recipe.batch_end * recipe.seq_len))]
+    if not args.mup_base_dim:  # a muP base LR is not comparable with an SP peak LR
+        extra.append((references.lr_reference(scaling.eta_opt(c_full)), recipe.lr))
+    return [f"outside published practice: {w}" for w in references.outside(values, extra)]
 
 
 def _fixed_rules(proxy: Recipe, recipe: Recipe, t: FullRunTarget, choice: scaling.PlanChoice,
@@ -322,6 +404,9 @@ def _check_global_batch(t: FullRunTarget, plan: cm.ParallelPlan) -> list[str]:
 
 def _warnings(model_args: ModelArgs, proxy: Recipe, t: FullRunTarget) -> list[str]:
     out = []
+    if t.tp is not None and t.tp > t.hardware.gpus_per_node:
+        out.append(f"--tp {t.tp} spans more than one node ({t.hardware.gpus_per_node} GPUs per "
+                   "node): tensor parallelism then runs over the inter-node network.")
     if model_args.mup_base_dim:
         out.append("muP transfers LR across width, not across token horizon or batch size "
                    "(Tensor Programs V); the LR is not adjusted for the longer run.")

@@ -6,7 +6,10 @@
   lr_full = lr_proxy · (C_full / C_proxy)^−0.125 with C = M·D.
 - Batch: final batch from B_opt = 0.2920·C^0.3271 tokens (or the user's global batch), the
   tuned ramp kept as shape: start/end ratio and ramp length as fractions of tokens.
-- Warmup and decay: kept as fractions of tokens; step counts derived from the batch schedule.
+- Warmup: in optimizer steps, the proxy's tuned count when it spans at least 2/(1−β2) updates
+  (Ma & Yarats 2021), else the published 2000 (DeepSeek LLM, DeepSeek-V3).
+- γ (bias update speed, per step): γ_proxy · lr_full / lr_proxy.
+- Decay: kept as a fraction of tokens; step counts derived from the batch schedule.
 - Checkpoint ratio: the smallest whole-block ratio whose modeled per-GPU peak fits within a
   fraction (default 0.9) of GPU memory under the chosen parallel layout.
 - Parallelism: `plan_parallelism` enumerates TP/PP/EP/DP for the GPU count and keeps the layout
@@ -15,6 +18,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from trainers.model_args import ModelArgs
@@ -28,6 +32,7 @@ from tuner.modeling.cost_model import (
     stage_layers,
 )
 from tuner.modeling.hardware import Hardware
+from tuner.modeling.layout_rules import is_launchable
 
 COMPUTE_LAW_SOURCE = ("DeepSeek LLM (Bi et al., 2024), eq. 1: eta_opt = 0.3118*C^-0.1250, "
                       "B_opt = 0.2920*C^0.3271 tokens, C = M*D (M: non-embedding FLOPs/token)")
@@ -225,19 +230,19 @@ def _divisors(n: int) -> list[int]:
 
 def candidate_plans(a: ModelArgs, gpus: int, hw: Hardware, *, tp: int | None = None,
                     pp: int | None = None, ep: int | None = None) -> list[ParallelPlan]:
-    """Layouts for ``gpus``: tp within a node and dividing n_heads, pp <= n_layers, ep dividing
-    both n_routed_experts and tp·dp. Given degrees are held fixed."""
+    """Layouts of ``gpus`` the launch consumers accept (`layout_rules.is_launchable`: tp
+    divides n_heads, pp <= n_layers, ep divides n_routed_experts and tp·dp), with tp within a
+    node unless the user fixed it. Given degrees are held fixed."""
     plans = []
     for t in _divisors(gpus):
-        if t > hw.gpus_per_node or a.n_heads % t or (tp is not None and t != tp):
+        if (tp is None and t > hw.gpus_per_node) or (tp is not None and t != tp):
             continue
         for p in _divisors(gpus // t):
-            if p > a.n_layers or (pp is not None and p != pp):
+            if pp is not None and p != pp:
                 continue
-            d = gpus // (t * p)
-            for e in _divisors(t * d):
-                if a.n_routed_experts % e == 0 and (ep is None or e == ep):
-                    plans.append(ParallelPlan(tp=t, pp=p, ep=e, dp=d))
+            for e in _divisors(gpus // p):
+                if (ep is None or e == ep) and is_launchable(a, gpus, tp=t, pp=p, ep=e):
+                    plans.append(ParallelPlan(tp=t, pp=p, ep=e, dp=gpus // (t * p)))
     return plans
 
 
@@ -275,10 +280,57 @@ def propose_gpus(a: ModelArgs, gpus: int, hw: Hardware, *, seq_len: int, micro_b
     return None
 
 
-def warmup_rule(recipe: Recipe, steps: StepCounts) -> Rule:
-    return Rule(field="warmup_fraction", value=recipe.warmup_fraction, kind="carried",
-                rule=(f"kept as a fraction of tokens: {recipe.warmup_fraction:.4g} = "
-                      f"{steps.warmup} steps / {steps.warmup_samples} sequences of the full run"))
+WARMUP_SOURCE = ("Ma & Yarats, 2021 (arXiv:1910.04209), 'On the adequacy of untuned warmup "
+                 "for adaptive optimization': warmup is a number of Adam updates, about "
+                 "2/(1-beta2); DeepSeek LLM (arXiv:2401.02954) 2.3 and DeepSeek-V3 (arXiv:"
+                 "2412.19437) 4.2 warm up 2000 steps at 7B-671B")
+PUBLISHED_WARMUP_STEPS = 2000  # DeepSeek LLM 2.3, DeepSeek-V3 4.2
+GAMMA_SOURCE = ("aux-loss-free balancing (Wang et al., 2024, arXiv:2408.15664, eq. 3): the "
+                "bias moves by gamma per step; the rule keeps its pace to the router's own "
+                "per-step change, which Adam sets by the LR (gamma/lr kept)")
+
+
+def tokens_after_steps(recipe: Recipe, tokens: int, steps: int) -> int:
+    """Tokens consumed by the first ``steps`` steps of ``recipe``'s batch schedule."""
+    seen = 0
+    for _ in range(steps):
+        if seen >= tokens:
+            break
+        seen += batch_size_at(recipe, seen, tokens) * recipe.seq_len
+    return seen
+
+
+def warmup_steps(proxy: Recipe, proxy_tokens: int) -> tuple[int, int, bool]:
+    """(full-run warmup steps, the proxy's tuned warmup steps, whether the proxy informed it).
+
+    Warmup counts Adam updates, so it transfers in steps, not as a share of tokens. The proxy
+    informs it when its tuned warmup spans at least 2/(1-beta2) updates (the untuned warmup of
+    Ma & Yarats); a shorter one says nothing about a long run, and the published 2000 steps
+    are used instead.
+    """
+    tuned = step_counts(proxy, proxy_tokens).warmup
+    informed = tuned >= math.ceil(2 / (1 - proxy.beta2))
+    return (tuned if informed else PUBLISHED_WARMUP_STEPS), tuned, informed
+
+
+def warmup_rule(recipe: Recipe, steps: StepCounts, *, tuned: int, informed: bool) -> Rule:
+    floor = math.ceil(2 / (1 - recipe.beta2))
+    why = (f"the proxy's tuned warmup of {tuned} steps, kept in steps" if informed else
+           f"the proxy's tuned warmup of {tuned} steps is under 2/(1-beta2) = {floor} updates "
+           f"and cannot inform a long run: the published {PUBLISHED_WARMUP_STEPS} steps")
+    return Rule(field="warmup_fraction", value=recipe.warmup_fraction, kind="scaled",
+                rule=(f"warmup in optimizer steps: {why} = {steps.warmup} steps / "
+                      f"{steps.warmup_samples} sequences = {recipe.warmup_fraction:.4g} of the "
+                      f"full run's tokens"), source=WARMUP_SOURCE)
+
+
+def scale_gamma(proxy: Recipe, lr_full: float) -> tuple[float, Rule]:
+    """The full run's bias update speed γ: γ_proxy · lr_full / lr_proxy (γ/lr kept)."""
+    gamma = proxy.bias_update_speed * lr_full / proxy.lr
+    return gamma, Rule(field="bias_update_speed", value=gamma, kind="scaled",
+                       rule=(f"per-step rate, kept in proportion to the LR: gamma_proxy * "
+                             f"lr_full/lr_proxy = {proxy.bias_update_speed:.4g} * "
+                             f"{lr_full:.4g}/{proxy.lr:.4g}"), source=GAMMA_SOURCE)
 
 
 def lr_steps_note(recipe: Recipe, steps: StepCounts) -> str:

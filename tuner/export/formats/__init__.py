@@ -2,14 +2,18 @@
 
     >>> render("hf", full)  # doctest: +SKIP
 
-Formats: ``native`` (moetune JSON with every rule), ``deepseek`` (model config JSON that
-`ModelArgs.from_json` loads), ``hf`` (`transformers.DeepseekV3Config` JSON), ``megatron``
-(Megatron-LM argument file), ``torchtitan`` (TOML job config).
+Formats: ``native`` (moetune JSON with every rule), ``deepseek`` (the model config JSON
+DeepSeek-V3's own ``ModelArgs`` loads), ``hf`` (transformers ``DeepseekV3Config`` or, for a
+softmax router, ``DeepseekV2Config`` JSON), ``megatron`` (Megatron-LM argument file),
+``torchtitan`` (torchtitan v0.2.2 TOML job config). The text formats carry the export's warnings
+and notes as ``#`` lines; the two model-config formats cannot, so `SIDECARS` gives them a
+sidecar JSON (training-only fields, notes, warnings), written next to ``--out``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from tuner.export.formats import deepseek, hf, megatron, native, torchtitan
 from tuner.modeling.full_run import FullRun
@@ -20,6 +24,11 @@ FORMATS: dict[str, Callable[[FullRun], str]] = {
     "hf": hf.render,
     "megatron": megatron.render,
     "torchtitan": torchtitan.render,
+}
+
+SIDECARS: dict[str, Callable[[FullRun], dict[str, Any]]] = {
+    "deepseek": deepseek.sidecar,
+    "hf": hf.sidecar,
 }
 
 
@@ -34,4 +43,4 @@ def render(name: str, full: FullRun) -> str:
     return FORMATS[name](full)
 
 
-__all__ = ["FORMATS", "render"]
+__all__ = ["FORMATS", "SIDECARS", "render"]

@@ -1,18 +1,69 @@
-"""DeepSeek-style model config JSON: `ModelArgs.to_dict()`, loadable by `ModelArgs.from_json`.
+"""DeepSeek-V3's own model config JSON, which its ``inference/model.py`` loads as
+``ModelArgs(**json.load(f))``, plus a sidecar with what that file cannot hold.
 
-``max_seq_len`` is set to the run's sequence length so the file describes the trained model.
+`UPSTREAM_KEYS` are the fields of upstream's ``ModelArgs`` at `DEEPSEEK_V3_REF`; the config holds
+exactly these. Our training-only fields (``gate_bias``, ``mtp_depth``, ``init_std``,
+``norm_eps``, ``mup_base_dim``) and the export's notes and warnings go in the sidecar
+(`sidecar`). The file describes the model as the full run trains it:
+
+- ``max_seq_len`` is the run's sequence length, and ``original_seq_len`` at least that, since
+  upstream applies YaRN (``rope_factor``) whenever ``max_seq_len > original_seq_len`` and a
+  pre-training run uses plain RoPE at its own length;
+- ``dtype`` follows the recipe: ``fp8`` for an fp8 recipe, else ``bf16`` (upstream knows no
+  other).
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from tuner.modeling.targets import DEEPSEEK_V3_REF
 
 if TYPE_CHECKING:
     from tuner.modeling.full_run import FullRun
 
+UPSTREAM_KEYS = (
+    "max_batch_size", "max_seq_len", "dtype", "scale_fmt", "vocab_size", "dim", "inter_dim",
+    "moe_inter_dim", "n_layers", "n_dense_layers", "n_heads", "n_routed_experts",
+    "n_shared_experts", "n_activated_experts", "n_expert_groups", "n_limited_groups",
+    "score_func", "route_scale", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+    "qk_rope_head_dim", "v_head_dim", "original_seq_len", "rope_theta", "rope_factor",
+    "beta_fast", "beta_slow", "mscale",
+)
+TRAINING_ONLY = ("gate_bias", "mtp_depth", "init_std", "norm_eps", "mup_base_dim")
+UPSTREAM_BIAS_DIM = 7168  # upstream's Gate builds its bias only at this width
+
+
+def config(full: FullRun) -> dict[str, Any]:
+    """The upstream-loadable config: exactly `UPSTREAM_KEYS`."""
+    a, seq = full.model_args, full.recipe.seq_len
+    d = {k: getattr(a, k) for k in UPSTREAM_KEYS}
+    return d | {"max_seq_len": seq, "original_seq_len": max(a.original_seq_len, seq),
+                "dtype": "fp8" if full.recipe.precision == "fp8" else "bf16"}
+
+
+def notes(full: FullRun) -> list[str]:
+    a, r, out = full.model_args, full.recipe, []
+    if a.gate_bias != (a.dim == UPSTREAM_BIAS_DIM):
+        out.append(f"upstream's inference/model.py builds the gate bias only when dim == "
+                   f"{UPSTREAM_BIAS_DIM}; this model trains {'with' if a.gate_bias else 'without'}"
+                   f" one (gate_bias {a.gate_bias}) at dim {a.dim}: upstream's inference code "
+                   "will not match it.")
+    if r.seq_len > a.original_seq_len:
+        out.append(f"original_seq_len raised from {a.original_seq_len} to {r.seq_len}: the run "
+                   "pre-trains with plain RoPE at its own length (no YaRN).")
+    if r.precision == "fp32":
+        out.append("dtype bf16: the recipe trains in fp32, which upstream's config cannot say.")
+    return out
+
+
+def sidecar(full: FullRun) -> dict[str, Any]:
+    """What the config cannot hold: training-only fields, notes and the export's warnings."""
+    return {"format": "moetune.deepseek_sidecar/1", "upstream": DEEPSEEK_V3_REF,
+            "training_only": {k: getattr(full.model_args, k) for k in TRAINING_ONLY},
+            "notes": notes(full), "warnings": list(full.warnings)}
+
 
 def render(full: FullRun) -> str:
-    d = full.model_args.to_dict() | {"max_seq_len": max(full.model_args.max_seq_len,
-                                                        full.recipe.seq_len)}
-    return json.dumps(d, indent=2) + "\n"
+    return json.dumps(config(full), indent=2) + "\n"

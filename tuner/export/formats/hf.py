@@ -1,9 +1,17 @@
-"""Hugging Face `transformers.DeepseekV3Config` JSON (transformers >= 5 key names).
+"""Hugging Face config JSON (transformers >= 5 key names) for the router the model has.
+
+transformers' ``DeepseekV3ForCausalLM`` always routes by sigmoid (normalised top-k weights,
+a correction bias); ``DeepseekV2ForCausalLM`` routes by softmax over all experts (top-k weights
+not renormalised, no bias). So a sigmoid model is written as ``deepseek_v3`` with
+``norm_topk_prob`` true, a softmax model (DeepSeek's 16B, 236B) as ``deepseek_v2`` with
+``norm_topk_prob`` false and ``topk_method`` ``group_limited_greedy`` when routing is limited
+to groups, as DeepSeek-V3's ``inference/model.py`` ``Gate`` computes them. What neither class
+can express (a softmax router with a balancing bias) is a note in the sidecar and a warning.
 
 `HF_NAMES` is the one table that knows HF's names; `to_hf` and `from_hf` both use it. Keys
-without a `ModelArgs` counterpart are derived below: ``q_lora_rank`` 0 → null, ``rope_parameters``
-(plain RoPE up to ``original_seq_len``, YaRN beyond it, upstream's ``mscale`` as
-``mscale_all_dim``), ``max_position_embeddings`` = the run's sequence length.
+without a `ModelArgs` counterpart are derived below: ``q_lora_rank`` 0 → null,
+``rope_parameters`` plain RoPE (the run pre-trains at its own length; no YaRN),
+``max_position_embeddings`` = the run's sequence length.
 """
 
 from __future__ import annotations
@@ -42,22 +50,26 @@ HF_NAMES: dict[str, str] = {
 }
 
 
+def model_type(a: ModelArgs) -> str:
+    """``deepseek_v3`` for a sigmoid router, ``deepseek_v2`` for a softmax one."""
+    return "deepseek_v3" if a.score_func == "sigmoid" else "deepseek_v2"
+
+
 def to_hf(a: ModelArgs, *, seq_len: int) -> dict[str, Any]:
-    """A `DeepseekV3Config`-compatible dict for ``a`` trained at ``seq_len``."""
+    """An HF config dict for ``a`` trained at ``seq_len`` (`model_type` picks the class)."""
     d: dict[str, Any] = {hf: getattr(a, ours) for ours, hf in HF_NAMES.items()}
     d["q_lora_rank"] = a.q_lora_rank or None
-    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": a.rope_theta}
-    if seq_len > a.original_seq_len:
-        rope = {"rope_type": "yarn", "rope_theta": a.rope_theta, "factor": a.rope_factor,
-                "original_max_position_embeddings": a.original_seq_len,
-                "beta_fast": a.beta_fast, "beta_slow": a.beta_slow, "mscale": 1.0,
-                "mscale_all_dim": a.mscale}
+    kind = model_type(a)
+    arch = "DeepseekV3ForCausalLM" if kind == "deepseek_v3" else "DeepseekV2ForCausalLM"
+    limited = "group_limited_greedy" if a.n_expert_groups > 1 else "greedy"
     return d | {
-        "model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"],
-        "num_key_value_heads": a.n_heads, "hidden_act": "silu", "norm_topk_prob": True,
-        "topk_method": "noaux_tc" if a.gate_bias else "greedy",
+        "model_type": kind, "architectures": [arch],
+        "num_key_value_heads": a.n_heads, "hidden_act": "silu",
+        "norm_topk_prob": a.score_func == "sigmoid",
+        "topk_method": "noaux_tc" if kind == "deepseek_v3" else limited,
         "tie_word_embeddings": False, "attention_bias": False,
-        "max_position_embeddings": seq_len, "rope_parameters": rope,
+        "max_position_embeddings": seq_len,
+        "rope_parameters": {"rope_type": "default", "rope_theta": a.rope_theta},
     }
 
 
@@ -65,9 +77,29 @@ def from_hf(d: dict[str, Any]) -> ModelArgs:
     """The `ModelArgs` fields an HF config holds (others at their defaults)."""
     kw = {ours: d[hf] for ours, hf in HF_NAMES.items() if hf in d}
     kw["q_lora_rank"] = kw.get("q_lora_rank") or 0
-    if "topk_method" in d:
-        kw["gate_bias"] = d["topk_method"] == "noaux_tc"
+    if d.get("model_type") == "deepseek_v2":
+        kw |= {"score_func": "softmax", "gate_bias": False}
+    elif d.get("model_type") == "deepseek_v3":
+        kw |= {"score_func": "sigmoid", "gate_bias": True}
     return ModelArgs(**kw)
+
+
+def notes(full: FullRun) -> list[str]:
+    a = full.model_args
+    if a.score_func == "softmax" and a.gate_bias:
+        return ["DeepseekV2ForCausalLM routes by softmax without a balancing bias, and "
+                "DeepseekV3ForCausalLM only by sigmoid: this model's softmax router with a bias "
+                "cannot be expressed; the bias is left out (train without it, or load the "
+                "weights with a custom router)."]
+    if a.score_func == "sigmoid" and not a.gate_bias:
+        return ["DeepseekV3ForCausalLM always has the correction bias; this model trains "
+                "without one, so it stays at its initial zeros."]
+    return []
+
+
+def sidecar(full: FullRun) -> dict[str, Any]:
+    return {"format": "moetune.hf_sidecar/1", "notes": notes(full),
+            "warnings": list(full.warnings)}
 
 
 def render(full: FullRun) -> str:

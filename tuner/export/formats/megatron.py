@@ -1,16 +1,31 @@
 """Megatron-LM argument file: one ``--flag [value]`` per line, ``#`` lines are notes.
 
-Flag names follow Megatron-LM's ``megatron/training/arguments.py`` and the config dataclasses it
-turns into flags (checked at NVIDIA/Megatron-LM d98e8a64, 2026-08-22). Use it as
-``set -f; torchrun ... pretrain_gpt.py $(grep -v '^#' run.args)`` (``set -f``: the
-``--moe-layer-freq`` pattern has ``*`` and ``[]`` the shell must not expand).
+Flag names and the rules they must satisfy follow Megatron-LM at the pinned revision
+(`MEGATRON_REF`): ``megatron/training/arguments.py`` (``parse_args``, ``validate_args``), the
+config dataclasses it turns into flags, and ``TransformerConfig.__post_init__``, which
+``core_transformer_config_from_args`` runs. Launch it as `LAUNCH` says:
+``CUDA_DEVICE_MAX_CONNECTIONS=1`` is what Megatron-LM's tensor and sequence parallelism need for
+their communication to overlap in issue order; ``set -f`` keeps the shell from expanding the
+``*`` and ``[]`` of the ``--moe-layer-freq`` pattern.
 
-Mapping notes: Megatron's ``--qk-head-dim`` is the no-RoPE part (our qk_nope_head_dim); the
-batch ramp is ``--rampup-batch-size START INCREMENT SAMPLES`` (linear, in steps of dp·micro);
-recompute ratio r → ``--recompute-granularity full --recompute-method block
---recompute-num-layers round(r·layers per stage)``; fp8 → ``--fp8-format e4m3 --fp8-recipe
-blockwise``; µP → ``--lr`` the hidden-matrix LR and ``--decoupled-lr`` the base LR of the
-embedding and output layers.
+Mapping:
+
+- MLA → ``--multi-latent-attention --qk-layernorm`` (the RMSNorms on the q and kv latents);
+  Megatron's ``--qk-head-dim`` is the no-RoPE part (our qk_nope_head_dim).
+- Router: sigmoid → ``--moe-router-score-function sigmoid`` (the top-k weights normalised, as
+  DeepSeek-V3); softmax → ``softmax --moe-router-pre-softmax`` (softmax over all experts, then
+  top-k, not renormalised, as DeepSeek's 16B and 236B). Megatron-LM accepts the balancing bias
+  (``--moe-router-enable-expert-bias``) with sigmoid only; a softmax target's bias is dropped
+  with a ``# NOTE:``.
+- Pipeline: the stages of `tuner.modeling.cost_model.stage_layers`; when they are uneven,
+  ``--decoder-first-pipeline-num-layers`` and ``--decoder-last-pipeline-num-layers``.
+- Batch: a constant batch → ``--global-batch-size``; a ramp or step schedule →
+  ``--step-batch-size-schedule`` (`full_run.batch_levels`, thresholds in tokens, comma-separated
+  so the value stays one shell word), which excludes ``--global-batch-size``.
+- Recompute ratio r → ``--recompute-granularity full --recompute-method block
+  --recompute-num-layers round(r·blocks on the largest stage)``; fp8 → ``--fp8-format e4m3
+  --fp8-recipe blockwise``; µP → ``--lr`` the hidden-matrix LR and ``--decoupled-lr`` the base LR
+  of the embedding and output layers.
 """
 
 from __future__ import annotations
@@ -18,13 +33,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tuner.modeling.cost_model import recomputed_layers, stage_layers
-from tuner.modeling.full_run import describe_batch_schedule, ramp_end_fraction
+from tuner.modeling.full_run import batch_levels, ramp_end_fraction
 
 if TYPE_CHECKING:
     from tuner.modeling.full_run import FullRun
 
 Flag = tuple[str, str | None]
 MEGATRON_REF = "NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553"
+LAUNCH = ("set -f; CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun ... pretrain_gpt.py "
+          "$(grep -v '^#' run.args)")
 
 
 def _model(full: FullRun) -> list[Flag]:
@@ -41,7 +58,7 @@ def _model(full: FullRun) -> list[Flag]:
         ("--position-embedding-type", "rope"),
         ("--rotary-base", str(int(a.rope_theta))),  # Megatron parses it as int
         ("--init-method-std", repr(a.init_std)),
-        ("--multi-latent-attention", None),
+        ("--multi-latent-attention", None), ("--qk-layernorm", None),
     ]
     if a.q_lora_rank:
         out.append(("--q-lora-rank", str(a.q_lora_rank)))
@@ -52,6 +69,7 @@ def _model(full: FullRun) -> list[Flag]:
             ("--moe-ffn-hidden-size", str(a.moe_inter_dim)),
             ("--moe-router-topk", str(a.n_activated_experts)),
             ("--moe-router-score-function", a.score_func),
+            *([("--moe-router-pre-softmax", None)] if a.score_func == "softmax" else []),
             ("--moe-router-topk-scaling-factor", repr(a.route_scale)),
             ("--moe-router-dtype", "fp32"), ("--moe-grouped-gemm", None),
             ("--moe-token-dispatcher-type", "alltoall")]
@@ -67,11 +85,16 @@ def _model(full: FullRun) -> list[Flag]:
     return out
 
 
-def _balancing(full: FullRun) -> list[Flag]:
-    r, out = full.recipe, []
-    if full.model_args.gate_bias:
+def _balancing(full: FullRun, notes: list[str]) -> list[Flag]:
+    r, a, out = full.recipe, full.model_args, []
+    if a.gate_bias and a.score_func == "sigmoid":
         out += [("--moe-router-enable-expert-bias", None),
                 ("--moe-router-bias-update-rate", repr(r.bias_update_speed))]
+    elif a.gate_bias:
+        notes.append(f"the balancing bias (gamma {r.bias_update_speed:.3g}) is dropped: "
+                     "Megatron-LM's expert bias works with sigmoid routers only "
+                     "(TransformerConfig raises for softmax); balance rests on the "
+                     f"sequence-wise loss alone (alpha {r.balance_loss_alpha:.3g}).")
     if r.balance_loss_alpha > 0:
         out += [("--moe-router-load-balancing-type", "seq_aux_loss"),
                 ("--moe-aux-loss-coeff", repr(r.balance_loss_alpha))]
@@ -80,21 +103,20 @@ def _balancing(full: FullRun) -> list[Flag]:
     return out
 
 
-def _batch(full: FullRun, notes: list[str]) -> list[Flag]:
-    r, s, p = full.recipe, full.steps, full.plan
-    out: list[Flag] = [("--micro-batch-size", str(r.micro_batch)),
-                       ("--global-batch-size", str(r.batch_end)),
-                       ("--train-samples", str(s.samples))]
-    # a zero-length ramp would divide by zero in Megatron's batch-size calculator
-    if ramp_end_fraction(r) and s.ramp_samples:
-        if r.batch_schedule == "step":
-            notes.append(f"{describe_batch_schedule(r, full.target.tokens, s)}: Megatron-LM has "
-                         f"no step schedule; emitted as a linear ramp {r.batch_start} -> "
-                         f"{r.batch_end} over the first {s.ramp_samples} samples, where the "
-                         "step schedule reaches its final batch.")
-        out.append(("--rampup-batch-size", f"{r.batch_start} {p.dp * r.micro_batch} "
-                                           f"{s.ramp_samples}"))
-    return out
+def schedule_value(full: FullRun) -> str:
+    """``--step-batch-size-schedule``: ``TOKENS:BATCH`` pairs, comma-separated."""
+    seq = full.recipe.seq_len
+    return ",".join(f"{s * seq}:{b}" for s, b in batch_levels(full.recipe, full.target.tokens))
+
+
+def _batch(full: FullRun) -> list[Flag]:
+    r, s = full.recipe, full.steps
+    out: list[Flag] = [("--micro-batch-size", str(r.micro_batch))]
+    if ramp_end_fraction(r):  # excludes --global-batch-size (validate_args)
+        out.append(("--step-batch-size-schedule", schedule_value(full)))
+    else:
+        out.append(("--global-batch-size", str(r.batch_end)))
+    return out + [("--train-samples", str(s.samples))]
 
 
 def _lr(full: FullRun, notes: list[str]) -> list[Flag]:
@@ -119,10 +141,19 @@ def _lr(full: FullRun, notes: list[str]) -> list[Flag]:
                   ("--seed", str(r.seed))]
 
 
+def _pipeline(full: FullRun) -> list[Flag]:
+    p, n = full.plan, full.model_args.n_layers
+    stages = [len(x) for x in stage_layers(n, p.pp)]
+    out: list[Flag] = [("--pipeline-model-parallel-size", str(p.pp))]
+    if len(set(stages)) > 1:
+        out += [("--decoder-first-pipeline-num-layers", str(stages[0])),
+                ("--decoder-last-pipeline-num-layers", str(stages[-1]))]
+    return out
+
+
 def _systems(full: FullRun) -> list[Flag]:
     r, p = full.recipe, full.plan
-    out: list[Flag] = [("--tensor-model-parallel-size", str(p.tp)),
-                       ("--pipeline-model-parallel-size", str(p.pp)),
+    out: list[Flag] = [("--tensor-model-parallel-size", str(p.tp)), *_pipeline(full),
                        ("--expert-model-parallel-size", str(p.ep)),
                        ("--expert-tensor-parallel-size", "1"),
                        ("--use-distributed-optimizer", None)]
@@ -141,15 +172,31 @@ def _systems(full: FullRun) -> list[Flag]:
     return out
 
 
+def _recipe_notes(full: FullRun) -> list[str]:
+    r, notes = full.recipe, []
+    if r.batch_schedule == "linear" and ramp_end_fraction(r):
+        notes.append("the linear batch ramp is written as the steps it takes at multiples of "
+                     f"dp*micro_batch={r.batch_multiple} (--step-batch-size-schedule).")
+    if full.model_args.mtp_depth:
+        notes.append(f"one MTP weight {r.mtp_lambda:.3g} for the whole run; DeepSeek-V3 used "
+                     "0.3 for the first 10T tokens and 0.1 for the last 4.8T (technical report "
+                     "4.2): to do the same, resume with a new --mtp-loss-scaling-factor.")
+    if full.model_args.gate_bias:
+        notes.append("DeepSeek-V3 set the bias update speed to 0 for its last 500B tokens "
+                     "(technical report 4.2): resume with --moe-router-bias-update-rate 0 to "
+                     "do the same.")
+    return notes
+
+
 def flags(full: FullRun) -> tuple[list[Flag], list[str]]:
     """The flags in file order and the notes on what could not be expressed exactly."""
     notes: list[str] = []
     if not float(full.model_args.rope_theta).is_integer():
         notes.append(f"rope_theta {full.model_args.rope_theta} truncated: Megatron-LM's "
                      "--rotary-base is an integer.")
-    out = (_model(full) + _balancing(full) + _batch(full, notes) + _lr(full, notes)
+    out = (_model(full) + _balancing(full, notes) + _batch(full) + _lr(full, notes)
            + _systems(full))
-    return out, notes
+    return out, notes + _recipe_notes(full)
 
 
 def render(full: FullRun) -> str:
@@ -157,5 +204,7 @@ def render(full: FullRun) -> str:
     head = [f"# moetune export for Megatron-LM ({MEGATRON_REF})",
             f"# study {full.proxy.get('study', '?')} trial {full.proxy.get('trial', '?')}; "
             f"{full.target.gpus} x {full.target.hardware.name}, {full.target.tokens} tokens",
+            f"# launch: {LAUNCH}",
+            *(f"# WARNING: {w}" for w in full.warnings),
             *(f"# NOTE: {n}" for n in notes)]
     return "\n".join(head + [f if v is None else f"{f} {v}" for f, v in out]) + "\n"

@@ -1,16 +1,23 @@
-"""torchtitan TOML job config (the ``--job.config_file`` format).
+"""torchtitan TOML job config (the ``--job.config_file`` format) for torchtitan v0.2.2.
 
-Section and key names follow torchtitan's ``torchtitan/config/job_config.py`` as of
-pytorch/torchtitan@238fa995 (Feb 2026), the last revision that reads TOML job configs; later
-revisions moved to Python config registries, where the same ``section.key`` names are CLI
-overrides. torchtitan selects the architecture by ``model.flavor`` from its own registry: the
-DeepSeek-V3 configs are flavors ``16B`` and ``671B``; other targets need a registered flavor.
+Section and key names follow ``torchtitan/config/job_config.py`` of the v0.2.2 release
+(`TORCHTITAN_REF`), the last release that reads TOML job configs and the one pip installs; its
+``ConfigManager`` parses every file in the tests. torchtitan selects the architecture by
+``model.flavor`` from its own registry: DeepSeek's configs are flavors ``16B``, ``236B`` and
+``671B``; other targets need a registered flavor.
+
+Batch and pipeline: ``training.local_batch_size`` is what one data-parallel rank takes per step
+and ``parallelism.pipeline_parallel_microbatch_size`` splits it into microbatches. With pipeline
+parallelism the whole step goes through the pipeline (local = global / dp), so there are
+global / (dp·micro) microbatches per step, as in the Megatron-LM export, and the stages stay
+busy; without it, local = micro and torchtitan accumulates gradients. The stages hold the
+blocks of `tuner.modeling.cost_model.stage_layers` (``module_fqns_per_model_part``).
 
 Not expressible in this config, hence listed as notes in the file header: the batch ramp,
-Adam betas, the balancing speed γ and α, the MTP weight, µP. torchtitan trains a constant global
-batch (the final one), so ``steps``, ``warmup_steps`` and ``decay_ratio`` are counted for that
-batch (`constant_batch_steps`): steps × batch × seq_len is the requested tokens, and warmup and
-decay cover the tuned fractions of them.
+Adam betas, the balancing speed γ and α, the MTP module and weight, µP. torchtitan trains a
+constant global batch (the final one), so ``steps``, ``warmup_steps`` and ``decay_ratio`` are
+counted for that batch (`constant_batch_steps`): steps × batch × seq_len is the requested
+tokens, and warmup and decay cover the tuned fractions of them.
 Checkpoint ratio r → ``mode = "selective"`` with ``selective_ac_option = "N"`` (every N-th
 block, N = round(1/r)); fp8 → torchao float8 ``rowwise`` (torchtitan has no 1×128/128×128
 blockwise recipe).
@@ -21,6 +28,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from tuner.modeling.cost_model import stage_layers
 from tuner.modeling.full_run import (
     constant_batch_steps,
     describe_batch_schedule,
@@ -30,8 +38,8 @@ from tuner.modeling.full_run import (
 if TYPE_CHECKING:
     from tuner.modeling.full_run import FullRun
 
-TORCHTITAN_REF = "pytorch/torchtitan@238fa9953e4aec2a62582121564273d7cbb1e9f1"
-FLAVORS = ("16B", "671B")
+TORCHTITAN_REF = "pytorch/torchtitan@73a0e6979dd10b6b1904098eb3c8f62c18ab87ce (v0.2.2)"
+FLAVORS = ("16B", "236B", "671B")
 
 
 def _value(v: Any) -> str:
@@ -56,28 +64,43 @@ def _ac(ratio: float) -> dict[str, Any]:
     return {"mode": "selective", "selective_ac_option": str(every)}
 
 
+def _pipeline(full: FullRun) -> dict[str, Any]:
+    """Microbatch size and the blocks of each stage (torchtitan's module names)."""
+    p, n = full.plan, full.model_args.n_layers
+    if p.pp == 1:
+        return {}
+    parts = [[f"layers.{i}" for i in stage] for stage in stage_layers(n, p.pp)]
+    parts[0].insert(0, "tok_embeddings")
+    parts[-1] += ["norm", "output"]
+    return {"pipeline_parallel_microbatch_size": full.recipe.micro_batch,
+            "module_fqns_per_model_part": parts}
+
+
 def sections(full: FullRun) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """TOML tables (name → keys) and the notes on what the format cannot hold."""
     r, p, t = full.recipe, full.plan, full.target
     s = constant_batch_steps(r, t.tokens)
+    warmup = full.steps.warmup  # the warmup rule counts optimizer steps, whatever the batch
     flavor = t.name if t.name in FLAVORS else "custom"
     notes = [f"constant global batch {r.batch_end}: torchtitan has no batch ramp, so steps "
-             f"({s.total}) and warmup_steps ({s.warmup}) are counted at this batch to train "
-             f"{t.tokens} tokens, warmup over the first {100 * r.warmup_fraction:.3g}% (tuned "
-             f"schedule: {describe_batch_schedule(r, t.tokens, full.steps)})"
+             f"({s.total}) are counted at this batch to train {t.tokens} tokens; warmup_steps "
+             f"({warmup}) is the warmup rule's step count (tuned schedule: "
+             f"{describe_batch_schedule(r, t.tokens, full.steps)})"
              if ramp_end_fraction(r) else "",
-             f"Adam betas ({r.beta1}, {r.beta2}), gamma {r.bias_update_speed}, alpha "
+             f"Adam betas ({r.beta1}, {r.beta2}), gamma {r.bias_update_speed:.4g}, alpha "
              f"{r.balance_loss_alpha}, MTP lambda {r.mtp_lambda} live in torchtitan's model "
              "and optimizer code, not in this file",
+             "torchtitan's deepseek_v3 has no MTP module: the run trains without it"
+             if full.model_args.mtp_depth else "",
              "flavor 'custom' must be registered in torchtitan's deepseek_v3 model args"
              if flavor == "custom" else "",
              "muP multipliers are not applied by torchtitan" if full.model_args.mup_base_dim
              else ""]
-    decay = {"lr_scheduler": {"warmup_steps": s.warmup, "min_lr_factor": r.min_lr_ratio,
+    decay = {"lr_scheduler": {"warmup_steps": warmup, "min_lr_factor": r.min_lr_ratio,
                               "decay_type": "linear" if r.decay == "wsd" else "cosine"}}
     if r.decay == "wsd" and s.total:
         # the decay starts after warmup at the latest, as in trainers.schedules.lr_at
-        decay["lr_scheduler"]["decay_ratio"] = round(1 - max(s.decay_start, s.warmup) / s.total,
+        decay["lr_scheduler"]["decay_ratio"] = round(1 - max(s.decay_start, warmup) / s.total,
                                                      6)
     if r.decay == "multistep":
         notes.append("decay 'multistep' emitted as cosine (torchtitan: linear/sqrt/cosine)")
@@ -87,13 +110,15 @@ def sections(full: FullRun) -> tuple[dict[str, dict[str, Any]], list[str]]:
         "model": {"name": "deepseek_v3", "flavor": flavor},
         "optimizer": {"name": "AdamW", "lr": r.lr, "eps": 1e-8, "weight_decay": r.weight_decay},
         **decay,
-        "training": {"local_batch_size": r.micro_batch, "global_batch_size": r.batch_end,
+        "training": {"local_batch_size": r.batch_end // p.dp if p.pp > 1 else r.micro_batch,
+                     "global_batch_size": r.batch_end,
                      "seq_len": r.seq_len, "max_norm": r.grad_clip, "steps": s.total,
                      "mixed_precision_param": "float32" if r.precision == "fp32"
                      else "bfloat16"},
         "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": p.dp,
                         "tensor_parallel_degree": p.tp, "pipeline_parallel_degree": p.pp,
-                        "expert_parallel_degree": p.ep, "expert_tensor_parallel_degree": 1},
+                        "expert_parallel_degree": p.ep, "expert_tensor_parallel_degree": 1,
+                        **_pipeline(full)},
         "activation_checkpoint": _ac(r.checkpoint_ratio),
         "debug": {"seed": r.seed},
     }
@@ -115,6 +140,7 @@ def sections(full: FullRun) -> tuple[dict[str, dict[str, Any]], list[str]]:
 def render(full: FullRun) -> str:
     tables, notes = sections(full)
     lines = [f"# moetune export for torchtitan ({TORCHTITAN_REF})",
+             *(f"# WARNING: {w}" for w in full.warnings),
              *(f"# NOTE: {n}" for n in notes)]
     for name, keys in tables.items():
         lines += ["", f"[{name}]", *(f"{k} = {_value(v)}" for k, v in keys.items())]

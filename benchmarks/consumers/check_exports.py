@@ -1,0 +1,274 @@
+"""Load moetune's launch exports with the consumers' own code, at pinned revisions.
+
+    python benchmarks/consumers/check_exports.py --megatron SRC --deepseek SRC [--torchtitan SITE]
+
+``--megatron``: a checkout of NVIDIA/Megatron-LM at d98e8a64ddf34856e74b24714e3bedb2f5a39553;
+``--deepseek``: deepseek-ai/DeepSeek-V3 at 9b4e9788e4a3a731f7567338ed15d3ec549ce03b;
+``--torchtitan``: a folder torchtitan 0.2.2 is pip-installed into (``pip install --no-deps
+--target DIR torchtitan==0.2.2 tyro docstring-parser typeguard shtab``). Each consumer runs on
+every export of `CASES` (the 16B, 236B and 671B targets, planner and user layouts, three batch
+schedules):
+
+- Megatron-LM: ``parse_args`` on the file's words (as ``$(grep -v '^#' run.args)`` gives them),
+  with the environment of the file's ``# launch:`` line, then ``validate_args`` and
+  ``core_transformer_config_from_args``;
+- DeepSeek-V3: ``ModelArgs(**json.load(f))`` from ``inference/model.py``, and its
+  ``precompute_freqs_cis`` against plain RoPE (no YaRN at the run's length);
+- transformers: the HF export, shrunk, instantiated and run forward once;
+- torchtitan: ``ConfigManager.parse_args`` on the TOML, ``ParallelDims`` for the layout, and
+  the batch rules of its ``train.py`` and ``pipeline_parallel.py``.
+
+Stubbed, because only a GPU machine has them: Triton (imported by kernels the checks never
+run; a stand-in module), the device queries (``torch.cuda.get_device_capability`` and
+``get_device_properties`` answer Hopper, 9.0, as the h800 target), Transformer Engine's
+version checks (answer: recent enough), DeepSeek-V3's ``kernel`` module (fp8 GEMMs). Megatron-LM
+at this revision imports ``typing.override`` (Python 3.12); on 3.11 ``typing_extensions``'
+identical decorator stands in. Prints one line per check and exits 1 if any failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import importlib.abc
+import importlib.machinery
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+import traceback
+import types
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from trainers.model_args import ModelArgs  # noqa: E402
+from trainers.recipe import Recipe  # noqa: E402
+from tuner.export import formats  # noqa: E402
+from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run, load_target  # noqa: E402
+from tuner.modeling.hardware import get_hardware  # noqa: E402
+
+PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,
+                  vocab_size=256, n_routed_experts=8, n_activated_experts=2, kv_lora_rank=32,
+                  qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, score_func="sigmoid")
+LAYOUTS = [("671B", 2048, {}), ("671B", 2048, {"tp": 1, "pp": 16, "ep": 64}),
+           ("671B", 1024, {"pp": 8}), ("236B", 2048, {}), ("236B", 1024, {"pp": 16}),
+           ("16B", 64, {}), ("16B", 64, {"pp": 4}), ("16B", 256, {"tp": 2, "pp": 8})]
+RECIPES = {"linear-fp8": Recipe(precision="fp8", batch_schedule="linear"),
+           "step-bf16": Recipe(precision="bf16", batch_schedule="step", decay="wsd"),
+           "constant-bf16": Recipe(precision="bf16", batch_schedule="constant", batch_start=32)}
+
+
+def cases() -> list[tuple[str, FullRun]]:
+    out = []
+    for name, gpus, fixed in LAYOUTS:
+        args, short = load_target(f"deepseek-v3-{name.lower()}")
+        for label, recipe in RECIPES.items():
+            target = FullRunTarget(model_args=args, name=short, hardware=get_hardware("h800"),
+                                   gpus=gpus, tokens=int(14.8e12), **fixed)
+            run = build_full_run(recipe, PROXY, target, proxy_tokens=200_000)
+            layout = " ".join(f"{k}={v}" for k, v in fixed.items()) or "planner"
+            out.append((f"{name} {gpus} GPUs {layout} {label} ({run.plan})", run))
+    return out
+
+
+class _Stand(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Import any module under the given top-level names as a stand-in (a MagicMock)."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name.split(".")[0] in self.names:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec: Any) -> Any:
+        m = mock.MagicMock(name=spec.name)
+        m.__path__, m.__spec__, m.__version__ = [], spec, "3.0.0"
+        return m
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+
+def stub_triton() -> None:
+    """Torch probes for Triton at import; finish that before Triton's stand-in appears."""
+    import torch._dynamo  # noqa: F401
+    import torch._functorch.aot_autograd  # noqa: F401
+    import torch._inductor  # noqa: F401
+    import torch.utils.flop_counter  # noqa: F401
+    sys.meta_path.insert(0, _Stand({"triton"}))
+
+
+def report(results: list[tuple[str, str, str]]) -> int:
+    for consumer, case, outcome in results:
+        print(f"{consumer:12} {outcome[:160]:<8} {case}")
+    failed = sum(1 for *_, o in results if o != "OK")
+    print(f"{len(results) - failed} of {len(results)} checks passed")
+    return 1 if failed else 0
+
+
+# -- Megatron-LM -------------------------------------------------------------------------------
+
+def check_megatron(src: Path, runs: list[tuple[str, FullRun]]) -> list[tuple[str, str, str]]:
+    import typing
+
+    import typing_extensions
+    if not hasattr(typing, "override"):
+        typing.override = typing_extensions.override  # type: ignore[attr-defined]
+    sys.path.insert(0, str(src))
+    from megatron.core.transformer import transformer_config
+    from megatron.training import argument_utils
+    from megatron.training import arguments as margs
+    new_enough = staticmethod(lambda *a, **k: True)
+    results = []
+    for case, run in runs:
+        text = formats.render("megatron", run)
+        words = [w for line in text.splitlines() if line and not line.startswith("#")
+                 for w in line.split()]
+        launch = next(line for line in text.splitlines() if line.startswith("# launch:"))
+        env = dict(re.findall(r"(\w+)=(\S+) torchrun", launch)) | {
+            "WORLD_SIZE": str(run.target.gpus), "RANK": "0"}
+        hopper = mock.Mock(major=9, minor=0)
+        with mock.patch.dict(os.environ, env), \
+                mock.patch.object(sys, "argv", ["pretrain_gpt.py", *words]), \
+                mock.patch("torch.cuda.get_device_capability", return_value=(9, 0)), \
+                mock.patch("torch.cuda.get_device_properties", return_value=hopper), \
+                mock.patch.object(transformer_config, "is_te_min_version", new_enough), \
+                mock.patch.object(margs, "is_te_min_version", new_enough), \
+                contextlib.redirect_stdout(io.StringIO()):
+            try:
+                args = margs.parse_args()
+                margs.validate_args(args)
+                cfg = argument_utils.core_transformer_config_from_args(args)
+                assert cfg.qk_layernorm and args.step_batch_size_schedule == _schedule(text)
+                outcome = "OK"
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - the check's verdict
+                outcome = f"FAIL {type(exc).__name__}: {exc}"
+        results.append(("megatron", case, outcome))
+    return results
+
+
+def _schedule(text: str) -> str | None:
+    m = re.search(r"^--step-batch-size-schedule (\S+)$", text, re.M)
+    return m.group(1) if m else None
+
+
+# -- DeepSeek-V3 ---------------------------------------------------------------------------------
+
+def check_deepseek(src: Path, runs: list[tuple[str, FullRun]]) -> list[tuple[str, str, str]]:
+    sys.meta_path.insert(0, _Stand({"kernel"}))  # fp8 GEMM kernels (Triton)
+    sys.path.insert(0, str(src / "inference"))
+    import model as upstream
+    import torch
+    results = []
+    for case, run in runs:
+        try:
+            args = upstream.ModelArgs(**json.loads(formats.render("deepseek", run)))
+            plain = dataclasses.replace(args, rope_factor=1.0)
+            assert args.max_seq_len <= args.original_seq_len, "YaRN would be on"
+            torch.testing.assert_close(upstream.precompute_freqs_cis(args),
+                                       upstream.precompute_freqs_cis(plain))
+            outcome = "OK"
+        except Exception as exc:  # noqa: BLE001
+            outcome = f"FAIL {type(exc).__name__}: {exc}"
+        results.append(("deepseek", case, outcome))
+    return results
+
+
+# -- transformers --------------------------------------------------------------------------------
+
+SHRINK = {"hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 16,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+          "n_routed_experts": 16, "vocab_size": 128, "kv_lora_rank": 16, "qk_nope_head_dim": 8,
+          "qk_rope_head_dim": 4, "v_head_dim": 8}
+
+
+def check_hf(runs: list[tuple[str, FullRun]]) -> list[tuple[str, str, str]]:
+    import torch
+    import transformers
+    results = []
+    for case, run in runs:
+        try:
+            d = json.loads(formats.render("hf", run))
+            small = d | SHRINK | {"q_lora_rank": d["q_lora_rank"] and 24,
+                                  "n_group": min(d["n_group"], 4),
+                                  "topk_group": min(d["topk_group"], 2)}
+            model = transformers.AutoModelForCausalLM.from_config(
+                transformers.AutoConfig.for_model(**small))
+            assert type(model).__name__ == d["architectures"][0]
+            logits = model(torch.randint(0, 128, (2, 8))).logits
+            assert torch.isfinite(logits).all()
+            outcome = "OK"
+        except Exception as exc:  # noqa: BLE001
+            outcome = f"FAIL {type(exc).__name__}: {exc}"
+        results.append((f"hf {transformers.__version__}", case, outcome))
+    return results
+
+
+# -- torchtitan ----------------------------------------------------------------------------------
+
+def check_torchtitan(site: Path, runs: list[tuple[str, FullRun]]) -> list[tuple[str, str, str]]:
+    sys.path.insert(0, str(site))
+    from torchtitan.config.manager import ConfigManager
+    from torchtitan.distributed.parallel_dims import ParallelDims
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for case, run in runs:
+            path = Path(tmp) / "job.toml"
+            path.write_text(formats.render("torchtitan", run))
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    cfg = ConfigManager().parse_args(["--job.config_file", str(path)])
+                p, t = cfg.parallelism, cfg.training
+                ParallelDims(dp_replicate=p.data_parallel_replicate_degree,
+                             dp_shard=p.data_parallel_shard_degree, cp=1,
+                             tp=p.tensor_parallel_degree, pp=p.pipeline_parallel_degree,
+                             ep=p.expert_parallel_degree,
+                             etp=p.expert_tensor_parallel_degree, world_size=run.target.gpus)
+                dp = p.data_parallel_replicate_degree * p.data_parallel_shard_degree
+                assert t.global_batch_size % (t.local_batch_size * dp) == 0, "train.py"
+                if p.pipeline_parallel_degree > 1:
+                    micro = t.local_batch_size // p.pipeline_parallel_microbatch_size
+                    assert micro >= p.pipeline_parallel_degree, f"{micro} microbatches"
+                outcome = "OK"
+            except (Exception, SystemExit) as exc:  # noqa: BLE001
+                outcome = f"FAIL {type(exc).__name__}: {exc}"
+            results.append(("torchtitan", case, outcome))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--megatron", type=Path)
+    ap.add_argument("--deepseek", type=Path)
+    ap.add_argument("--torchtitan", type=Path)
+    ap.add_argument("--no-hf", action="store_true")
+    a = ap.parse_args(argv)
+    runs = cases()
+    stub_triton()
+    results: list[tuple[str, str, str]] = []
+    try:
+        if a.deepseek:
+            results += check_deepseek(a.deepseek, runs)
+        if not a.no_hf:
+            results += check_hf(runs)
+        if a.torchtitan:
+            results += check_torchtitan(a.torchtitan, runs)
+        if a.megatron:
+            results += check_megatron(a.megatron, runs)
+    except Exception:  # noqa: BLE001 - a consumer that does not even import
+        traceback.print_exc()
+        return 2
+    return report(results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

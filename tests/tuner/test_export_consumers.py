@@ -1,0 +1,294 @@
+"""Every launch format against the rules its consumer enforces, pinned here as data.
+
+The rules are the ones exports broke before, read from the consumers' code at the revisions the
+formats name: NVIDIA/Megatron-LM@d98e8a64 (``validate_args``, ``TransformerConfig``,
+``num_microbatches_calculator``), deepseek-ai/DeepSeek-V3@9b4e9788 (``inference/model.py``
+``ModelArgs``), transformers (``DeepseekV2/V3ForCausalLM``, installed: instantiated and run),
+torchtitan v0.2.2 (``train.py``, ``pipeline_parallel.py``; its ``ConfigManager`` when
+installed). ``benchmarks/consumers/check_exports.py`` runs the consumers' own code on fetched
+sources; these tests keep the same rules enforced without them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import tomllib
+
+import optuna
+import pytest
+import torch
+from optuna.distributions import FloatDistribution
+
+from trainers.model_args import ModelArgs
+from trainers.recipe import Recipe
+from tuner.app.cli import main
+from tuner.export import formats
+from tuner.export.formats import deepseek
+from tuner.modeling.full_run import FullRunTarget, build_full_run, load_target
+from tuner.modeling.hardware import get_hardware
+from tuner.study import records
+
+PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,
+                  vocab_size=256, n_routed_experts=8, n_activated_experts=2, kv_lora_rank=32,
+                  qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, score_func="sigmoid",
+                  n_expert_groups=2, n_limited_groups=1)
+
+# deepseek-ai/DeepSeek-V3@9b4e9788e4a3a731f7567338ed15d3ec549ce03b inference/model.py ModelArgs:
+# the only keys ModelArgs(**json.load(f)) accepts
+DEEPSEEK_MODEL_ARGS = frozenset("""
+max_batch_size max_seq_len dtype scale_fmt vocab_size dim inter_dim moe_inter_dim n_layers
+n_dense_layers n_heads n_routed_experts n_shared_experts n_activated_experts n_expert_groups
+n_limited_groups score_func route_scale q_lora_rank kv_lora_rank qk_nope_head_dim
+qk_rope_head_dim v_head_dim original_seq_len rope_theta rope_factor beta_fast beta_slow mscale
+""".split())
+DEEPSEEK_DTYPES = ("bf16", "fp8")
+
+# (target, GPUs, fixed degrees): the planner's choice and the layouts users pass
+LAYOUTS = [("671B", 2048, {}), ("671B", 2048, {"tp": 1, "pp": 16, "ep": 64}),
+           ("671B", 1024, {"pp": 8}), ("236B", 2048, {}), ("236B", 1024, {"pp": 16}),
+           ("16B", 64, {}), ("16B", 64, {"pp": 4}), ("16B", 256, {"tp": 2, "pp": 8})]
+RECIPES = [Recipe(precision="fp8", batch_schedule="linear"),
+           Recipe(precision="bf16", batch_schedule="step", decay="wsd"),
+           Recipe(precision="bf16", batch_schedule="constant", batch_start=32)]
+
+
+def full_run(name: str, gpus: int, recipe: Recipe, **fixed):
+    args, short = load_target(f"deepseek-v3-{name.lower()}")
+    target = FullRunTarget(model_args=args, name=short, hardware=get_hardware("h800"),
+                           gpus=gpus, tokens=int(14.8e12) if name == "671B" else 10**12,
+                           seq_len=4096, **fixed)
+    return build_full_run(recipe, PROXY, target, proxy_tokens=200_000,
+                          proxy_info={"study": "s", "trial": 1})
+
+
+# -- Megatron-LM ---------------------------------------------------------------------------------
+
+def megatron_file(text: str) -> tuple[dict[str, list[str]], str]:
+    """Flags as the launch line's word splitting gives them, and the launch line."""
+    flags: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            flag, *values = line.split()
+            flags[flag] = values
+    launch = next(line for line in text.splitlines() if line.startswith("# launch:"))
+    return flags, launch
+
+
+def megatron_rejects(text: str, world: int) -> list[str]:
+    """The Megatron-LM@d98e8a64 rules our exports broke or could break, as that code checks
+    them (the message quotes or names the check)."""
+    f, launch = megatron_file(text)
+    one = {k: int(v[0]) for k, v in f.items() if len(v) == 1 and v[0].isdigit()}
+    layers, pp, tp = one["--num-layers"], one["--pipeline-model-parallel-size"], \
+        one["--tensor-model-parallel-size"]
+    ep, heads, experts = one["--expert-model-parallel-size"], one["--num-attention-heads"], \
+        one["--num-experts"]
+    first, last = one.get("--decoder-first-pipeline-num-layers"), \
+        one.get("--decoder-last-pipeline-num-layers")
+    out = []
+    if first is None and last is None and layers % pp:
+        out.append("Number of layers should be divisible by the pipeline-model-parallel size")
+    if first is not None or last is not None:
+        middle, stages = layers - (first or 0) - (last or 0), pp - (first is not None) - (
+            last is not None)
+        if min(first or 1, last or 1) <= 0 or bool(middle) != bool(stages) or (
+                stages and middle % stages):
+            out.append("uneven pipeline: middle layers must divide over the middle stages")
+    if "--step-batch-size-schedule" in f and "--global-batch-size" in f:
+        out.append("Cannot specify both --step-batch-size-schedule and --global-batch-size")
+    if "--rampup-batch-size" in f:
+        out.append("rampup_batch_size is deprecated ... This argument is ignored")
+    score = f["--moe-router-score-function"][0]
+    if "--moe-router-enable-expert-bias" in f and score not in ("sigmoid", "sqrtsoftplus"):
+        out.append("Expert bias for aux-loss-free routing only supports 'sigmoid'")
+    if score == "softmax" and "--moe-router-pre-softmax" not in f:
+        out.append("softmax router without --moe-router-pre-softmax is not DeepSeek's routing")
+    if "--multi-latent-attention" in f and "--qk-layernorm" not in f:
+        out.append("MLA without --qk-layernorm has no q/kv latent norms")
+    if tp > 1 and "CUDA_DEVICE_MAX_CONNECTIONS=1" not in launch:
+        out.append("tensor parallelism requires CUDA_DEVICE_MAX_CONNECTIONS=1 (validate_args)")
+    if heads % tp:
+        out.append("num_attention_heads must be a multiple of tensor_model_parallel_size")
+    if experts % ep:
+        out.append("Number of experts should be a multiple of expert model parallel_size")
+    if world % (tp * pp) or world % (ep * pp):
+        out.append("world size is not divisible by the model-parallel sizes")
+    dp = world // (tp * pp)
+    mb = one["--micro-batch-size"] * dp
+    for entry in (f.get("--step-batch-size-schedule") or [""])[0].split(","):
+        if entry and int(entry.split(":")[1]) % mb:
+            out.append(f"current global batch size {entry} is not divisible by micro*dp")
+    if "--global-batch-size" in f and one["--global-batch-size"] % mb:
+        out.append("global batch size is not divisible by micro batch size times dp")
+    return out
+
+
+def test_the_rule_checker_catches_what_the_old_exports_did():
+    old = "\n".join(["# launch: set -f; torchrun ... pretrain_gpt.py", "--num-layers 61",
+                     "--num-attention-heads 128", "--num-experts 64",
+                     "--multi-latent-attention", "--moe-router-score-function softmax",
+                     "--moe-router-enable-expert-bias", "--micro-batch-size 1",
+                     "--global-batch-size 7680", "--rampup-batch-size 2048 256 1000",
+                     "--tensor-model-parallel-size 4", "--pipeline-model-parallel-size 2",
+                     "--expert-model-parallel-size 128"])
+    found = megatron_rejects(old, 2048)
+    for rule in ("divisible by the pipeline", "deprecated", "only supports 'sigmoid'",
+                 "pre-softmax", "--qk-layernorm", "CUDA_DEVICE_MAX_CONNECTIONS",
+                 "multiple of expert model parallel_size"):
+        assert any(rule in x for x in found), rule
+
+
+@pytest.mark.parametrize("name, gpus, fixed", LAYOUTS)
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.batch_schedule)
+def test_megatron_export_breaks_no_rule(name, gpus, fixed, recipe):
+    run = full_run(name, gpus, recipe, **fixed)
+    assert megatron_rejects(formats.render("megatron", run), gpus) == []
+
+
+def test_megatron_softmax_target_routes_like_deepseek_and_says_what_it_drops():
+    args = dataclasses.replace(load_target("deepseek-v3-16b")[0], gate_bias=True)
+    target = FullRunTarget(model_args=args, name="16B", hardware=get_hardware("h800"), gpus=64,
+                           tokens=10**12)
+    text = formats.render("megatron", build_full_run(Recipe(), PROXY, target,
+                                                     proxy_tokens=200_000))
+    flags, _ = megatron_file(text)
+    assert "--moe-router-pre-softmax" in flags and "--moe-router-enable-expert-bias" not in flags
+    assert "# NOTE: the balancing bias" in text
+
+
+# -- DeepSeek-V3's ModelArgs ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["16B", "236B", "671B"])
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_deepseek_config_is_what_upstream_model_args_accepts(name, precision):
+    run = full_run(name, 2048 if name != "16B" else 64, Recipe(precision=precision))
+    d = json.loads(formats.render("deepseek", run))
+    assert set(d) <= DEEPSEEK_MODEL_ARGS, sorted(set(d) - DEEPSEEK_MODEL_ARGS)
+    assert d["max_seq_len"] == 4096 and d["max_seq_len"] <= d["original_seq_len"]  # no YaRN
+    assert d["dtype"] == precision and d["dtype"] in DEEPSEEK_DTYPES
+    side = deepseek.sidecar(run)
+    assert set(side["training_only"]) == {"gate_bias", "mtp_depth", "init_std", "norm_eps",
+                                          "mup_base_dim"}
+    assert side["warnings"] == run.warnings
+
+
+def test_deepseek_long_run_raises_original_seq_len_instead_of_turning_on_yarn():
+    args, _ = load_target("deepseek-v3-16b")
+    target = FullRunTarget(model_args=args, name="16B", hardware=get_hardware("h200"), gpus=64,
+                           tokens=10**12, seq_len=8192)
+    run = build_full_run(Recipe(), PROXY, target, proxy_tokens=200_000)
+    d = json.loads(formats.render("deepseek", run))
+    assert d["max_seq_len"] == d["original_seq_len"] == 8192
+    assert any("original_seq_len raised" in n for n in deepseek.notes(run))
+
+
+# -- transformers --------------------------------------------------------------------------------
+
+SHRINK = {"hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 16,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+          "n_routed_experts": 16, "vocab_size": 128, "kv_lora_rank": 16, "qk_nope_head_dim": 8,
+          "qk_rope_head_dim": 4, "v_head_dim": 8}
+
+
+@pytest.mark.parametrize("name, cls, normalised", [("16B", "DeepseekV2ForCausalLM", False),
+                                                   ("236B", "DeepseekV2ForCausalLM", False),
+                                                   ("671B", "DeepseekV3ForCausalLM", True)])
+def test_hf_export_builds_the_router_it_names_and_runs(name, cls, normalised):
+    transformers = pytest.importorskip("transformers")
+    run = full_run(name, 2048 if name != "16B" else 64, Recipe())
+    d = json.loads(formats.render("hf", run))
+    assert d["architectures"] == [cls] and d["norm_topk_prob"] is normalised
+    small = d | SHRINK | {"q_lora_rank": d["q_lora_rank"] and 24,
+                          "n_group": min(d["n_group"], 4), "topk_group": min(d["topk_group"], 2)}
+    model = transformers.AutoModelForCausalLM.from_config(
+        transformers.AutoConfig.for_model(**small))
+    assert type(model).__name__ == cls and model.config.norm_topk_prob is normalised
+    torch.manual_seed(0)
+    logits = model(torch.randint(0, 128, (2, 8))).logits
+    assert logits.shape == (2, 8, 128) and torch.isfinite(logits).all()
+
+
+# -- torchtitan ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, gpus, fixed", LAYOUTS)
+def test_torchtitan_keeps_the_pipeline_busy(name, gpus, fixed):
+    run = full_run(name, gpus, Recipe(), **fixed)
+    doc = tomllib.loads(formats.render("torchtitan", run))
+    t, par = doc["training"], doc["parallelism"]
+    dp = par["data_parallel_shard_degree"] * par["data_parallel_replicate_degree"]
+    assert t["global_batch_size"] % (t["local_batch_size"] * dp) == 0  # train.py
+    if par["pipeline_parallel_degree"] > 1:
+        micro = par["pipeline_parallel_microbatch_size"]
+        assert t["local_batch_size"] % micro == 0  # pipeline_parallel.py
+        assert t["local_batch_size"] // micro >= par["pipeline_parallel_degree"]
+    assert doc["model"]["flavor"] == name
+
+
+def test_torchtitan_config_manager_parses_the_export(tmp_path):
+    manager = pytest.importorskip("torchtitan.config.manager")
+    path = tmp_path / "job.toml"
+    path.write_text(formats.render("torchtitan", full_run("671B", 2048, Recipe(),
+                                                          tp=1, pp=16, ep=64)))
+    cfg = manager.ConfigManager().parse_args(["--job.config_file", str(path)])
+    assert cfg.parallelism.pipeline_parallel_degree == 16
+
+
+# -- the CLI: named targets, refusals naming the consumer's rule, warnings in the file -----------
+
+def _study(tmp_path, lr: float = 1.9e-2) -> str:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    s = optuna.create_study(study_name="edge", storage=url, directions=["minimize"])
+    s.set_user_attr(records.OBJECTIVES, [["val_loss", "minimize"]])
+    dist = FloatDistribution(3e-4, 2e-2, log=True)
+    for i, x in enumerate((lr, 2e-2, 1e-3)):
+        s.add_trial(optuna.trial.create_trial(
+            values=[2.0 + i], params={"lr": x}, distributions={"lr": dist},
+            user_attrs={records.RECIPE: Recipe(lr=x).to_dict(),
+                        records.MODEL_ARGS: PROXY.to_dict(),
+                        records.METRICS: {"val_loss": 2.0 + i, "token_budget": 200_000}}))
+    return url
+
+
+@pytest.mark.parametrize("argv, rule", [
+    (["--tp", "3"], "num_attention_heads (128) must be a multiple of tensor_model_parallel_size"),
+    (["--pp", "64"], "every pipeline stage needs at least one of the n_layers=61 blocks"),
+    (["--ep", "3"], "the number of experts (256) should be a multiple of "
+                    "expert_model_parallel_size"),
+])
+def test_cli_refuses_a_layout_no_flag_can_make_valid(tmp_path, capsys, argv, rule):
+    out = tmp_path / "run.args"
+    rc = main(["export", "edge", "--storage", _study(tmp_path), "--target", "deepseek-v3-671b",
+               "--gpus", "2048", "--tokens", "14.8e12", "--format", "megatron",
+               "--out", str(out), *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and rule in err and "Megatron-LM@d98e8a64" in err
+    assert not out.exists()
+
+
+def test_cli_named_target_writes_warnings_to_stderr_and_file(tmp_path, capsys):
+    out = tmp_path / "run.args"
+    rc = main(["export", "edge", "--storage", _study(tmp_path), "--target", "deepseek-v3-671b",
+               "--gpus", "2048", "--tokens", "14.8e12", "--format", "megatron",
+               "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    text = out.read_text()
+    for kind in ("at the edge of its search range: lr",
+                 "outside published practice: bias update speed gamma",
+                 "not informed by the proxy: its tuned warmup"):
+        assert f"warning: {kind}" in err and f"# WARNING: {kind}" in text, kind
+    assert "(2 of 3 finished trials there)" in err
+    assert re.search(r"--num-layers 61\n", text)
+
+
+def test_cli_model_config_formats_write_a_sidecar(tmp_path, capsys):
+    out = tmp_path / "config.json"
+    rc = main(["export", "edge", "--storage", _study(tmp_path), "--target", "deepseek-v3-671b",
+               "--gpus", "2048", "--tokens", "14.8e12", "--format", "deepseek",
+               "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    side = json.loads((tmp_path / "config.moetune.json").read_text())
+    assert side["training_only"]["mtp_depth"] == 1 and side["warnings"]
+    assert set(json.loads(out.read_text())) <= DEEPSEEK_MODEL_ARGS
