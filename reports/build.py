@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import optuna
+import pandas as pd
 
 from reports.fp8_gap import fp8_gaps
 from reports.html import render_html
@@ -58,7 +59,7 @@ def write_report(snap: Snapshot, out_dir: str | Path, *,
     out.mkdir(parents=True, exist_ok=True)
     paths = {"trials_csv": out / "trials.csv", "trials_parquet": out / "trials.parquet",
              "ranked_md": out / "ranked.md", "report_html": out / "report.html"}
-    snap.frame.to_csv(paths["trials_csv"], index=False)
+    csv_safe(snap.frame).to_csv(paths["trials_csv"], index=False)
     snap.frame.to_parquet(paths["trials_parquet"], index=False)
     paths["ranked_md"].write_text(render_ranked(snap, importances=imp, gaps=gaps, prog=prog),
                                   encoding="utf-8")
@@ -66,3 +67,31 @@ def write_report(snap: Snapshot, out_dir: str | Path, *,
                                     encoding="utf-8")
     paths.update(write_pngs(snap, out, importances=imp, prog=prog))
     return paths
+
+
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP, "CSV Injection":
+# https://owasp.org/www-community/attacks/CSV_Injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every string cell that a spreadsheet would run as a formula prefixed with
+    a quote (``'=1+1``), as OWASP advises; numbers, and strings that read as numbers, stay."""
+    def cell(v: object) -> object:
+        if isinstance(v, str) and v.startswith(FORMULA_STARTS) and not _is_number(v):
+            return "'" + v
+        return v
+
+    out = frame.copy()
+    for col in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[col]):  # object and str columns
+            out[col] = out[col].map(cell)
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

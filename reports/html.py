@@ -19,6 +19,7 @@ from reports.frame import ranked
 from reports.importance import Importances
 from reports.progress import Progress
 from reports.ranked import fmt, recipe_line
+from reports.recommend import Recommendation, recommend
 from reports.snapshot import Snapshot
 from reports.transfer import validation_lines
 
@@ -40,7 +41,7 @@ th { background: #f3f3f3; } code { font-size: 12px; }
 def render_html(snapshot: Snapshot, *, importances: Importances, gaps: list[Fp8Gap],
                 prog: Progress) -> str:
     """The whole report.html document as a string."""
-    body = [_header(snapshot, prog)]
+    body = [_header(snapshot, prog), _recommendation(recommend(snapshot))]
     body += _pareto_section(snapshot)
     body += _section("Search progress", _progress_figure(snapshot, prog), _progress_note(prog))
     body += _section("Parameter importances", _importance_figure(importances),
@@ -111,6 +112,24 @@ def _top_table(snapshot: Snapshot, n: int = 10) -> str:
         + f"<td><code>{html_lib.escape(recipe_line(r))}</code></td></tr>"
         for _, r in top.iterrows())
     return f"<h2>Top of the ranking</h2><table><tr>{head}</tr>{rows}</table>"
+
+
+def _recommendation(rec: Recommendation | None) -> str:
+    if rec is None:
+        return "<h2>Recommendation</h2><p>No feasible trial yet: nothing to recommend.</p>"
+    esc = html_lib.escape
+    values = ", ".join(f"{k} = {v:.4g}" for k, v in rec.values.items())
+    why = ("the best trial" if rec.single else
+           "the knee of the Pareto front: the best balance of the objectives")
+    parts = [f"<h2>Recommendation</h2><p><b>Run trial #{rec.trial}</b>: {esc(rec.recipe)} "
+             f"({esc(values)}), {why}.</p>"]
+    for title, items in (("Alternatives on the front, against it", rec.alternatives),
+                         ("How sure", rec.confidence), ("Check", rec.warnings)):
+        if items:
+            parts.append(f"<p>{title}:</p><ul>" + "".join(f"<li>{esc(x)}</li>" for x in items)
+                         + "</ul>")
+    parts.append(f"<p>Launch it:</p><pre>{esc(rec.command)}</pre>")
+    return "".join(parts)
 
 
 def _pareto_section(snapshot: Snapshot) -> list[str]:

@@ -18,6 +18,8 @@ from reports.fp8_gap import DEEPSEEK_V3_BAR, Fp8Gap
 from reports.frame import objective_columns, ranked
 from reports.importance import Importances
 from reports.progress import Progress
+from reports.recommend import markdown as recommend_md
+from reports.recommend import recommend
 from reports.snapshot import Snapshot
 from reports.transfer import validation_lines
 from tuner.study.reasons import group_of
@@ -75,9 +77,18 @@ def top_table(frame: pd.DataFrame, n: int = 10) -> str:
     return "\n".join(lines)
 
 
+def md_text(text: str) -> str:
+    """``text`` made inert in Markdown: no raw HTML (a trial's error message or a categorical
+    choice is user text, and Markdown renderers pass raw HTML through; without ``<`` no tag can
+    open, so ``&`` and ``<`` are escaped and "5.0 > 4.0" stays readable), table pipes escaped,
+    line breaks flattened."""
+    flat = text.replace("\r", " ").replace("\n", " ")
+    return flat.replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|")
+
+
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
+    out = ["| " + " | ".join(md_text(h) for h in header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(md_text(c) for c in r) + " |" for r in rows]
     return out
 
 
@@ -87,6 +98,7 @@ def render_ranked(snapshot: Snapshot, *, importances: Importances, gaps: list[Fp
     lines = [f"# Study `{snapshot.study_name}`: ranked trials", ""]
     if snapshot.banner():
         lines += [f"> **{snapshot.banner()}**", ""]
+    lines += recommend_md(recommend(snapshot)) + [""]
     lines += _summary(snapshot, prog) + [""]
     lines += _feasible_sections(snapshot) + [""]
     lines += _grouped(snapshot) + [""]
@@ -165,9 +177,9 @@ def _grouped(snapshot: Snapshot) -> list[str]:
             if n in reruns:
                 details[i] = ", ".join(x for x in (details[i], f"re-run as #{reruns[n]}") if x)
         for key, g in part.groupby(kinds, sort=False):
-            trials = ", ".join(f"#{n}" + (f" ({details[i]})" if details[i] else "")
+            trials = ", ".join(f"#{n}" + (f" ({md_text(details[i])})" if details[i] else "")
                                for i, n in zip(g.index, g["number"], strict=True))
-            out.append(f"- {key or '(no reason recorded)'} ({len(g)}): {trials}")
+            out.append(f"- {md_text(key) or '(no reason recorded)'} ({len(g)}): {trials}")
         out.append("")
     return out
 

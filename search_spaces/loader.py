@@ -157,7 +157,7 @@ def load_space(source: str | Path | Mapping[str, Any], *, base_dir: Path | None 
     path = resolve_space_path(source, base_dir=base_dir)
     try:
         table = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
+    except (ValueError, RecursionError) as e:  # TOMLDecodeError, 5000-digit ints, deep nesting
         raise SpaceError(f"{path}: not valid TOML ({e}).") from None
     return space_from_dict(table, where=str(path))
 

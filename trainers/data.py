@@ -5,9 +5,15 @@ deterministically into train (first 95%) and validation (last 5%) parts. The tra
 a seeded sequence of windows, so two runs with the same seed see the same windows in the same
 order whatever their batch schedule: batches differ in size, not in data.
 
+``max_bytes`` refuses a corpus larger than that before reading it (the spec's
+``data.max_corpus_gb``).
+
 Supported sources (``load_corpus(spec)``):
 - ``"stdlib"``: the running Python's standard-library ``*.py`` source as bytes (vocab 256).
-- a text file or a directory of files: raw bytes (vocab 256).
+- a text file or a directory of files: raw bytes (vocab 256), memory-mapped: a folder is
+  concatenated once per machine into a cache file (``$MOETUNE_CACHE/corpora``, default
+  ``~/.cache/moetune/corpora``, keyed by the files' names, sizes and modification times), so
+  the workers of a study share the page cache instead of each holding a copy.
 - ``*.bin``: pre-tokenized ids, little-endian uint16 by default (nanoGPT/Megatron layout) or
   uint32 (``dtype="uint32"``), memory-mapped; ``vocab_size`` is required.
 - ``*.npy``: a 1-D uint16/uint32 array, memory-mapped; ``vocab_size`` is required.
@@ -18,8 +24,10 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import os
 import struct
 import sysconfig
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,26 +102,87 @@ def _windows(tokens: torch.Tensor, starts: list[int], length: int) -> torch.Tens
 
 
 def load_corpus(spec: str | Path | None = "stdlib", *, vocab_size: int | None = None,
-                dtype: str = "uint16") -> Corpus:
+                dtype: str = "uint16", max_bytes: int | None = None) -> Corpus:
     """Load a corpus by spec: "stdlib", a text file or directory, or a token .bin/.npy file.
 
     Raises:
-        ValueError: missing/empty files, token files without vocab_size, ids >= vocab_size.
+        ValueError: missing/empty files, token files without vocab_size, ids >= vocab_size,
+            more than ``max_bytes`` bytes.
     """
     if spec is None or str(spec) == "stdlib":
         return stdlib_corpus()
     path = Path(spec)
     if not path.exists():
         raise ValueError(f"corpus: path {str(path)!r} does not exist.")
+    _check_size(path, max_bytes)
     if path.suffix in (".bin", ".npy") and path.is_file():
         return _token_file(path, vocab_size, dtype)
     if vocab_size not in (None, 256):
         raise ValueError(f"corpus: a text corpus is read as bytes (vocab 256), but got "
                          f"vocab_size={vocab_size}.")
-    data = _read_text_source(path)
-    if not data:
-        raise ValueError(f"corpus: {str(path)!r} is empty.")
-    return _bytes_corpus(data, name=str(path))
+    if path.is_dir():
+        path, digest = _folder_file(path)
+        return _mapped_bytes(path, name=str(spec), digest=digest)
+    return _mapped_bytes(path, name=str(path), digest=None)
+
+
+def corpus_bytes(path: Path) -> int:
+    """The bytes a corpus file or folder holds (sizes only: nothing is read)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in _folder_files(path))
+
+
+def _check_size(path: Path, max_bytes: int | None) -> None:
+    if max_bytes is None:
+        return
+    size = corpus_bytes(path)
+    if size > max_bytes:
+        raise ValueError(f"corpus: {str(path)!r} holds {size / 1e9:.3g} GB, more than the "
+                         f"limit of {max_bytes / 1e9:.3g} GB (data.max_corpus_gb); raise the "
+                         "limit or use a smaller corpus.")
+
+
+def _folder_files(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*") if p.is_file())
+
+
+def _folder_file(path: Path) -> tuple[Path, str]:
+    """The folder's files concatenated into one cache file (built once), and its sha256."""
+    files = _folder_files(path)
+    key = hashlib.sha256()
+    for p in files:
+        st = p.stat()
+        key.update(f"{p.relative_to(path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    cache = Path(os.environ.get("MOETUNE_CACHE", Path.home() / ".cache" / "moetune"))
+    out = cache / "corpora" / f"{key.hexdigest()}.bytes"
+    digest_file = out.with_suffix(".sha256")
+    if out.is_file() and digest_file.is_file():
+        return out, digest_file.read_text().strip()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256()
+    # write under a temporary name, then rename: a worker never maps a half-written file
+    with tempfile.NamedTemporaryFile(dir=out.parent, delete=False) as tmp:
+        for p in files:
+            with p.open("rb") as f:
+                while block := f.read(1 << 20):
+                    h.update(block)
+                    tmp.write(block)
+    digest_tmp = digest_file.with_name(f"{Path(tmp.name).name}.sha256")
+    digest_tmp.write_text(h.hexdigest() + "\n")
+    os.replace(tmp.name, out)
+    os.replace(digest_tmp, digest_file)
+    return out, h.hexdigest()
+
+
+def _mapped_bytes(path: Path, *, name: str, digest: str | None) -> Corpus:
+    """A byte corpus memory-mapped from ``path`` (copy-on-write: pages are shared until
+    written, and nothing writes them)."""
+    size = path.stat().st_size
+    if size == 0:
+        raise ValueError(f"corpus: {name!r} is empty.")
+    tokens = torch.from_file(str(path), shared=False, size=size, dtype=torch.uint8)
+    return Corpus(tokens=tokens, vocab_size=256, name=name, hash=digest or _file_hash(path))
 
 
 @functools.lru_cache(maxsize=1)
@@ -131,13 +200,6 @@ def stdlib_corpus() -> Corpus:
         if size >= STDLIB_MAX_BYTES:
             break
     return _bytes_corpus(b"".join(chunks)[:STDLIB_MAX_BYTES], name="stdlib")
-
-
-def _read_text_source(path: Path) -> bytes:
-    if path.is_file():
-        return path.read_bytes()
-    files = sorted(p for p in path.rglob("*") if p.is_file())
-    return b"".join(p.read_bytes() for p in files)
 
 
 def _bytes_corpus(data: bytes, name: str) -> Corpus:
@@ -188,8 +250,11 @@ def _npy_header(path: Path) -> tuple[int, str]:
         f.seek(start)
         try:
             header = ast.literal_eval(f.read(size).decode("latin1"))
-        except (ValueError, SyntaxError) as e:
+        except (ValueError, SyntaxError, RecursionError, MemoryError) as e:
             raise ValueError(f"corpus: {str(path)!r} has an unreadable .npy header.") from e
+    if not isinstance(header, dict):
+        raise ValueError(f"corpus: {str(path)!r} has a .npy header that is not a dict (a "
+                         f"{type(header).__name__}); it must hold a 1-D uint16/uint32 array.")
     descr, shape = header.get("descr"), header.get("shape")
     if descr not in NPY_DESCR or not isinstance(shape, tuple) or len(shape) != 1:
         raise ValueError(f"corpus: {str(path)!r} must hold a 1-D uint16 or uint32 array, "

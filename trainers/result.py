@@ -88,6 +88,14 @@ class TrainResult:
 # -- the one inf/NaN codec: every stored number goes through these two ------------------------
 
 NON_FINITE = ("inf", "-inf", "nan")
+# Beyond this magnitude a metric is a numeric blow-up, not a measurement (a loss of -1e308):
+# such a value counts as non-finite, so it is never ranked, plotted or fed to a sampler.
+MAX_MAGNITUDE = 1e100
+
+
+def is_usable(v: float) -> bool:
+    """Finite and within ±`MAX_MAGNITUDE`: a value moetune ranks, plots and optimises."""
+    return math.isfinite(v) and abs(v) <= MAX_MAGNITUDE
 
 
 def json_safe(v: Any) -> Any:

@@ -97,9 +97,16 @@ def crash_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainResult
     os._exit(3)
 
 
+def hang_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainResult:
+    """Never returns and never reports (a trial stuck in a deadlock): only the study's
+    ``resources.trial_timeout_s`` ends it."""
+    while True:
+        time.sleep(1.0)
+
+
 # lr -> behaviour, so one study (with these lr values enqueued) exercises every outcome.
 BY_LR = {1e-4: nan_train, 2e-4: inf_train, 3e-4: oom_train, 4e-4: cpu_oom_train,
-         5e-4: error_train, 6e-4: memory_hog_train, 7e-4: crash_train}
+         5e-4: error_train, 6e-4: memory_hog_train, 7e-4: crash_train, 8e-4: hang_train}
 
 
 def mixed_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainResult:

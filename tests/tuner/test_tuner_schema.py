@@ -42,13 +42,13 @@ QT = ["--trainer", "tuner.testing:quick_train", "--no-progress"]
 def corpus_loads(monkeypatch):
     """How many times the driver process reads and hashes a text corpus."""
     calls: list[str] = []
-    real = trainers.data._bytes_corpus
+    real = trainers.data._mapped_bytes
 
-    def counting(data: bytes, name: str):
+    def counting(path, *, name: str, digest: str | None):
         calls.append(name)
-        return real(data, name)
+        return real(path, name=name, digest=digest)
 
-    monkeypatch.setattr(trainers.data, "_bytes_corpus", counting)
+    monkeypatch.setattr(trainers.data, "_mapped_bytes", counting)
     return calls
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tuner.app.errors import UsageError
+from tuner.app.errors import DeferredStop, UsageError
 from tuner.study import database as db
 from tuner.study import resume as rs
 from tuner.study import storage as st
@@ -80,6 +80,7 @@ def submit(args: argparse.Namespace) -> int:
         raise UsageError(f"--name: must be a study name (letters, digits, _ . -), but got "
                          f"{args.name!r}; omit it to use the spec's [study] name.")
     overrides = {"study.name": args.name} if args.name is not None else None
+    check_root(args.root)
     try:
         spec = load_spec(args.spec, overrides=overrides)
     except SpecError as e:
@@ -91,12 +92,13 @@ def submit(args: argparse.Namespace) -> int:
     if not args.resume and (study is not None or run_dir.exists()):
         raise UsageError(f"study {spec.name!r} already exists ({run_dir}); pass --resume to "
                          f"continue it, or choose another name with --name.")
-    if study is not None:
+    if study is not None and st.is_complete(study):
         _check_resume_spec(study, spec)
     return _run(spec, run_dir, args, trainer, resume=study is not None)
 
 
 def resume(args: argparse.Namespace) -> int:
+    check_root(args.root)
     trainer = import_trainer(args.trainer)
     run_dir = Path(args.root) / args.study
     spec = _stored_spec(open_study(args.study, run_dir, args.storage))
@@ -107,12 +109,22 @@ def resume(args: argparse.Namespace) -> int:
     return _run(spec, run_dir, args, trainer, resume=True)
 
 
+def check_root(root: str) -> None:
+    """``--root`` names a folder (or nothing yet): checked before Ray starts."""
+    path = Path(root)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--root: must be a folder (or a path to create one), but {root!r} "
+                         "is a file.")
+
+
 def _stored_spec(study: Any) -> StudySpec:
     try:
         return st.stored_spec(study)
     except SpecError as e:  # e.g. stored by an older moetune whose rules have since changed
         raise UsageError(f"study {study.study_name!r}: its stored spec no longer validates: "
                          f"{e}") from None
+    except st.IncompleteStudy as e:
+        raise UsageError(str(e)) from None
 
 
 def _check_resume_spec(study: Any, spec: StudySpec) -> None:
@@ -124,19 +136,44 @@ def _check_resume_spec(study: Any, spec: StudySpec) -> None:
 
 def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any, *,
          resume: bool) -> int:
+    from tuner.study import lease as ls
     from tuner.study.runner import ClusterError, run_study
 
+    if resume:
+        _check_not_held(spec, run_dir, args.storage)
+    signals = DeferredStop()
     try:
-        summary = run_study(spec, run_dir=run_dir, storage=args.storage, resume=resume,
-                            trainer=trainer, address=args.address,
-                            progress=not args.no_progress)
-    except (ClusterError, db.StorageError, rs.ResumeSpecError, st.SchemaError) as e:
+        with signals:
+            summary = run_study(spec, run_dir=run_dir, storage=args.storage, resume=resume,
+                                trainer=trainer, address=args.address,
+                                progress=not args.no_progress, interrupt=signals)
+    except (ClusterError, db.StorageError, rs.ResumeSpecError, st.SchemaError, ls.LeaseHeld,
+            FileExistsError) as e:
+        # FileExistsError: another submit of the same name created the study after our look
         raise UsageError(str(e)) from None
+    except (db.StorageFault, ls.LeaseLost) as e:
+        print(f"moetune: {e}; nothing is left RUNNING that the storage could record, and "
+              f"`moetune resume {spec.name}` continues the study once the storage works.",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"moetune: interrupted; `moetune resume {spec.name}` continues the study.",
               file=sys.stderr)
-        return 130
+        return signals.exit_code()
     return _report_run(spec, run_dir, summary)
+
+
+def _check_not_held(spec: StudySpec, run_dir: Path, storage: str) -> None:
+    """Refuse at once (before Ray starts) when another live driver runs the study."""
+    from tuner.study import lease as ls
+
+    try:
+        store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
+        ls.check_free(store.engine, spec.name)
+    except (LookupError, db.StorageError):
+        return  # run_study says what is wrong with the storage
+    except ls.LeaseHeld as e:
+        raise UsageError(str(e)) from None
 
 
 def _report_run(spec: StudySpec, run_dir: Path, summary: Any) -> int:
@@ -162,15 +199,20 @@ def _report_run(spec: StudySpec, run_dir: Path, summary: Any) -> int:
 def _build_report(study: Any, run_dir: Path) -> None:
     """Write the study's report; a failure is a warning (the study is safe in storage)."""
     import reports
+    from reports.recommend import markdown, recommend
 
     try:
-        paths = reports.build(study, run_dir / "report")
+        snapshot = reports.take_snapshot(study)
+        paths = reports.write_report(snapshot, run_dir / "report")
     except Exception as e:  # noqa: BLE001 - say why the report is missing, keep the exit code
         print(f"warning: the report could not be written: {type(e).__name__}: {e}",
               file=sys.stderr)
         return
     for p in paths.values():
         print(f"report: {p}")
+    # what to run, as the report's first section says it (plain text: no markdown fences)
+    print("\n" + "\n".join(line for line in markdown(recommend(snapshot))
+                            if not line.startswith("```")).replace("**", ""))
 
 
 def import_trainer(target: str) -> Any:
@@ -208,7 +250,7 @@ def open_study(name: str, run_dir: Path, url: str) -> Any:
     except db.StorageError as e:
         raise UsageError(str(e)) from None
     except LookupError as e:
-        if not url:
+        if not url and not (run_dir / db.DB_FILE).exists():
             raise UsageError(f"no study {name!r}: {run_dir / db.DB_FILE} does not exist "
                              "(use --root or --storage to look elsewhere).") from None
         raise UsageError(f"no study {name!r}: {e}") from None

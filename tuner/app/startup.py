@@ -12,7 +12,9 @@ class _DropRayRestoreHint(logging.Filter):
     a moetune study, which resumes from its storage (the CLI prints ``moetune resume NAME``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "Tuner.restore(" not in record.getMessage()
+        # "Trials did not complete": the ones whose worker died, recorded with their reason
+        message = record.getMessage()
+        return "Tuner.restore(" not in message and "Trials did not complete" not in message
 
 
 _QUIET = {
@@ -25,6 +27,10 @@ _QUIET = {
     # operators, not for someone running a study on this machine.
     "ray._private.authentication.authentication_token_setup": logging.ERROR,
     "ray.tune": logging.WARNING,
+    # A trial whose worker died (crashed, killed for memory or at its time limit) is logged
+    # with Ray's traceback; the study records it with its reason, and the trial folder's
+    # error.txt keeps the traceback.
+    "ray.tune.execution.tune_controller": logging.CRITICAL,
 }
 _configured = False
 

@@ -1,7 +1,13 @@
 """Where studies are stored: database URLs, opening them (never creating one by looking), SQLite
 settings, and the study names a database holds. Imports Optuna and SQLAlchemy, never Ray.
 
-A URL's password is shown masked everywhere (`shown`): it stays in memory.
+A URL's password is shown masked everywhere (`shown`): it stays in memory. A password is best
+not in the URL at all: PostgreSQL's client library reads ``PGPASSWORD`` and ``~/.pgpass`` when
+the URL has none (docs/tuning.md, "Credentials").
+
+A sqlite file is created only by `open_storage` (a driver creating a study); every connection
+after that opens the file read-write without creating it, so a database deleted while a driver
+runs is reported (`StorageFault`), never silently replaced by an empty one.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import re
 import sqlite3
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import optuna
 import sqlalchemy
@@ -26,6 +33,59 @@ class StorageError(ValueError):
     from (``--storage`` or ``study.storage``), the rule and the URL (password hidden)."""
 
 
+class StorageFault(RuntimeError):
+    """The storage failed while a study ran (server down, disk full, read-only, file deleted);
+    the message is one line naming the storage (password hidden) and what failed."""
+
+
+class FileGone:
+    """For a sqlite storage: whether its file was deleted or replaced since this was made.
+    SQLite connections already open keep writing to a deleted file's inode without an error,
+    so the driver looks (`is_set`, a stat, polled as a stop flag) and `check` raises."""
+
+    def __init__(self, url: str) -> None:
+        self._path = _sqlite_path(url)
+        self._url = url
+        self._inode = self._path.stat().st_ino if self._path is not None else None
+
+    def is_set(self) -> bool:
+        if self._path is None:
+            return False
+        try:
+            return self._path.stat().st_ino != self._inode
+        except OSError:
+            return True
+
+    def check(self) -> None:
+        """Raises `StorageFault` if the file is gone or replaced."""
+        if self.is_set():
+            raise StorageFault(f"storage {shown(self._url)}: the database file was deleted or "
+                               "replaced while the study ran; nothing was recreated, and the "
+                               "trials recorded since then are lost with the old file.")
+
+
+def fault_of(exc: BaseException) -> BaseException | None:
+    """The database error behind ``exc`` (its cause chain, Optuna's and Ray Tune's wrappers
+    included), or None when the storage had no part in it."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, (sqlalchemy.exc.SQLAlchemyError, sqlite3.Error,
+                          optuna.exceptions.StorageInternalError)):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def describe_fault(url: str, exc: BaseException) -> str:
+    """One line: the storage, what failed, the database's own words (first line only)."""
+    cause = fault_of(exc) or exc
+    inner = getattr(cause, "orig", None) or cause
+    first = (str(inner).strip().splitlines() or [""])[0][:300]
+    return f"storage {shown(url)}: {type(inner).__name__}: {first}"
+
+
 def storage_url(run_dir: Path, override: str = "", spec_url: str = "") -> str:
     """``--storage`` beats the spec's ``study.storage``; default: a sqlite file in ``run_dir``."""
     return override or spec_url or f"sqlite:///{(run_dir / DB_FILE).resolve()}"
@@ -38,9 +98,13 @@ def check_url(url: str, where: str = "--storage") -> None:
                            f"{list(URL_PREFIXES)} (e.g. sqlite:////abs/path/study.db, "
                            f"postgresql://user:pw@host/db), but got {shown(url)!r}.")
     try:
-        sqlalchemy.engine.make_url(url)
-    except sqlalchemy.exc.ArgumentError as e:
+        parsed = sqlalchemy.engine.make_url(url)
+    except (sqlalchemy.exc.ArgumentError, ValueError) as e:
+        # ValueError: e.g. a port that is not a number (make_url calls int() on it)
         raise StorageError(f"{where}: not a valid database URL ({e}): {shown(url)!r}.") from None
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        raise StorageError(f"{where}: the port must be in 1..65535, but got {parsed.port} in "
+                           f"{shown(url)!r}.")
 
 
 def shown(url: str) -> str:
@@ -52,7 +116,7 @@ def shown(url: str) -> str:
         return re.sub(r"(://[^/:@]*:)[^@/]*@", r"\1***@", url)
 
 
-def open_storage(url: str, where: str = "--storage") -> optuna.storages.BaseStorage:
+def open_storage(url: str, where: str = "--storage") -> optuna.storages.RDBStorage:
     """An RDB storage for ``url`` (sqlite waits on a lock instead of failing at once).
 
     Creates the database (a sqlite file, or the tables) if missing; read-only callers use
@@ -60,10 +124,12 @@ def open_storage(url: str, where: str = "--storage") -> optuna.storages.BaseStor
     """
     check_url(url, where)
     kwargs: dict[str, Any] = {}
-    if url.startswith("sqlite"):
+    path = _sqlite_path(url)
+    if path is not None:
         kwargs = {"connect_args": {"timeout": 60}}
+        _create_sqlite_file(path, where)
     try:
-        storage = optuna.storages.RDBStorage(_with_installed_driver(url), engine_kwargs=kwargs)
+        storage = optuna.storages.RDBStorage(_engine_url(url), engine_kwargs=kwargs)
     except (sqlalchemy.exc.SQLAlchemyError, ImportError) as e:
         # e.g. server down, wrong password, driver not installed: say so, not a traceback
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -88,6 +154,26 @@ def _fast_sqlite(storage: optuna.storages.RDBStorage) -> None:
     storage.engine.dispose()  # reconnect so every pooled connection gets the pragmas
 
 
+def _create_sqlite_file(path: Path, where: str) -> None:
+    """Create an empty sqlite database at ``path`` if none is there (its folder must exist)."""
+    if path.is_file():
+        return
+    try:
+        sqlite3.connect(path).close()
+    except sqlite3.Error as e:
+        raise StorageError(f"{where}: cannot create the database {path}: {e}") from None
+
+
+def _engine_url(url: str) -> str:
+    """The URL SQLAlchemy connects with: a sqlite file is opened read-write and never created
+    (SQLite's ``mode=rw`` URI, https://www.sqlite.org/uri.html), so a file deleted under a
+    running driver fails loudly instead of reappearing empty."""
+    path = _sqlite_path(url)
+    if path is None:
+        return _with_installed_driver(url)
+    return f"sqlite:///file:{quote(str(path))}?mode=rw&uri=true"
+
+
 def _with_installed_driver(url: str) -> str:
     """``postgresql://`` means psycopg 3 to SQLAlchemy 2.1; use psycopg2 when only it is here."""
     if not url.startswith("postgresql://"):
@@ -97,7 +183,7 @@ def _with_installed_driver(url: str) -> str:
     return url
 
 
-def open_existing_storage(url: str, where: str = "--storage") -> optuna.storages.BaseStorage:
+def open_existing_storage(url: str, where: str = "--storage") -> optuna.storages.RDBStorage:
     """`open_storage` for read-only commands: never creates a sqlite file, and never writes
     Optuna's tables into a database (sqlite or server) that has none. Raises LookupError if
     there is no study database at ``url``."""
@@ -106,7 +192,7 @@ def open_existing_storage(url: str, where: str = "--storage") -> optuna.storages
     if path is not None:
         if not path.is_file():
             raise LookupError(f"{where}: no database at {path} (nothing was created).")
-        if not _has_study_tables(path):
+        if not _has_study_tables(path, where):
             raise LookupError(f"{where}: {path} is not a moetune study database.")
     elif not _server_has_study_tables(url, where):
         raise LookupError(f"{where}: {shown(url)} holds no moetune studies (no tables were "
@@ -134,15 +220,20 @@ def _sqlite_path(url: str) -> Path | None:
     return Path(sqlalchemy.engine.make_url(url).database or "")
 
 
-def _has_study_tables(path: Path) -> bool:
+def _has_study_tables(path: Path, where: str = "--storage") -> bool:
+    """Whether the sqlite file has Optuna's tables. Raises `StorageError` for a file SQLite
+    cannot read (corrupt, not a database, unreadable): that is not "no study"."""
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True,
+        with contextlib.closing(sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True,
                                                 timeout=60)) as con:
             rows = con.execute("SELECT name FROM sqlite_master WHERE name = 'studies'")
             return rows.fetchone() is not None
-    except sqlite3.DatabaseError:
-        return False
+    except sqlite3.Error as e:
+        raise StorageError(f"{where}: {path} cannot be read as a SQLite database "
+                           f"({type(e).__name__}: {e}); restore it from a backup, or move it "
+                           "away to start over.") from None
 
 
 def study_names(storage: optuna.storages.BaseStorage) -> list[str]:
-    return [s.study_name for s in optuna.get_all_study_summaries(storage)]
+    """The studies a database holds (names only: no trial is read)."""
+    return [s.study_name for s in storage.get_all_studies()]

@@ -5,19 +5,20 @@ an `Outcome` (state, objective values, constraint values, reason) that the searc
 
 - ok, finite, every constraint met            → complete
 - ok but diverged / a spec constraint violated → infeasible (COMPLETE, a constraint > 0)
-- out of memory                                → infeasible (constraint ``out_of_memory`` = 1)
+- out of memory, or past the time limit       → infeasible (constraint ``out_of_memory`` = 1:
+                                                 a resource limit broken; the reason says which)
 - exception in the trial                        → fail, with the traceback's last lines
 - stopped by the scheduler                      → pruned
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from trainers import ModelArgs, Recipe, TrainResult
+from trainers.result import is_usable
 from tuner.study import records
 from tuner.study.metrics import MetricContext, constraint_target, constraint_value, get_metric
 from tuner.study.reasons import Reason, join_text
@@ -25,7 +26,7 @@ from tuner.study.reasons import Reason, join_text
 if TYPE_CHECKING:  # the trial workers import this module; they need no spec (nor Optuna)
     from tuner.study.spec import StudySpec
 
-Status = Literal["ok", "oom", "error"]
+Status = Literal["ok", "oom", "timeout", "error"]
 State = Literal["complete", "infeasible", "pruned", "fail"]
 VIOLATED, SATISFIED = 1.0, -1.0
 
@@ -36,7 +37,7 @@ class TrialReport:
 
     status: Status
     result: dict[str, Any] | None = None  # TrainResult.to_dict()
-    reason: Reason | None = None  # why the run did not produce a result (oom, error)
+    reason: Reason | None = None  # why the run did not produce a result (oom, timeout, error)
     environment: dict[str, Any] = field(default_factory=dict)  # torch_version, device, node
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,7 +81,7 @@ def decide(report: TrialReport, *, spec: StudySpec, recipe: Recipe, model_args: 
         return Outcome(state="fail", reasons=(report.reason or Reason(kind="other",
                                                                           detail="error"),))
     ctx = MetricContext(spec=spec, recipe=recipe, model_args=model_args)
-    if report.status == "oom":
+    if report.status in ("oom", "timeout"):  # a resource limit broken: no result to score
         worst = tuple(_worst(n, d, ctx, observed) for n, d in spec.objectives)
         oom_cons = {n: VIOLATED for n in constraint_names(spec)}
         oom_cons[records.DIVERGED] = SATISFIED
@@ -92,7 +93,7 @@ def decide(report: TrialReport, *, spec: StudySpec, recipe: Recipe, model_args: 
     reasons: list[Reason] = []
     for name, direction in spec.objectives:
         v = float(get_metric(name).fn(result, ctx))
-        values.append(v if math.isfinite(v) else _worst(name, direction, ctx, observed))
+        values.append(v if is_usable(v) else _worst(name, direction, ctx, observed))
     cons: dict[str, float] = {}
     for key, limit in spec.constraints:
         metric, kind = constraint_target(key)
@@ -106,7 +107,7 @@ def decide(report: TrialReport, *, spec: StudySpec, recipe: Recipe, model_args: 
     cons[records.OUT_OF_MEMORY] = SATISFIED
     if result.diverged:
         reasons.insert(0, Reason(kind="diverged", detail=str(result.diverged_step)))
-    elif not all(math.isfinite(float(get_metric(n).fn(result, ctx))) for n, _ in spec.objectives):
+    elif not all(is_usable(float(get_metric(n).fn(result, ctx))) for n, _ in spec.objectives):
         cons[records.DIVERGED] = VIOLATED  # a non-finite objective is a divergence in effect
         reasons.insert(0, Reason(kind="non_finite"))
     state: State = "infeasible" if any(c > 0 for c in cons.values()) else "complete"
@@ -118,7 +119,7 @@ def _worst(name: str, direction: str, ctx: MetricContext,
     metric = get_metric(name)
     if metric.worst is not None:
         return float(metric.worst(ctx))
-    seen = [v for v in (observed or {}).get(name, ()) if math.isfinite(v)]
+    seen = [v for v in (observed or {}).get(name, ()) if is_usable(v)]
     if not seen:
         return 0.0
     return max(seen) if direction == "minimize" else min(seen)

@@ -15,7 +15,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-KINDS = ("diverged", "non_finite", "constraint", "out_of_memory", "pruned", "interrupted",
+KINDS = ("diverged", "non_finite", "constraint", "out_of_memory", "timeout", "pruned",
+         "interrupted",
          "exception", "invalid_recipe", "sampler_failed", "driver_failed", "worker_died",
          "other")
 
@@ -31,6 +32,7 @@ _FIXED_TEXT = {
 }
 _PREFIX = {
     "out_of_memory": "out of memory: ",
+    "timeout": "time limit: ",
     "invalid_recipe": "invalid recipe: ",
     "sampler_failed": "the sampler failed: ",
     "driver_failed": "the driver could not score the trial: ",

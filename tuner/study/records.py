@@ -11,6 +11,12 @@ Study level (``study.user_attrs``):
                  also set as ``study.metric_names``.
     CONSTRAINTS  ``{name: limit}`` from the spec's ``[constraints]`` table.
     VALIDATION   results of ``moetune validate`` (transfer confidence), when run.
+    NOISE        run-to-run noise of val_loss, when measured: ``{"sd", "n", "how"}``; reports
+                 treat differences below it as ties.
+    STOP         set (to who asked and when) to ask the study's driver, wherever it runs, to
+                 stop: ``moetune cancel`` and the service write it (`tuner.study.control`).
+    SERVICE      the service's record of a study it runs: owner, state, times
+                 (`tuner.app.service`); absent for studies run from the command line.
 
 Trial level (``trial.user_attrs``), written for every trial that started training:
     RECIPE       ``Recipe.to_dict()``: the full recipe, fixed values included.
@@ -48,6 +54,9 @@ SPEC = "moetune.spec"
 OBJECTIVES = "moetune.objectives"
 CONSTRAINTS = "moetune.constraints"
 VALIDATION = "moetune.validation"
+NOISE = "moetune.noise"
+STOP = "moetune.stop"
+SERVICE = "moetune.service"
 
 RECIPE = "recipe"
 MODEL_ARGS = "model_args"
@@ -67,5 +76,8 @@ REASONS = "reasons"
 OUTCOMES = ("complete", "infeasible", "pruned", "fail")
 
 # Constraint names used besides the spec's own limits (value 1.0 = violated, -1.0 = satisfied).
+# OUT_OF_MEMORY is violated by a trial that broke a resource limit: out of memory (in the trainer,
+# or its worker killed by Ray's memory monitor) or past resources.trial_timeout_s; REASONS say
+# which.
 DIVERGED = "diverged"
 OUT_OF_MEMORY = "out_of_memory"

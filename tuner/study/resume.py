@@ -20,9 +20,15 @@ class ResumeSpecError(ValueError):
     """A spec given on resume changes what the stored study's trials mean."""
 
 
-# Fields a resume may change: how many trials and how they are placed, not what they measure.
+# Fields a resume may change: how many trials, how they are placed and the guards around them,
+# not what they measure.
 RESUMABLE_CHANGES = frozenset({"study.n_trials", "study.max_concurrent",
-                               "resources.cpus_per_trial", "resources.gpus_per_trial"})
+                               "resources.cpus_per_trial", "resources.gpus_per_trial",
+                               "resources.trial_timeout_s", "data.max_corpus_gb"})
+# A point whose trial was interrupted is queued again, but not past this many re-runs: a point
+# that keeps taking its driver down (say, by exhausting the host's memory) must not stall a
+# study that is resumed again and again.
+MAX_RERUNS = 2
 
 
 def check_resume_spec(stored: StudySpec, new: StudySpec) -> None:
@@ -74,11 +80,22 @@ def n_done(study: optuna.Study) -> int:
     return sum(counts_toward_target(t) for t in study.get_trials(deepcopy=False))
 
 
-def reap_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage) -> list[int]:
-    """Mark every RUNNING trial FAIL ("interrupted") and queue its params to be re-run.
+def reruns_of(study: optuna.Study, t: FrozenTrial) -> int:
+    """How many times ``t``'s point has already been re-run (its RERUN_OF chain's length)."""
+    by_number = {x.number: x for x in study.get_trials(deepcopy=False)}
+    n, cur = 0, t
+    while records.RERUN_OF in cur.user_attrs and cur.user_attrs[records.RERUN_OF] in by_number:
+        n, cur = n + 1, by_number[cur.user_attrs[records.RERUN_OF]]
+    return n
 
-    Only call this when no driver is running the study: with ask/tell there is no heartbeat,
-    so a RUNNING trial after a driver died stays RUNNING forever unless reaped here.
+
+def reap_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage) -> list[int]:
+    """Mark every RUNNING trial FAIL ("interrupted") and queue its params to be re-run (at
+    most `MAX_RERUNS` times per point).
+
+    Only the driver holding the study's lease (`tuner.study.lease`) calls this: with ask/tell
+    there is no trial heartbeat, so a RUNNING trial after a driver died stays RUNNING forever
+    unless reaped here.
     """
     reaped = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -87,8 +104,10 @@ def reap_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage) 
         storage.set_trial_user_attr(t._trial_id, records.REASONS,
                                     [Reason(kind="interrupted").to_list()])
         study.tell(t.number, state=TrialState.FAIL)
+        reaped.append(t.number)
+        if reruns_of(study, t) >= MAX_RERUNS:
+            continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             study.enqueue_trial(t.params, user_attrs={records.RERUN_OF: t.number})
-        reaped.append(t.number)
     return reaped

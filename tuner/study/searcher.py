@@ -10,6 +10,10 @@ reads the storage instead of a pickle.
 
 Trials are asked one at a time when Ray asks (``suggest``); with ``max_concurrent = 1`` the
 sequence of proposals depends only on the spec, the seed and the results.
+
+Ray Tune pickles its search algorithm into the experiment folder (``tuner.pkl``). The searcher
+pickles without its Optuna study, whose storage engine carries the database URL and its
+password: a secret never reaches a Ray file, and nothing reads the searcher back from one.
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ class _Live:
     recipe: Recipe
     eval_curve: list[list[float | str]] = field(default_factory=list)
     env: dict[str, Any] = field(default_factory=dict)
+    final: dict[str, Any] | None = None  # the trial's final report, once it arrived
+    # why the driver ended the trial (a time limit) or why its worker died (out of memory)
+    ended_by: TrialReport | None = None
 
 
 class StudySearcher(Searcher):
@@ -70,7 +77,8 @@ class StudySearcher(Searcher):
 
     def __init__(self, *, study: optuna.Study, spec: StudySpec, model_args: ModelArgs,
                  n_to_run: int, tally: Tally | None = None,
-                 on_change: Callable[[Tally], None] | None = None) -> None:
+                 on_change: Callable[[Tally], None] | None = None,
+                 stopping: Any = None) -> None:
         super().__init__(metric=METRIC, mode="min")
         self._study = study
         self._spec = spec
@@ -81,6 +89,9 @@ class StudySearcher(Searcher):
         self._live: dict[str, _Live] = {}
         self.tally = tally or Tally()
         self._on_change = on_change or (lambda t: None)
+        # the run's stop flag (``is_set()``): once set, no trial starts, and a trial Ray stops
+        # without its final report is interrupted (re-run on resume), not pruned
+        self._stopping = stopping
 
     # -- Ray's Searcher API ------------------------------------------------------------------
 
@@ -90,7 +101,7 @@ class StudySearcher(Searcher):
 
     # ray declares Optional[Dict], but documents and checks for the Searcher.FINISHED string too
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]
-        while self._left > 0:
+        while self._left > 0 and not self._stop_requested():
             self._left -= 1
             trial = self._study.ask()
             try:
@@ -115,6 +126,8 @@ class StudySearcher(Searcher):
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         live = self._live.get(trial_id)
+        if live is not None and FINAL_KEY in result:
+            live.final = result  # kept: the worker may die before Ray completes the trial
         if live is None or TIME_ATTR not in result:
             return
         live.eval_curve.append([int(result[TIME_ATTR]), _num(result[METRIC])])
@@ -127,6 +140,10 @@ class StudySearcher(Searcher):
         live = self._live.get(trial_id)
         if live is None:
             return
+        if self._stop_requested() and live.ended_by is None and live.final is None \
+                and not (result and FINAL_KEY in result):
+            self._abandon(trial_id)  # stopped by the driver's stop, not by ASHA
+            return
         try:
             outcome = self._outcome(live, result, error)
         except Exception as e:
@@ -136,6 +153,11 @@ class StudySearcher(Searcher):
         self._finish(trial_id, outcome)
 
     def _outcome(self, live: _Live, result: dict | None, error: bool) -> Outcome:
+        if live.ended_by is not None:
+            return decide(live.ended_by, spec=self._spec, recipe=live.recipe,
+                          model_args=self._model_args, observed=self._observed())
+        if not (result and FINAL_KEY in result) and live.final is not None:
+            result = live.final
         if result and FINAL_KEY in result:
             report = TrialReport.from_dict(json.loads(result[FINAL_KEY]))
             self._write_report_attrs(live, report)
@@ -156,6 +178,30 @@ class StudySearcher(Searcher):
         live.trial.set_user_attr(records.EVAL_CURVE, live.eval_curve)
         self._record(live.trial, outcome)
 
+    # -- trials the driver ends, or whose worker dies ----------------------------------------
+
+    def time_out(self, trial_id: str, limit_s: float) -> None:
+        """The trial ran past the spec's wall-clock limit: it ends infeasible (reason
+        ``timeout``) when Ray reports it ended, whatever it reports."""
+        live = self._live.get(trial_id)
+        if live is not None and live.final is None:
+            live.ended_by = TrialReport(status="timeout", environment=live.env, reason=Reason(
+                kind="timeout", detail=f"ran longer than resources.trial_timeout_s = {limit_s:g}"))
+
+    def worker_died(self, trial_id: str, error_text: str) -> None:
+        """Ray says the trial's worker died; when Ray's memory monitor killed it, the trial
+        ends infeasible (out of memory) rather than failed."""
+        live = self._live.get(trial_id)
+        if live is not None and live.ended_by is None and _killed_for_memory(error_text):
+            live.ended_by = TrialReport(status="oom", environment=live.env, reason=Reason(
+                kind="out_of_memory", detail="the worker was killed by Ray's memory monitor"))
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the study (its storage URL may carry a password), the callback and the
+        stop flag (in-process only, and it may hold the study too)."""
+        return {**self.__dict__, "_study": None, "_on_change": None, "_live": {},
+                "_stopping": None}
+
     def save(self, checkpoint_path: str) -> None:
         """Nothing to save: the Optuna storage is the searcher's state (no pickle resume)."""
 
@@ -168,12 +214,19 @@ class StudySearcher(Searcher):
         """Tell every trial still in flight FAIL (the driver is stopping) and queue its params,
         so that a resume re-runs exactly these points."""
         for trial_id in list(self._live):
-            live = self._live.pop(trial_id)
-            self.tally.running -= 1
-            self.tally.interrupted += 1
-            self._record(live.trial, _failed("interrupted"), count=False)
-            self._study.enqueue_trial(live.trial.params,
-                                      user_attrs={records.RERUN_OF: live.trial.number})
+            self._abandon(trial_id)
+
+    def _abandon(self, trial_id: str) -> None:
+        live = self._live.pop(trial_id)
+        self.tally.running -= 1
+        self.tally.interrupted += 1
+        live.trial.set_user_attr(records.EVAL_CURVE, live.eval_curve)
+        self._record(live.trial, _failed("interrupted"), count=False)
+        self._study.enqueue_trial(live.trial.params,
+                                  user_attrs={records.RERUN_OF: live.trial.number})
+
+    def _stop_requested(self) -> bool:
+        return self._stopping is not None and bool(self._stopping.is_set())
 
     def _write_report_attrs(self, live: _Live, report: TrialReport) -> None:
         t = live.trial
@@ -230,6 +283,14 @@ class StudySearcher(Searcher):
         done = self._study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         return {name: [t.values[i] for t in done if math.isfinite(t.values[i])]
                 for i, (name, _) in enumerate(self._spec.objectives)}
+
+
+def _killed_for_memory(error_text: str) -> bool:
+    """Whether Ray's error for a dead worker says its memory monitor killed it: Ray raises
+    ``ray.exceptions.OutOfMemoryError`` ("Task was killed due to the node running low on
+    memory", https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html)."""
+    text = error_text.lower()
+    return "outofmemoryerror" in text or "running low on memory" in text
 
 
 def _pruned(live: _Live) -> Outcome:

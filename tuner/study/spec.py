@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random", "auto")
 SCHEDULERS = ("auto", "asha", "none")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch: no "\n" at the end
 STDLIB_CORPUS = "stdlib"  # load_corpus's name for the built-in corpus, not a path
 SECTIONS = ("study", "model", "data", "budget", "objectives", "constraints", "pruning",
             "resources", "full_run", "space")
@@ -75,6 +75,8 @@ class ModelSection:
 class DataSection:
     corpus: str = STDLIB_CORPUS  # or an absolute path, once validated
     vocab_size: int = 0  # 0 = the corpus' own; else must equal it (256 for byte corpora)
+    # a larger corpus is refused before any trial runs (every worker maps it)
+    max_corpus_gb: float = 8.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +96,9 @@ class PruningSection:
 class ResourcesSection:
     cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0
+    # wall-clock seconds one trial may run; a trial past it is ended and recorded infeasible
+    # (reason "timeout"). An hour: 10-100x a proxy trial of the shipped presets on a CPU.
+    trial_timeout_s: float = 3600.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,12 +177,19 @@ def load_spec(path: str | Path, *, overrides: Mapping[str, Any] | None = None) -
         raise SpecError(f"spec: must be an existing file, but got {str(path)!r}.")
     try:
         table = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise SpecError(f"{path}: not valid TOML ({e}).") from None
+    except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError; an int of > 4300 digits
+        raise SpecError(f"{path}: not valid TOML ({_first_line(e)}).") from None
+    except RecursionError:
+        raise SpecError(f"{path}: not valid TOML (arrays or tables nested too deep for the "
+                        "parser).") from None
     for dotted, value in (overrides or {}).items():
         section, key = dotted.split(".", 1)
         table.setdefault(section, {})[key] = value
     return spec_from_dict(table, base_dir=path.resolve().parent)
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
 
 
 def spec_from_dict(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySpec:
@@ -203,6 +215,8 @@ def parse_spec(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySp
     data = _section(DataSection, d.get("data", {}), "data")
     _require(isinstance(data.vocab_size, int) and data.vocab_size >= 0, "data.vocab_size",
              "must be an integer >= 0 (0 = the corpus' own)", data.vocab_size)
+    _require(data.max_corpus_gb > 0, "data.max_corpus_gb", "must be > 0 (GB)",
+             data.max_corpus_gb)
     budget = _section(BudgetSection, d.get("budget", {}), "budget")
     pruning = _section(PruningSection, d.get("pruning", {}), "pruning")
     budget, pruning = _relative_defaults(budget, pruning, d)
@@ -306,7 +320,7 @@ def _kind(t: type | tuple[type, ...]) -> str:
 
 
 def _check_study(s: StudySection) -> None:
-    _require(bool(NAME_RE.match(s.name)), "study.name",
+    _require(bool(NAME_RE.fullmatch(s.name)), "study.name",
              "must be 1-64 characters of letters, digits, '_', '-', '.' (a folder name)", s.name)
     _require(s.n_trials >= 1, "study.n_trials", "must be >= 1", s.n_trials)
     _require(s.max_concurrent >= 1, "study.max_concurrent", "must be >= 1", s.max_concurrent)
@@ -407,7 +421,8 @@ def _check_corpus(data: DataSection, seq_len: int) -> None:
     from trainers.data import load_corpus  # torch: only commands that check inputs need it
 
     try:
-        corpus = load_corpus(data.corpus, vocab_size=data.vocab_size or None)
+        corpus = load_corpus(data.corpus, vocab_size=data.vocab_size or None,
+                             max_bytes=max_corpus_bytes(data))
     except (ValueError, OSError) as e:
         raise SpecError(f"data.corpus: {str(e).removeprefix('corpus: ')}") from None
     # load_corpus ignores vocab_size for "stdlib" but rejects it for a text file; one rule
@@ -421,9 +436,16 @@ def _check_corpus(data: DataSection, seq_len: int) -> None:
         raise SpecError(f"data.corpus: {e}") from None
 
 
+def max_corpus_bytes(data: DataSection) -> int:
+    """``data.max_corpus_gb`` in bytes (GB = 10**9 bytes)."""
+    return int(data.max_corpus_gb * 1e9)
+
+
 def _check_resources(r: ResourcesSection) -> None:
     _require(r.cpus_per_trial > 0, "resources.cpus_per_trial", "must be > 0", r.cpus_per_trial)
     _require(r.gpus_per_trial >= 0, "resources.gpus_per_trial", "must be >= 0", r.gpus_per_trial)
+    _require(r.trial_timeout_s > 0, "resources.trial_timeout_s", "must be > 0 (seconds)",
+             r.trial_timeout_s)
 
 
 def _objectives(table: Mapping[str, Any]) -> tuple[tuple[str, Direction], ...]:

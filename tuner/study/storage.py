@@ -21,6 +21,10 @@ class SchemaError(ValueError):
     """The study was written by a newer moetune whose records this version cannot read."""
 
 
+class IncompleteStudy(ValueError):
+    """The study's driver died while creating it: Optuna's study exists, its spec does not."""
+
+
 def create_study(spec: StudySpec, storage: optuna.storages.BaseStorage,
                  sampler: optuna.samplers.BaseSampler) -> optuna.Study:
     """Create the study; refuses a name that exists (never joins someone else's study)."""
@@ -29,6 +33,18 @@ def create_study(spec: StudySpec, storage: optuna.storages.BaseStorage,
                               "use `moetune resume` (or submit --resume) to continue it.")
     study = optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler,
                                 directions=[d for _, d in spec.objectives])
+    finish_creation(study, spec)
+    return study
+
+
+def is_complete(study: optuna.Study) -> bool:
+    """Whether the study got its moetune attributes (Optuna creates a study and its attributes
+    in separate commits, and a driver may die in between)."""
+    return records.SPEC in study.user_attrs
+
+
+def finish_creation(study: optuna.Study, spec: StudySpec) -> None:
+    """Record the study's moetune attributes: its spec, objectives, constraints, schema."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names([n for n, _ in spec.objectives])
@@ -36,7 +52,6 @@ def create_study(spec: StudySpec, storage: optuna.storages.BaseStorage,
     study.set_user_attr(records.SPEC, spec.to_dict())
     study.set_user_attr(records.OBJECTIVES, [list(o) for o in spec.objectives])
     study.set_user_attr(records.CONSTRAINTS, dict(spec.constraints))
-    return study
 
 
 def load_study(name: str, storage: optuna.storages.BaseStorage,
@@ -83,7 +98,16 @@ def migrate(study: optuna.Study) -> int:
 def stored_spec(study: optuna.Study) -> StudySpec:
     """The spec the study was submitted with (space inline, so no file is needed). Parsed
     only: the corpus and model files are checked by the command that uses them
-    (`tuner.study.spec.check_inputs`), once."""
+    (`tuner.study.spec.check_inputs`), once.
+
+    Raises:
+        IncompleteStudy: the study has no stored spec (its creating driver died).
+    """
+    if not is_complete(study):
+        raise IncompleteStudy(
+            f"study {study.study_name!r} has no stored spec: the driver creating it stopped "
+            "before recording it. `moetune submit SPEC --resume` with its spec file finishes "
+            "creating it and runs it.")
     return parse_spec(study.user_attrs[records.SPEC])
 
 

@@ -44,6 +44,7 @@ class TrialJob:
     # folder, where a relative path would name nothing
     corpus: str
     vocab_size: int
+    max_corpus_bytes: int  # checked again here: a folder may have grown since the spec check
     token_budget: int
     eval_every_tokens: int
     seed: int
@@ -73,7 +74,8 @@ def train_and_report(config: dict[str, Any], *, job: TrialJob, trainer: Trainer,
 
     try:
         recipe = Recipe.from_dict(config["recipe"])
-        data = load_corpus(job.corpus, vocab_size=job.vocab_size or None)
+        data = load_corpus(job.corpus, vocab_size=job.vocab_size or None,
+                           max_bytes=job.max_corpus_bytes)
         env["corpus_hash"] = data.hash
         result = trainer(ModelArgs.from_dict(job.model_args), recipe, data=data,
                          token_budget=job.token_budget, seed=job.seed, on_eval=on_eval,

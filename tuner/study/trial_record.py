@@ -27,7 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from trainers.model_args import ModelArgs
 from trainers.recipe import Recipe
-from trainers.result import to_float
+from trainers.result import is_usable, to_float
 from tuner.study import records
 from tuner.study.reasons import Reason, from_lists, join_text, parse_reason_text
 
@@ -60,7 +60,7 @@ def is_feasible(state: TrialState, values: Sequence[float] | None,
                 constraints: Mapping[str, float]) -> bool:
     """The one feasibility rule (module docstring)."""
     return (state == TrialState.COMPLETE and values is not None
-            and all(math.isfinite(v) for v in values)
+            and all(is_usable(v) for v in values)
             and all(v <= 0.0 for v in constraints.values()))
 
 
@@ -124,7 +124,9 @@ def trial_record(t: FrozenTrial, objectives: Sequence[Objective]) -> TrialRecord
     """Decode one FrozenTrial."""
     attrs = t.user_attrs
     constraints = {str(k): float(v) for k, v in dict(t.constraints).items()}
-    values = {o.name: float(v) for o, v in zip(objectives, t.values or (), strict=False)}
+    # a stored value beyond trainers.result.MAX_MAGNITUDE reads as NaN: it cannot break a plot
+    values = {o.name: float(v) if is_usable(float(v)) else math.nan
+              for o, v in zip(objectives, t.values or (), strict=False)}
     reasons = _reasons(t, constraints)
     return TrialRecord(
         number=t.number, state=t.state, outcome=str(attrs.get(records.OUTCOME)

@@ -1,0 +1,131 @@
+"""What to run: the study's recommended recipe in words, the alternatives on the Pareto front and
+what each trades, how sure the study can be, what to check, and the command that exports it.
+
+The recommendation is the knee of the front (the best balance of the objectives; with one
+objective, the best trial): the trial `moetune export --pick knee` takes. It opens ranked.md and
+report.html, and `moetune submit` prints it when the study ends.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from reports.snapshot import Snapshot
+from tuner.study import records
+from tuner.study.diagnostics import edge_warnings, unvaried_warnings
+from tuner.study.ranking import pareto_front, study_knee
+from tuner.study.trial_record import TrialRecord
+
+MAX_ALTERNATIVES = 4
+LOAD_DEPENDENT = ("tokens_per_s", "train_time_s")  # measured on a machine other work shares
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recommendation:
+    trial: int
+    single: bool  # one objective: the best trial; several: the knee of the front
+    recipe: str  # the searched knobs, in words
+    values: dict[str, float]
+    alternatives: list[str] = field(default_factory=list)  # "#7: ... trades ..."
+    confidence: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    command: str = ""
+
+
+def recommend(snapshot: Snapshot) -> Recommendation | None:
+    """The recommendation of a snapshot (None without a feasible trial)."""
+    recs = snapshot.records
+    objectives = snapshot.objectives
+    knee = study_knee(recs, objectives)
+    if knee is None:
+        return None
+    feasible = [r for r in recs if r.feasible]
+    front = pareto_front(feasible, objectives)
+    finished = [r for r in recs if r.trained]
+    warnings = edge_warnings(snapshot.trials, knee.number, finished)
+    warnings += unvaried_warnings(feasible)
+    for o in objectives:
+        if o.name in LOAD_DEPENDENT:
+            warnings.append(f"objective {o.name} is each trial's own measurement on a machine "
+                            "other work may share: it measures the load as much as the recipe, "
+                            "so its differences may not be the recipe's.")
+    return Recommendation(
+        trial=knee.number, single=len(objectives) == 1, recipe=_recipe_words(knee),
+        values=dict(knee.values),
+        alternatives=[_trade(r, knee, snapshot) for r in front if r.number != knee.number]
+        [:MAX_ALTERNATIVES],
+        confidence=_confidence(snapshot, feasible, front),
+        warnings=warnings, command=_command(snapshot, single=len(objectives) == 1))
+
+
+def _recipe_words(r: TrialRecord) -> str:
+    parts = []
+    for name, value in sorted(r.params.items()):
+        parts.append(f"{name} {value:.3g}" if isinstance(value, float) else f"{name} {value}")
+    return ", ".join(parts) or "the spec's fixed recipe"
+
+
+def _trade(r: TrialRecord, knee: TrialRecord, snapshot: Snapshot) -> str:
+    changes = []
+    for o in snapshot.objectives:
+        a, b = knee.values[o.name], r.values[o.name]
+        if a == b or not (math.isfinite(a) and math.isfinite(b)):
+            continue
+        rel = (b - a) / abs(a) if a else math.inf
+        better = (b < a) == (o.direction == "minimize")
+        changes.append(f"{o.name} {rel:+.1%} ({'better' if better else 'worse'})")
+    return f"#{r.number} ({_recipe_words(r)}): " + (", ".join(changes) or "same values")
+
+
+def _confidence(snapshot: Snapshot, feasible: list[TrialRecord],
+                front: list[TrialRecord]) -> list[str]:
+    n = len(snapshot.records)
+    lines = [f"{len(feasible)} feasible of {n} trials; {len(front)} on the Pareto front."]
+    noise = snapshot.study_user_attrs.get(records.NOISE)
+    if noise:
+        lines.append(f"Run-to-run noise of val_loss (measured, {noise.get('how', '')}): "
+                     f"±{float(noise['sd']):.3g}; differences below that are ties.")
+    else:
+        lines.append("Run-to-run noise was not measured for this study: small differences in "
+                     "val_loss may be noise (re-run the top trials with other seeds, or "
+                     "`moetune rerun`, to see their spread).")
+    check = snapshot.study_user_attrs.get(records.VALIDATION)
+    if check:
+        stays = "stays on top" if check.get("chosen_stays_on_top") else "does NOT stay on top"
+        lines.append(f"Transfer (measured by `moetune validate` at {check.get('scale')}x width): "
+                     f"Spearman {check.get('spearman')}; the best-loss trial {stays}.")
+    else:
+        lines.append(f"Transfer to a larger model not checked yet: `moetune validate "
+                     f"{snapshot.study_name} --top 5 --scale 2`.")
+    return lines
+
+
+def _command(snapshot: Snapshot, *, single: bool) -> str:
+    spec = snapshot.study_user_attrs.get(records.SPEC) or {}
+    full = spec.get("full_run") or {}
+    target = full.get("target") or (spec.get("model") or {}).get("full") or "deepseek-v3-671b"
+    return (f"moetune export {snapshot.study_name} --pick {'best-loss' if single else 'knee'} "
+            f"--target {target} --hardware {full.get('hardware', 'h800')} "
+            f"--gpus {full.get('gpus', 2048)} --tokens {float(full.get('tokens', 14.8e12)):g} "
+            f"--format megatron --out {snapshot.study_name}.args")
+
+
+def markdown(rec: Recommendation | None) -> list[str]:
+    """The recommendation as ranked.md's first section."""
+    if rec is None:
+        return ["## Recommendation", "", "No feasible trial yet: nothing to recommend."]
+    values = ", ".join(f"{k} = {v:.4g}" for k, v in rec.values.items())
+    why = ("It is the best trial, the one `--pick best-loss` exports." if rec.single else
+           "It is the knee of the Pareto front: the best balance of the objectives, the trial "
+           "`--pick knee` exports.")
+    out = ["## Recommendation", "", f"**Run trial #{rec.trial}**: {rec.recipe} ({values}). {why}",
+           ""]
+    if rec.alternatives:
+        out += ["Alternatives on the front, against it:", ""]
+        out += [f"- {a}" for a in rec.alternatives] + [""]
+    out += ["How sure:", ""] + [f"- {c}" for c in rec.confidence] + [""]
+    if rec.warnings:
+        out += ["Check:", ""] + [f"- {w}" for w in rec.warnings] + [""]
+    out += ["Launch it:", "", "```bash", rec.command, "```"]
+    return out

@@ -1,0 +1,50 @@
+"""The report opens with what to run: the knee in words, what the alternatives trade, how sure
+the study can be, what to check, and the export command."""
+
+from __future__ import annotations
+
+from synthetic_studies import add, new_study, random_study
+
+import reports
+from reports.recommend import markdown, recommend
+from tuner.export.pick import Pick, pick_trial
+
+
+def test_the_recommendation_is_the_knee_with_its_trade_offs(tmp_path):
+    study = random_study(n=30, seed=1, trained=True)
+    rec = recommend(reports.take_snapshot(study))
+    assert rec is not None and not rec.single
+    assert rec.trial == pick_trial(study, Pick(kind="knee")).record.number
+    front = reports.trials_frame(study).query("pareto_rank == 1")
+    assert len(rec.alternatives) == min(4, len(front) - 1)
+    assert all(("better" in a) and ("worse" in a) for a in rec.alternatives)  # a real trade
+    assert rec.command.startswith("moetune export random --pick knee --target ")
+    md = (reports.build(study, tmp_path)["ranked_md"]).read_text()
+    assert md.index("## Recommendation") < md.index("## Summary")
+    assert f"**Run trial #{rec.trial}**" in md and "Run-to-run noise was not measured" in md
+    html = (tmp_path / "report.html").read_text()
+    assert f"Run trial #{rec.trial}</b>" in html
+
+
+def test_warnings_name_an_edge_value_an_unvaried_knob_and_a_load_dependent_objective():
+    objectives = [["val_loss", "minimize"], ["tokens_per_s", "maximize"]]
+    study = new_study(objectives=objectives)
+    for lr, loss, speed in ((9.9e-3, 2.0, 10.0), (1e-3, 2.5, 12.0), (3e-4, 3.0, 9.0)):
+        add(study, values=[loss, speed], trained=True,
+            params={"lr": lr, "warmup_fraction": 0.05, "precision": "bf16"})
+    rec = recommend(reports.take_snapshot(study))
+    text = " ".join(rec.warnings)
+    assert "lr = 0.0099 sits at the top of [0.0001, 0.01]" in text
+    assert "warmup_fraction never varied" in text and "precision never varied" in text
+    assert "objective tokens_per_s is each trial's own measurement" in text
+
+
+def test_one_objective_recommends_the_best_trial_and_no_trial_says_so():
+    study = new_study(objectives=[["val_loss", "minimize"]])
+    assert markdown(recommend(reports.take_snapshot(study)))[-1].startswith("No feasible")
+    for loss in (3.0, 2.2, 2.6):
+        add(study, values=[loss], trained=True,
+            params={"lr": 1e-3 * loss, "warmup_fraction": 0.05, "precision": "bf16"})
+    rec = recommend(reports.take_snapshot(study))
+    assert rec.single and rec.values == {"val_loss": 2.2} and "--pick best-loss" in rec.command
+    assert "the one `--pick best-loss` exports" in "\n".join(markdown(rec))
