@@ -1,4 +1,4 @@
-"""Open a report in headless Chromium and say what a reader's browser would see.
+"""Open a page in headless Chromium and say what a reader's browser would see.
 
 Drives Chromium over the DevTools protocol (a minimal WebSocket client, standard library only):
 collects console errors, uncaught exceptions and every network request the page makes (a
@@ -56,24 +56,93 @@ def check_page(path: str | Path, *, screenshot: str | Path | None = None,
         FileNotFoundError: no Chromium on PATH.
         TimeoutError: the page did not finish loading within `timeout_s`.
     """
-    exe = find_browser()
-    if exe is None:
-        raise FileNotFoundError(f"no browser found on PATH (looked for {', '.join(BROWSERS)})")
-    profile = tempfile.mkdtemp(prefix="moetune-chromium-")  # a fresh profile every time
-    proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        port = _devtools_port(Path(profile), proc, timeout_s)
-        with _Cdp(_page_ws_url(port)) as cdp:
-            return _drive(cdp, Path(path).resolve(), screenshot, size, settle_s, timeout_s)
-    finally:
-        proc.terminate()
+    with Browser(size=size, timeout_s=timeout_s) as browser:
+        return _drive(browser, Path(path).resolve(), screenshot, settle_s, timeout_s)
+
+
+class Browser:
+    """A headless Chromium with a fresh profile, driven over DevTools: `goto` a URL, `evaluate`
+    script in the page, take a `screenshot`. Every DevTools event is kept in `events`.
+
+        >>> with Browser() as b:                        # doctest: +SKIP
+        ...     b.goto("http://127.0.0.1:8470/")
+        ...     b.evaluate("document.title")
+
+    Raises:
+        FileNotFoundError: no Chromium on PATH (on entering).
+    """
+
+    def __init__(self, *, size: tuple[int, int] = (1400, 2000), timeout_s: float = 60.0) -> None:
+        self._size = size
+        self._timeout_s = timeout_s
+
+    def __enter__(self) -> Browser:
+        exe = find_browser()
+        if exe is None:
+            raise FileNotFoundError(f"no browser found on PATH (looked for "
+                                    f"{', '.join(BROWSERS)})")
+        self._profile = Path(tempfile.mkdtemp(prefix="moetune-chromium-"))
+        self._proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={self._profile}",
+                                       "about:blank"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            proc.wait(timeout=10)
+            port = _devtools_port(self._profile, self._proc, self._timeout_s)
+            self.cdp = _Cdp(_page_ws_url(port))
+            for domain in ("Runtime", "Log", "Network", "Page"):
+                self.cdp.call(f"{domain}.enable")
+            self.cdp.call("Emulation.setDeviceMetricsOverride", width=self._size[0],
+                          height=self._size[1], deviceScaleFactor=1, mobile=False)
+        except BaseException:
+            self._close_process()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cdp.sock.close()
+        self._close_process()
+
+    @property
+    def events(self) -> list[tuple[str, dict]]:
+        return self.cdp.events
+
+    def goto(self, url: str) -> None:
+        """Navigate and wait until the page has loaded."""
+        self.cdp.call("Page.navigate", url=url)
+        _wait_loaded(self.cdp, url, self._timeout_s)
+
+    def evaluate(self, expression: str) -> object:
+        """The value of a JavaScript expression in the page (awaited if it is a promise)."""
+        out = self.cdp.call("Runtime.evaluate", expression=expression, awaitPromise=True,
+                            returnByValue=True)
+        if "exceptionDetails" in out:
+            raise RuntimeError(f"{expression[:80]}: {out['exceptionDetails'].get('text')}")
+        return out["result"].get("value")
+
+    def wait_for(self, expression: str, timeout_s: float = 60.0) -> object:
+        """Poll a JavaScript expression until it is truthy; returns its value."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                value = self.evaluate(expression)
+            except RuntimeError:  # the page is navigating: ask again
+                value = None
+            if value:
+                return value
+            time.sleep(0.2)
+        raise TimeoutError(f"{expression[:80]} stayed false for {timeout_s} s")
+
+    def screenshot(self, path: str | Path) -> None:
+        png = self.cdp.call("Page.captureScreenshot", format="png")["data"]
+        Path(path).write_bytes(base64.b64decode(png))
+
+    def _close_process(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        _remove_profile(Path(profile))
+            self._proc.kill()
+            self._proc.wait()
+        _remove_profile(self._profile)
 
 
 def _remove_profile(profile: Path) -> None:
@@ -111,24 +180,17 @@ def _page_ws_url(port: int, timeout_s: float = 30.0) -> str:
     raise TimeoutError("browser opened no page")
 
 
-def _drive(cdp: _Cdp, path: Path, screenshot: str | Path | None, size: tuple[int, int],
-           settle_s: float, timeout_s: float) -> PageCheck:
+def _drive(browser: Browser, path: Path, screenshot: str | Path | None, settle_s: float,
+           timeout_s: float) -> PageCheck:
     result = PageCheck()
-    for domain in ("Runtime", "Log", "Network", "Page"):
-        cdp.call(f"{domain}.enable")
-    cdp.call("Emulation.setDeviceMetricsOverride", width=size[0], height=size[1],
-             deviceScaleFactor=1, mobile=False)
-    cdp.call("Page.navigate", url=path.as_uri())
-    _wait_loaded(cdp, path.as_uri(), timeout_s)
+    browser.goto(path.as_uri())
     time.sleep(settle_s)  # let Plotly finish drawing (it renders after load)
-    n = cdp.call("Runtime.evaluate",
-                 expression="[...document.querySelectorAll('.js-plotly-plot')]"
-                            ".filter(d => d.querySelector('.main-svg')).length")
-    result.n_plots = int(n["result"].get("value", 0))
+    n = browser.evaluate("[...document.querySelectorAll('.js-plotly-plot')]"
+                         ".filter(d => d.querySelector('.main-svg')).length")
+    result.n_plots = int(n) if isinstance(n, (int, float)) else 0
     if screenshot is not None:
-        png = cdp.call("Page.captureScreenshot", format="png")["data"]
-        Path(screenshot).write_bytes(base64.b64decode(png))
-    for method, params in cdp.events:
+        browser.screenshot(screenshot)
+    for method, params in browser.events:
         _record(result, method, params)
     return result
 

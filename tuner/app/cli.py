@@ -6,17 +6,22 @@ is one line here. Building the parser imports no heavy library: each handler imp
 uses (torch, Ray, pandas, plotting) when it runs, so ``moetune --help`` and ``moetune list``
 start at once.
 
-Exit codes: 0 success, 1 a run-time failure, 2 bad input (nothing written), 130 interrupted.
+Exit codes: 0 success, 1 a run-time failure, 2 bad input (nothing written), 130 interrupted by
+Ctrl-C (SIGINT), 143 stopped by SIGTERM; after either, in-flight trials are recorded as
+interrupted and ``moetune resume`` re-runs them.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
-from tuner.app.errors import UsageError
+from tuner.app.errors import UsageError, catch_sigterm, interrupted_exit_code
+from tuner.app.remote import add_server_options, remote_dispatch
 from tuner.app.startup import configure_logging
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -24,6 +29,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tuner.app.export_command",
     "tuner.app.validate_command",
     "tuner.app.report_command",
+    "tuner.app.control_commands",
+    "tuner.app.serve_command",
 )
 
 
@@ -34,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    add_server_options(subparsers)
     return parser
 
 
@@ -41,14 +49,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging()
+    before = catch_sigterm()
     try:
+        if getattr(args, "server", None):
+            return remote_dispatch(args)
         return int(args.handler(args) or 0)
     except UsageError as e:
         print(f"moetune {args.command}: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print("moetune: interrupted; `moetune resume` continues the study.", file=sys.stderr)
-        return 130
+        return interrupted_exit_code(e)
+    except BrokenPipeError:
+        # the reader went away (`moetune status | head`): stop quietly. Python's advice for
+        # SIGPIPE (https://docs.python.org/3/library/signal.html#note-on-sigpipe): point stdout
+        # at devnull so the interpreter's final flush cannot fail again, and exit 1.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, before)  # main() may be called in a longer-lived process
 
 
 if __name__ == "__main__":

@@ -1,0 +1,138 @@
+"""A real `moetune serve` process for the service tests, and a small HTTP client for it.
+
+A plain module (not conftest.py), imported by the service tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+SPEC = """
+[study]
+name = "{name}"
+n_trials = {n}
+max_concurrent = 2
+sampler = "random"
+[budget]
+tokens_per_trial = 300
+eval_every_tokens = 100
+[objectives]
+val_loss = "minimize"
+tokens_per_s = "maximize"
+[pruning]
+scheduler = "none"
+[space.params.lr]
+type = "float"
+low = 1e-4
+high = 1e-2
+log = true
+[space.params.warmup_fraction]
+type = "float"
+low = 0.0
+high = 0.2
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """``moetune serve`` in a subprocess on a free loopback port."""
+
+    def __init__(self, root: Path, *, trainer: str = "tuner.testing:slow_train",
+                 extra: tuple[str, ...] = ()) -> None:
+        self.root = root
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = root.parent / f"serve-{self.port}.log"
+        self._cmd = [sys.executable, "-m", "tuner", "serve", "--root", str(root), "--port",
+                     str(self.port), "--trainer", trainer, *extra]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 120.0) -> Server:
+        self.proc = subprocess.Popen(self._cmd, stdout=self.log.open("ab"),
+                                     stderr=subprocess.STDOUT, env={**os.environ},
+                                     start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"serve exited {self.proc.returncode}: "
+                                   f"{self.log.read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(self.url + "/openapi.json", timeout=2).close()
+                return self
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.5)
+        raise RuntimeError(f"serve did not answer in {timeout_s} s: {self.log.read_text()}")
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (the service and the Ray it started)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.kill()
+
+    def call(self, method: str, path: str, body: Any = None, *, token: str = "",
+             headers: dict[str, str] | None = None, raw: bytes | None = None
+             ) -> tuple[int, Any]:
+        """(status, decoded JSON or text) of one request."""
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None
+                                            else None)
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, _decode(r.read(), r.headers.get("content-type", ""))
+        except urllib.error.HTTPError as e:
+            return e.code, _decode(e.read(), e.headers.get("content-type", ""))
+
+    def wait_trials_running(self, name: str, *, timeout_s: float = 180.0) -> None:
+        """Until the study has a trial in flight."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            status, body = self.call("GET", f"/api/v1/studies/{name}")
+            if status == 200 and body["progress"]["running"] > 0:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"study {name}: no trial started within {timeout_s} s")
+
+    def wait_state(self, name: str, states: tuple[str, ...], *, token: str = "",
+                   timeout_s: float = 180.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        last: Any = None
+        while time.monotonic() < deadline:
+            status, last = self.call("GET", f"/api/v1/studies/{name}", token=token)
+            if status == 200 and last["state"] in states:
+                return dict(last)
+            time.sleep(0.5)
+        raise AssertionError(f"study {name} never reached {states}: {last}")
+
+
+def _decode(raw: bytes, content_type: str) -> Any:
+    if "json" in content_type:
+        return json.loads(raw or b"null")
+    return raw.decode(errors="replace")

@@ -1,0 +1,219 @@
+"""`moetune serve` as a team uses it: a real server process, fake trainers to keep it fast.
+
+submit → live progress → finished → report and export; cancel and resume with nothing lost;
+the service SIGKILLed mid-study and restarted: the study finishes with no trial lost or left
+RUNNING; bad input refused with the field named and nothing created; the CLI against it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+from service_process import SPEC, Server
+
+from trainers.presets import PUBLISHED_CONFIGS
+from tuner.app.cli import main
+from tuner.study import records
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = Server(tmp_path_factory.mktemp("service") / "root").start()
+    yield srv
+    srv.stop()
+
+
+def submit(server: Server, name: str, n: int = 4) -> dict:
+    status, body = server.call("POST", "/api/v1/studies", {"spec": SPEC.format(name=name, n=n)})
+    assert status == 201, body
+    assert body["state"] == "queued" and body["owner"] == "local"
+    return body
+
+
+def events(server: Server, name: str) -> list[dict]:
+    """Every progress event of the study's stream, until it ends."""
+    out = []
+    with urllib.request.urlopen(f"{server.url}/api/v1/studies/{name}/events", timeout=180) as r:
+        kind = ""
+        for raw in r:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: ") and kind == "progress":
+                out.append(json.loads(line[6:]))
+            elif line.startswith("data: ") and kind == "end":
+                break
+    return out
+
+
+def test_submit_streams_progress_then_report_and_export(server):
+    submit(server, "flow", n=4)
+    seen = events(server, "flow")
+    done = [e["progress"]["done"] for e in seen]
+    assert done == sorted(done) and done[-1] == 4  # progress only grows, to n_trials
+    assert any(e["state"] == "running" for e in seen) and seen[-1]["state"] == "finished"
+    final = seen[-1]
+    assert len(final["front"]) >= 1 and final["knee"] in final["front"]
+    assert all(t["curve"] for t in final["trials"] if t["outcome"] == "complete")
+    status, html = server.call("GET", "/api/v1/studies/flow/report")
+    assert status == 200 and "<html" in html.lower() and "flow" in html
+    status, text = server.call("POST", "/api/v1/studies/flow/export", {
+        "pick": "knee", "target": str(PUBLISHED_CONFIGS / "config_671B.json"), "gpus": 2048,
+        "tokens": 14.8e12, "format": "megatron"})
+    assert status == 200 and "--num-layers 61" in text
+    status, body = server.call("POST", "/api/v1/studies/flow/export", {
+        "pick": "knee", "target": "/nowhere.json", "gpus": 8, "tokens": 1e9})
+    assert status == 422 and "does not exist" in body["detail"]
+
+
+def test_cancel_mid_study_then_resume_loses_nothing(server):
+    submit(server, "cancel-me", n=6)
+    server.wait_trials_running("cancel-me")
+    status, body = server.call("POST", "/api/v1/studies/cancel-me/cancel")
+    assert status == 200 and body["state"] == "stopping"
+    d = server.wait_state("cancel-me", ("cancelled",))
+    assert d["progress"]["running"] == 0 and d["progress"]["done"] < 6
+    interrupted = [t for t in d["trials"] if t["reason"] == "interrupted"]
+    assert interrupted  # the trials in flight, queued to be re-run on resume
+    assert not [t for t in d["trials"] if t["outcome"] == "pruned"]  # never counted as done
+    assert server.call("POST", "/api/v1/studies/cancel-me/cancel")[0] == 409  # nothing to stop
+
+
+def test_cancelled_study_resumes_to_the_end(server):
+    submit(server, "resumable", n=6)
+    server.wait_state("resumable", ("running",))
+    server.call("POST", "/api/v1/studies/resumable/cancel")
+    server.wait_state("resumable", ("cancelled",))
+    status, body = server.call("POST", "/api/v1/studies/resumable/resume")
+    assert status == 200 and body["state"] == "queued"
+    d = server.wait_state("resumable", ("finished",))
+    assert d["progress"]["done"] == 6 and d["progress"]["running"] == 0
+    status, _ = server.call("DELETE", "/api/v1/studies/resumable")
+    assert status == 204
+    assert server.call("GET", "/api/v1/studies/resumable")[0] == 404
+
+
+@pytest.mark.parametrize(("body", "status", "words"), [
+    ({"spec": "[study\nname = 1"}, 422, ["spec", "not valid TOML"]),
+    ({"spec": "[study]\nname = '../etc'\n[space.params.lr]\ntype='float'\nlow=1\nhigh=2"}, 422,
+     ["study.name", "../etc"]),
+    ({"spec": SPEC.format(name="x", n=0)}, 422, ["study.n_trials", ">= 1", "0"]),
+    ({"spec": SPEC.format(name="x", n=2) + "[data]\ncorpus = 'rel/corpus.txt'\n"}, 422,
+     ["data.corpus", "absolute path", "rel/corpus.txt"]),
+    ({"spec": SPEC.format(name="x", n=2) + "[data]\ncorpus = '/no/such/corpus.txt'\n"}, 422,
+     ["data.corpus", "/no/such/corpus.txt"]),
+    ({"spec": SPEC.format(name="x", n=2).replace('[study]', "[study]\nstorage = "
+                                                  "'postgresql://u:pw@h/db'")}, 422,
+     ["study.storage", "must be empty"]),
+    ({"spec": SPEC.format(name="x", n=2).replace("[space.params.lr]",
+                                                  "[space]\nfile = '../x.toml'\n[space.p]")},
+     422, ["space.file", "../x.toml"]),
+    ({"nope": 1}, 422, ["spec"]),
+])
+def test_bad_submissions_name_the_field_and_create_nothing(server, body, status, words):
+    before = {s["name"] for s in server.call("GET", "/api/v1/studies")[1]}
+    got, out = server.call("POST", "/api/v1/studies", body)
+    assert got == status, out
+    text = json.dumps(out)
+    for w in words:
+        assert w in text
+    assert {s["name"] for s in server.call("GET", "/api/v1/studies")[1]} == before
+
+
+def test_oversized_and_unknown_requests(server):
+    status, out = server.call("POST", "/api/v1/studies", raw=b"x" * (300 * 1024))
+    assert status == 413 and "at most" in out["detail"]
+    assert server.call("GET", "/api/v1/studies/no-such-study")[0] == 404
+    assert server.call("GET", "/api/v1/studies/..%2Fetc")[0] == 404
+    submit(server, "dup", n=2)
+    status, out = server.call("POST", "/api/v1/studies", {"spec": SPEC.format(name="dup", n=2)})
+    assert status == 422 and out["field"] == "study.name"
+
+
+def test_the_dashboard_is_mounted_read_only(server):
+    status, page = server.call("GET", "/dashboard")
+    assert status == 200 and "Optuna Dashboard" in page
+    status, studies = server.call("GET", "/api/studies")  # the dashboard's own API: readable
+    assert status == 200 and "study_summaries" in json.dumps(studies)
+    status, out = server.call("POST", "/api/studies", {"study_name": "x",
+                                                      "directions": ["minimize"]})
+    assert status == 405 and "read-only" in out["detail"]
+    assert server.call("DELETE", "/api/studies/0")[0] == 405
+
+
+def test_the_cli_talks_to_the_service(server, tmp_path, capsys):
+    spec = tmp_path / "cli.toml"
+    spec.write_text(SPEC.format(name="from-cli", n=2))
+    assert main(["submit", str(spec), "--server", server.url]) == 0
+    assert "study from-cli queued" in capsys.readouterr().out
+    server.wait_state("from-cli", ("finished",))
+    assert main(["status", "from-cli", "--server", server.url]) == 0
+    out = capsys.readouterr().out
+    assert "from-cli: finished" in out and out.count("complete") >= 2
+    assert main(["cancel", "from-cli", "--server", server.url]) == 2  # finished: nothing to stop
+    assert "only a queued or running study" in capsys.readouterr().err
+    assert main(["list", "--server", "http://127.0.0.1:1"]) == 1  # nobody there
+    assert main(["submit", str(spec), "--server", server.url]) == 2  # the name exists
+    assert "study.name" in capsys.readouterr().err
+
+
+def test_a_service_killed_mid_study_is_restarted_and_finishes(tmp_path):
+    srv = Server(tmp_path / "root").start()
+    try:
+        submit(srv, "survivor", n=8)
+        srv.wait_trials_running("survivor")
+        srv.kill()  # the service and the local Ray it started
+        srv.start()
+        d = srv.wait_state("survivor", ("finished",), timeout_s=240)
+    finally:
+        srv.stop()
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'root' / 'service.db'}")
+    trials = optuna.load_study(study_name="survivor", storage=storage).trials
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 8 and d["progress"]["done"] == 8
+    # every interrupted trial was re-run: its parameters reappear in a later trial
+    for t in trials:
+        if t.user_attrs.get(records.REASON) == "interrupted":
+            assert any(u.user_attrs.get(records.RERUN_OF) == t.number for u in trials)
+
+
+def test_serve_refuses_unsafe_setups(tmp_path):
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tuner", "serve", "--root",
+                               str(tmp_path / "r"), *args], capture_output=True, text=True,
+                              timeout=120)
+
+    out = run("--host", "0.0.0.0")
+    assert out.returncode == 2 and "only with access tokens" in out.stderr
+    out = run("--address", "127.0.0.1:1")
+    assert out.returncode == 2 and "SQLite file cannot be shared" in out.stderr
+
+
+def test_the_dashboard_shows_infeasible_trials_as_infeasible(server):
+    """optuna-dashboard reads one `constraints` list; Optuna 5 stores a key per constraint. The
+    dashboard's read-only view adds the list; the stored trial (what samplers read) is as was."""
+    from tuner.app.service.dashboard import DashboardStorage, ReadOnlyStorage
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{server.root / 'service.db'}")
+    study = optuna.create_study(study_name="dash-constraints", storage=storage)
+    trial = study.ask()
+    trial.set_constraint("max_peak_memory_gb", 1.5)
+    trial.set_constraint("diverged", -1.0)
+    study.tell(trial, 2.0)
+    stored = study.trials[0]
+    view = DashboardStorage(storage)
+    seen = view.get_all_trials(study._study_id)[0]
+    assert sorted(seen.system_attrs["constraints"]) == [-1.0, 1.5]
+    assert "constraints" not in storage.get_trial(stored._trial_id).system_attrs
+    assert stored.constraints == {"max_peak_memory_gb": 1.5, "diverged": -1.0}
+    with pytest.raises(ReadOnlyStorage):
+        view.set_study_user_attr(study._study_id, "x", 1)
+    status, body = server.call("GET", f"/api/studies/{study._study_id}?after=0")
+    assert status == 200
+    assert sorted(body["trials"][0]["constraints"]) == [-1.0, 1.5]  # 1.5 > 0: infeasible

@@ -1,0 +1,158 @@
+"""Who may do what on the service: tokens for the API, a signed session with CSRF-checked forms
+for the browser; any user reads, only the owner or an admin changes a study."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+from service_process import SPEC, Server
+
+from reports.browser import Browser as BrowserSession
+from reports.browser import find_browser
+from tuner.app.cli import main
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory):
+    root = tmp_path_factory.mktemp("team") / "root"
+    tokens = {}
+    for user, admin in (("alice", False), ("bob", False), ("ops", True)):
+        argv = ["token", "create", user, "--root", str(root)] + (["--admin"] if admin else [])
+        import contextlib
+        import io
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(argv) == 0
+        tokens[user] = out.getvalue().strip()
+    srv = Server(root).start()
+    yield srv, tokens
+    srv.stop()
+
+
+def test_tokens_are_stored_hashed(team):
+    srv, tokens = team
+    db = (srv.root / "service.db").read_bytes()
+    assert all(t.encode() not in db for t in tokens.values())
+
+
+def test_no_or_unknown_token_is_401(team):
+    srv, _ = team
+    assert srv.call("GET", "/api/v1/studies")[0] == 401
+    assert srv.call("GET", "/api/v1/studies", token="not-a-token")[0] == 401
+    assert srv.call("GET", "/dashboard")[0] == 401  # the dashboard sits behind the same sign-in
+    assert srv.call("GET", "/api/studies")[0] == 401
+
+
+def test_only_the_owner_or_an_admin_changes_a_study(team):
+    srv, tokens = team
+    status, body = srv.call("POST", "/api/v1/studies", {"spec": SPEC.format(name="alices", n=4)},
+                            token=tokens["alice"])
+    assert status == 201 and body["owner"] == "alice"
+    assert srv.call("GET", "/api/v1/studies/alices", token=tokens["bob"])[0] == 200  # reads
+    status, out = srv.call("POST", "/api/v1/studies/alices/cancel", token=tokens["bob"])
+    assert status == 403 and "owner ('alice')" in out["detail"]
+    assert srv.call("DELETE", "/api/v1/studies/alices", token=tokens["bob"])[0] == 403
+    status, out = srv.call("POST", "/api/v1/studies/alices/cancel", token=tokens["ops"])
+    assert status == 200, out  # an admin may
+    srv.wait_state("alices", ("cancelled",), token=tokens["alice"])
+    assert srv.call("POST", "/api/v1/studies/alices/resume", token=tokens["bob"])[0] == 403
+    assert srv.call("DELETE", "/api/v1/studies/alices", token=tokens["alice"])[0] == 204
+
+
+class Browser:
+    """Form posts and a cookie, as a browser sends them (redirects not followed)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.cookie = ""
+
+    def request(self, method: str, path: str, form: dict[str, str] | None = None
+                ) -> tuple[int, str, dict[str, str]]:
+        data = urllib.parse.urlencode(form).encode() if form is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if form is not None:
+            req.add_header("Content-Type", "application/x-www-form-urlencoded")
+        if self.cookie:
+            req.add_header("Cookie", self.cookie)
+        opener = urllib.request.build_opener(_NoRedirect)
+        try:
+            with opener.open(req, timeout=60) as r:
+                return r.status, r.read().decode(), dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(), dict(e.headers)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return None
+
+
+def test_browser_sign_in_session_and_csrf(team):
+    srv, tokens = team
+    b = Browser(srv.url)
+    status, _, headers = b.request("GET", "/")
+    assert status == 303 and headers["location"] == "/signin"
+    assert b.request("POST", "/signin", {"token": "wrong"})[0] == 401
+    status, _, headers = b.request("POST", "/signin", {"token": tokens["bob"]})
+    cookie = headers["set-cookie"]
+    assert status == 303 and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    b.cookie = cookie.split(";")[0]
+    status, page, _ = b.request("GET", "/submit")
+    assert status == 200 and "sign out (bob)" in page
+    csrf = re.search(r"name='csrf' value='([0-9a-f]+)'", page).group(1)
+    spec = SPEC.format(name="bobs", n=2)
+    status, _, _ = b.request("POST", "/submit", {"spec": spec})  # a forged form: no CSRF token
+    assert status == 403
+    assert srv.call("GET", "/api/v1/studies/bobs", token=tokens["bob"])[0] == 404  # nothing made
+    status, page, _ = b.request("POST", "/submit", {"spec": "[study]\nname = 3\n",
+                                                    "csrf": csrf})
+    assert status == 422 and "data-field='study.name'" in page  # the error next to the field
+    status, _, headers = b.request("POST", "/submit", {"spec": spec, "csrf": csrf})
+    assert status == 303 and headers["location"] == "/studies/bobs"
+    status, page, _ = b.request("GET", "/studies/bobs")
+    assert status == 200 and "owner <b>bob</b>" in page
+    other = Browser(srv.url)
+    other.cookie = b.cookie.replace(b.cookie[-6:], "000000")  # tampered signature
+    assert other.request("GET", "/submit")[0] == 303
+
+
+@pytest.mark.skipif(find_browser() is None, reason="no Chromium on PATH (Debian: apt-get "
+                    "install -y chromium); .ci/run installs it")
+def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_path):
+    srv, tokens = team
+    js = json.dumps
+    with BrowserSession(size=(1300, 1000)) as b:
+        b.goto(f"{srv.url}/signin")
+        b.evaluate(f"document.querySelector('input[name=token]').value = {js(tokens['alice'])};"
+                   "document.querySelector('form').submit(); true")
+        b.wait_for(f"location.href === {js(srv.url + '/')}")
+        b.goto(f"{srv.url}/submit")
+        b.evaluate(f"document.querySelector('textarea').value = "
+                   f"{js(SPEC.format(name='in-browser', n=8))};"
+                   "document.querySelector('main form').submit(); true")
+        b.wait_for(f"location.href === {js(srv.url + '/studies/in-browser')}")
+        b.wait_for("document.readyState === 'complete'")
+        b.evaluate("window.__same_page = true")  # gone if the page reloads
+        first = b.wait_for("(document.getElementById('progress').textContent.match("
+                           "/^(\\d+)\\/8/) || [])[1]")
+        b.wait_for(f"Number((document.getElementById('progress').textContent.match("
+                   f"/^(\\d+)\\/8/) || [])[1]) > {first}", timeout_s=120)
+        assert b.evaluate("window.__same_page === true")  # updated live, not reloaded
+        assert b.evaluate("document.querySelectorAll('#trials tbody tr').length") >= 1
+        assert b.evaluate("document.querySelectorAll('#front circle').length") >= 1
+        b.screenshot(tmp_path / "study.png")
+        b.evaluate("[...document.querySelectorAll('form')].find(f => f.action.endsWith("
+                   "'/cancel')).submit(); true")
+        b.wait_for("['stopping', 'cancelled'].includes("
+                   "document.getElementById('state')?.textContent)")
+        b.goto(f"{srv.url}/api/v1/studies/in-browser/report")
+        assert "in-browser" in str(b.evaluate("document.title + document.body.innerText"))
+        errors = [p for m, p in b.events if m == "Runtime.exceptionThrown"]
+        assert errors == []
+    assert (tmp_path / "study.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,199 @@
+"""The command line against a service: ``--server URL`` (or ``$MOETUNE_SERVER``) sends
+``submit``, ``status``, ``list``, ``cancel``, ``delete``, ``resume``, ``report`` and ``export``
+to a running ``moetune serve`` with the same exit codes as locally (2: the service refused the
+input, naming the field; 1: it could not be reached or failed). The token comes from
+``$MOETUNE_TOKEN`` (not a flag: a flag would show in the process list).
+
+A remote ``submit`` returns once the study is queued, and says how to follow it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tomllib
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tuner.app.errors import UsageError
+
+REMOTE_COMMANDS = ("submit", "status", "list", "cancel", "delete", "resume", "report", "export")
+TIMEOUT_S = 60
+
+
+class RemoteError(RuntimeError):
+    """The service could not be reached or failed (exit 1)."""
+
+
+def add_server_options(subparsers: argparse._SubParsersAction) -> None:
+    """``--server`` on every command a service also answers."""
+    for name in REMOTE_COMMANDS:
+        parser = subparsers.choices.get(name)
+        if parser is not None:
+            parser.add_argument("--server", default=os.environ.get("MOETUNE_SERVER", ""),
+                                help="a moetune service's URL (default: $MOETUNE_SERVER); the "
+                                     "token comes from $MOETUNE_TOKEN")
+
+
+def remote_dispatch(args: argparse.Namespace) -> int:
+    """Run ``args.command`` against ``args.server``."""
+    client = Client(args.server, os.environ.get("MOETUNE_TOKEN", ""))
+    try:
+        return int(globals()[f"_{args.command}"](client, args))
+    except RemoteError as e:
+        print(f"moetune {args.command}: {e}", file=sys.stderr)
+        return 1
+
+
+class Client:
+    """JSON over HTTP with the bearer token; 4xx → UsageError (exit 2), else RemoteError."""
+
+    def __init__(self, server: str, token: str) -> None:
+        if not server.startswith(("http://", "https://")):
+            raise UsageError(f"--server: must be an http:// or https:// URL, but got {server!r}.")
+        self.server = server.rstrip("/")
+        self._token = token
+
+    def call(self, method: str, path: str, body: Any = None) -> bytes:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.server + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        if self._token:
+            request.add_header("Authorization", f"Bearer {self._token}")
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+                return bytes(response.read())
+        except urllib.error.HTTPError as e:
+            detail = _detail(e.read())
+            if 400 <= e.code < 500:
+                raise UsageError(detail) from None
+            raise RemoteError(f"the service failed ({e.code}): {detail}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise RemoteError(f"cannot reach {self.server} ({e}).") from None
+
+    def json(self, method: str, path: str, body: Any = None) -> Any:
+        return json.loads(self.call(method, path, body) or b"null")
+
+
+def _detail(raw: bytes) -> str:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")[:300]
+    detail = body.get("detail") if isinstance(body, dict) else body
+    if isinstance(detail, list):  # FastAPI's validation errors
+        return "; ".join(f"{'.'.join(str(x) for x in d.get('loc', []))}: {d.get('msg')}"
+                         for d in detail)
+    return str(detail)
+
+
+def _q(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+def _submit(client: Client, args: argparse.Namespace) -> int:
+    path = Path(args.spec)
+    if not path.is_file():
+        raise UsageError(f"spec: must be an existing file, but got {str(path)!r}.")
+    text = path.read_text()
+    try:
+        table = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError, ValueError) as e:
+        raise UsageError(f"{path}: not valid TOML ({str(e)[:200]}).") from None
+    space = table.get("space")
+    body: dict[str, Any] = {"spec": text, "name": args.name}
+    if isinstance(space, dict) and isinstance(space.get("file"), str):
+        local = (path.resolve().parent / space["file"])
+        if local.is_file():  # a local space file travels with the spec
+            body["space"] = local.read_text()
+    out = client.json("POST", "/api/v1/studies", body)
+    print(f"study {out['name']} queued on {client.server} (owner {out['owner']}); follow it "
+          f"with `moetune status {out['name']} --server {client.server}` or open "
+          f"{client.server}/studies/{_q(out['name'])}")
+    return 0
+
+
+def _list(client: Client, args: argparse.Namespace) -> int:
+    for s in client.json("GET", "/api/v1/studies"):
+        print(s["name"])
+    return 0
+
+
+def _status(client: Client, args: argparse.Namespace) -> int:
+    from tuner.app.status import format_table
+
+    if not args.study:
+        rows = [{"study": s["name"], "owner": s["owner"], "state": s["state"],
+                 "trials": f"{s['progress']['done']}/{s['progress']['total']}",
+                 "running": s["progress"]["running"], "best": _best(s["progress"]["best"])}
+                for s in client.json("GET", "/api/v1/studies")]
+        print(format_table(rows) if rows else "no studies")
+        return 0
+    d = client.json("GET", f"/api/v1/studies/{_q(args.study)}")
+    names = [o["name"] for o in d["objectives"]]
+    rows = [{"#": t["number"], "outcome": t["outcome"],
+             **{n: t["values"].get(n, "") for n in names}, **t["params"],
+             "reason": (t["reason"].strip().splitlines() or [""])[-1][:60]}
+            for t in d["trials"]]
+    print(f"study {d['name']}: {d['state']} (owner {d['owner']}), "
+          f"{d['progress']['done']}/{d['progress']['total']} trials done, "
+          f"{d['progress']['running']} running; best {_best(d['progress']['best'])}")
+    print(format_table(rows))
+    return 0
+
+
+def _best(best: dict[str, Any] | None) -> str:
+    if not best:
+        return ""
+    values = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                      for k, v in best["values"].items())
+    return f"{values} (#{best['trial']})"
+
+
+def _cancel(client: Client, args: argparse.Namespace) -> int:
+    out = client.json("POST", f"/api/v1/studies/{_q(args.study)}/cancel")
+    print(f"study {args.study}: {out['state']}")
+    return 0
+
+
+def _resume(client: Client, args: argparse.Namespace) -> int:
+    out = client.json("POST", f"/api/v1/studies/{_q(args.study)}/resume")
+    print(f"study {args.study}: {out['state']}")
+    return 0
+
+
+def _delete(client: Client, args: argparse.Namespace) -> int:
+    client.call("DELETE", f"/api/v1/studies/{_q(args.study)}")
+    print(f"study {args.study}: deleted")
+    return 0
+
+
+def _report(client: Client, args: argparse.Namespace) -> int:
+    html = client.call("GET", f"/api/v1/studies/{_q(args.study)}/report")
+    out = args.out or Path(f"{args.study}-report")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.html").write_bytes(html)
+    print(f"report for {args.study!r}: {out / 'report.html'}")
+    return 0
+
+
+def _export(client: Client, args: argparse.Namespace) -> int:
+    from tuner.app.export_command import check_out, write_out
+
+    check_out(args.out)
+    keys = ("pick", "max_memory_gb", "min_tokens_per_s", "target", "hardware", "gpus", "tokens",
+            "seq_len", "global_batch", "micro_batch", "tp", "pp", "ep", "memory_fraction", "mfu",
+            "format")
+    options = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    text = client.call("POST", f"/api/v1/studies/{_q(args.study)}/export", options).decode()
+    if args.out is not None:
+        write_out(args.out, text)
+        print(f"moetune export: wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

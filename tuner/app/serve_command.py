@@ -1,0 +1,161 @@
+"""``moetune serve`` (the HTTP service) and ``moetune token`` (its access tokens).
+
+    moetune serve                                    # local Ray, runs/service.db, 127.0.0.1:8470
+    moetune token create alice                       # prints a token once
+    moetune serve --host 0.0.0.0 --address 10.0.0.1:6379 \\
+        --storage postgresql://moetune@db/moetune      # a team's service on a Ray cluster
+
+Embedded defaults: a local Ray started by the service and a SQLite database in the service's
+root. With ``--address`` the drivers run on that cluster as detached actors and survive a
+restart of the service; a cluster needs a database every node reaches (PostgreSQL): a SQLite
+file is refused. Without ``--address`` Ray lives and dies with the service; a restarted service
+finds the studies its drivers were running and queues them again (the storage holds every
+finished trial, so nothing is lost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+from pathlib import Path
+
+from tuner.app.commands import DEFAULT_ROOT
+from tuner.app.errors import UsageError
+
+DEFAULT_PORT = 8470
+SERVICE_DB = "service.db"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("serve", help="run the moetune service (HTTP API and web page)")
+    p.add_argument("--root", default=os.environ.get("MOETUNE_ROOT", DEFAULT_ROOT),
+                   help="folder for run folders and the default database "
+                        "(default: $MOETUNE_ROOT or ./runs)")
+    p.add_argument("--storage", default=os.environ.get("MOETUNE_STORAGE", ""),
+                   help="database URL (default: sqlite ROOT/service.db); pass the password "
+                        "through ~/.pgpass or PGPASSWORD, not in the URL")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default: %(default)s; beyond loopback needs tokens)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="default: %(default)s")
+    p.add_argument("--address", default=None, help="Ray cluster to run the studies on "
+                   "(default: a local Ray started by the service)")
+    p.add_argument("--max-running", type=int, default=2,
+                   help="studies running at once; the rest wait in the queue (default: "
+                        "%(default)s)")
+    p.add_argument("--trainer", default="trainers:train",
+                   help="MODULE:FUNCTION with trainers.train's signature (default: %(default)s)")
+    p.set_defaults(handler=serve)
+
+    t = subparsers.add_parser("token", help="create or list the service's access tokens")
+    tsub = t.add_subparsers(dest="token_command", metavar="ACTION", required=True)
+    c = tsub.add_parser("create", help="create a token for USER (printed once)")
+    c.add_argument("user")
+    c.add_argument("--admin", action="store_true", help="may cancel, delete and resume any study")
+    c.add_argument("--root", default=os.environ.get("MOETUNE_ROOT", DEFAULT_ROOT))
+    c.add_argument("--storage", default=os.environ.get("MOETUNE_STORAGE", ""))
+    c.set_defaults(handler=token_create)
+    ls = tsub.add_parser("list", help="users that have tokens")
+    ls.add_argument("--root", default=os.environ.get("MOETUNE_ROOT", DEFAULT_ROOT))
+    ls.add_argument("--storage", default=os.environ.get("MOETUNE_STORAGE", ""))
+    ls.set_defaults(handler=token_list)
+
+
+def service_url(root: Path, storage: str) -> str:
+    return storage or f"sqlite:///{(root / SERVICE_DB).resolve()}"
+
+
+def _token_store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from tuner.app.service.tokens import TokenStore
+    from tuner.study import database as db
+
+    root = Path(args.root)
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--root: must be a folder, but {str(root)!r} is a file.")
+    root.mkdir(parents=True, exist_ok=True)
+    url = service_url(root, args.storage)
+    try:
+        return TokenStore(db.open_storage(url).engine)
+    except db.StorageError as e:
+        raise UsageError(str(e)) from None
+
+
+def token_create(args: argparse.Namespace) -> int:
+    try:
+        token = _token_store(args).create(args.user, admin=args.admin)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    print(token)
+    print(f"token for {args.user}{' (admin)' if args.admin else ''}: shown once, stored hashed. "
+          "Clients send it as 'Authorization: Bearer <token>' (or MOETUNE_TOKEN for the CLI).",
+          file=sys.stderr)
+    return 0
+
+
+def token_list(args: argparse.Namespace) -> int:
+    for user, admin, created in _token_store(args).users():
+        print(f"{user}\t{'admin' if admin else 'user'}\t{created}")
+    return 0
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """The rules of `serve`'s options, before anything starts."""
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port: must be in 1..65535, but got {args.port}.")
+    if args.max_running < 1:
+        raise UsageError(f"--max-running: must be >= 1, but got {args.max_running}.")
+    root = Path(args.root)
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--root: must be a folder, but {str(root)!r} is a file.")
+    if args.address and not args.storage.startswith(("postgresql", "mysql")):
+        raise UsageError("--storage: a service on a Ray cluster (--address) needs a database "
+                         "every node reaches (postgresql://...); a SQLite file cannot be "
+                         f"shared across nodes, but got {args.storage or 'the default SQLite'}.")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(args: argparse.Namespace) -> int:
+    check_args(args)
+    import ray
+    import uvicorn
+
+    from tuner.app.service.api import create_app
+    from tuner.app.service.auth import Auth
+    from tuner.app.service.context import Service, ServiceConfig
+    from tuner.app.service.scheduler import Scheduler
+    from tuner.app.service.tokens import TokenStore
+    from tuner.study import database as db
+
+    root = Path(args.root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    url = service_url(root, args.storage)
+    try:
+        storage = db.open_storage(url)
+    except db.StorageError as e:
+        raise UsageError(str(e)) from None
+    tokens = TokenStore(storage.engine)
+    if not is_loopback(args.host) and not tokens.any():
+        raise UsageError(f"--host {args.host}: the service listens beyond loopback only with "
+                         "access tokens; create one with `moetune token create USER` (same "
+                         "--root/--storage) first.")
+    ray.init(address=args.address, include_dashboard=False, log_to_driver=False,
+             namespace="moetune")
+    config = ServiceConfig(root=root, storage_url=url, trainer=args.trainer,
+                           max_running=args.max_running)
+    scheduler = Scheduler(storage=storage, storage_url=url, root=root, trainer=args.trainer,
+                          max_running=args.max_running)
+    app = create_app(Service(config, storage, Auth(tokens), scheduler))
+    print(f"moetune service on http://{args.host}:{args.port}/ (storage {db.shown(url)}; "
+          f"Ray {'at ' + args.address if args.address else 'local'})", file=sys.stderr,
+          flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0

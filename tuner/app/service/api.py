@@ -1,0 +1,178 @@
+"""The service's FastAPI application: the JSON API (OpenAPI at ``/openapi.json``, docs at
+``/docs``), the live progress stream, the pages, and Optuna's dashboard mounted read-only.
+
+Every route needs a user (`auth.Auth.user`): any user may read; cancel, delete and resume need
+the owner or an admin. Bad input gets a 4xx whose JSON ``detail`` names the field, the rule and
+the value, and creates nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, Field
+from starlette.types import Receive, Scope, Send
+
+from tuner.app.service import pages
+from tuner.app.service.context import Service, SubmitError
+from tuner.app.service.studies import ENDED
+from tuner.app.service.tokens import User
+
+STREAM_INTERVAL_S = 1.0
+
+
+def current_user(request: Request) -> User:
+    """The request's user (401 when tokens are configured and none valid was sent)."""
+    service: Service = request.app.state.service
+    return service.auth.user(request)
+
+
+Who = Annotated[User, Depends(current_user)]
+
+
+class SubmitBody(BaseModel):
+    """A study spec as TOML text (the space inline, or a space shipped with moetune)."""
+
+    spec: str = Field(description="the study spec, TOML")
+    name: str | None = Field(default=None, description="overrides [study] name")
+    space: str | None = Field(default=None, description="the TOML of the space file the spec "
+                              "names, when it is not one shipped with moetune")
+
+
+def create_app(service: Service) -> FastAPI:
+    """The application for ``service`` (its scheduler runs while the app does)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service.scheduler.start()
+        yield
+        service.scheduler.stop()
+
+    app = FastAPI(title="moetune", lifespan=lifespan,
+                  description="Hyperparameter autotuning studies for DeepSeek-V3-style MoE "
+                              "training recipes: submit, watch, cancel, report, export.")
+    app.state.service = service
+
+
+    @app.middleware("http")
+    async def limit_body(request: Request,
+                         call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > service.config.max_body_bytes:
+            return JSONResponse({"detail": f"request: the body must be at most "
+                                           f"{service.config.max_body_bytes} bytes, but got "
+                                           f"{length}."}, status_code=413)
+        return await call_next(request)
+
+    @app.exception_handler(SubmitError)
+    async def submit_error(request: Request, exc: SubmitError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "field": exc.field}, status_code=422)
+
+    @app.get("/api/v1/studies", summary="every study, with state and progress")
+    def list_studies(who: Who) -> list[dict[str, Any]]:
+        return [service.view(n, "summary") for n in service.names()]
+
+    @app.post("/api/v1/studies", status_code=201, summary="queue a study from a spec")
+    def submit(body: SubmitBody, who: Who) -> dict[str, Any]:
+        name = service.submit(body.spec, who, name=body.name, space=body.space)
+        return service.view(name, "summary")
+
+    @app.get("/api/v1/studies/{name}", summary="one study: state, progress, trials, front, knee")
+    def get_study(name: str, who: Who) -> Response:
+        return Response(service.view_json(name, "detail"), media_type="application/json")
+
+    @app.get("/api/v1/studies/{name}/events", summary="live progress (Server-Sent Events)")
+    async def events(name: str, request: Request, who: Who) -> Response:
+        service.study(name)  # 404 before the stream starts
+
+        async def stream() -> AsyncIterator[str]:
+            last = ""
+            while not await request.is_disconnected():
+                data = await asyncio.to_thread(service.view, name, "detail")
+                text = json.dumps(data)
+                if text != last:
+                    yield f"event: progress\ndata: {text}\n\n"
+                    last = text
+                if data["state"] in ENDED:
+                    yield f"event: end\ndata: {json.dumps({'state': data['state']})}\n\n"
+                    return
+                await asyncio.sleep(STREAM_INTERVAL_S)
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
+
+    @app.post("/api/v1/studies/{name}/cancel", summary="stop a study; running trials end as "
+              "interrupted and are re-run on resume")
+    def cancel(name: str, who: Who) -> dict[str, str]:
+        return {"state": service.cancel(service.study(name), who)}
+
+    @app.post("/api/v1/studies/{name}/resume", summary="queue a cancelled, failed or interrupted "
+              "study again")
+    def resume(name: str, who: Who) -> dict[str, str]:
+        return {"state": service.resume(service.study(name), who)}
+
+    @app.delete("/api/v1/studies/{name}", status_code=204, summary="delete an ended study")
+    def delete(name: str, who: Who) -> Response:
+        service.delete(service.study(name), who)
+        return Response(status_code=204)
+
+    @app.get("/api/v1/studies/{name}/report", summary="the study's report.html (opens offline)")
+    def report(name: str, who: Who) -> FileResponse:
+        return FileResponse(service.report(service.study(name)), media_type="text/html")
+
+    @app.post("/api/v1/studies/{name}/export", summary="the chosen recipe scaled to the full run, "
+              "as a launch config (moetune export's options as JSON)")
+    def export(name: str, options: dict[str, Any], who: Who) -> Response:
+        text, filename = service.export(service.study(name), options)
+        return Response(text, media_type="text/plain",
+                        headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+    @app.get("/api/v1/whoami", summary="the user a token or session belongs to")
+    def whoami(who: Who) -> dict[str, Any]:
+        return {"user": who.name, "admin": who.admin}
+
+    pages.register(app, service)
+    _mount_dashboard(app, service)
+    return app
+
+
+def _mount_dashboard(app: FastAPI, service: Service) -> None:
+    """Optuna's dashboard at /dashboard, read-only and behind the same sign-in: its own API
+    creates, renames and deletes studies and tells trials, which would bypass ownership, so it
+    gets a read-only view of the storage (`dashboard.DashboardStorage`), and only GET and HEAD
+    reach it.
+
+    The dashboard's page asks for its script and its API at fixed root paths (``/static``,
+    ``/api/...``), so it is mounted at the root, after every route of ours: moetune's API
+    lives under ``/api/v1`` and everything no route of ours answers goes to the dashboard."""
+    import optuna_dashboard
+    from a2wsgi import WSGIMiddleware
+
+    from tuner.app.service.dashboard import DashboardStorage
+
+    # a2wsgi and Starlette type the same ASGI messages with different classes
+    wsgi: Any = WSGIMiddleware(optuna_dashboard.wsgi(DashboardStorage(service.storage)))
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            request = Request(scope, receive)
+            if scope["method"] not in ("GET", "HEAD"):
+                await JSONResponse({"detail": "dashboard: read-only here; change studies "
+                                              "through moetune."}, status_code=405)(
+                    scope, receive, send)
+                return
+            try:
+                service.auth.user(request)
+            except HTTPException as e:
+                await JSONResponse({"detail": e.detail}, status_code=e.status_code)(
+                    scope, receive, send)
+                return
+        await wsgi(scope, receive, send)
+
+    app.mount("/", guarded)

@@ -1,0 +1,294 @@
+"""What every request handler of the service shares: its configuration, storage, scheduler and
+auth, and the actions that both the JSON API and the web forms perform (submit, cancel, resume,
+delete, report, export), so the two front ends cannot drift apart."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import threading
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import ray
+from fastapi import HTTPException
+
+from tuner.app.service.auth import Auth, may_change
+from tuner.app.service.scheduler import Scheduler
+from tuner.app.service.studies import (
+    ACTIVE,
+    ENDED,
+    detail,
+    now,
+    service_record,
+    set_state,
+    summary,
+)
+from tuner.app.service.tokens import User
+from tuner.study import storage as st
+from tuner.study.control import clear_stop, request_stop
+from tuner.study.database import study_names
+from tuner.study.samplers import make_sampler
+from tuner.study.spec import NAME_RE, SpecError, check_inputs, parse_spec
+
+MAX_SPEC_BYTES = 256 * 1024
+VIEW_TTL_S = 0.5  # how stale a polled study view may be
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceConfig:
+    """How `moetune serve` was started."""
+
+    root: Path  # run folders (Ray results, reports) live under it
+    storage_url: str  # in memory only: never shown (see `database.shown`)
+    trainer: str = "trainers:train"
+    max_running: int = 2
+    max_body_bytes: int = MAX_SPEC_BYTES
+
+
+class SubmitError(ValueError):
+    """A spec the service refuses; ``field`` names where (the message says the rule, the value)."""
+
+    def __init__(self, message: str, field: str = "spec") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@ray.remote(num_cpus=0)
+def _check_on_cluster(table: dict[str, Any]) -> str:
+    """The spec's file checks where the drivers run (data and model paths are cluster paths)."""
+    try:
+        check_inputs(parse_spec(table))
+    except SpecError as e:
+        return str(e)
+    return ""
+
+
+class Service:
+    """The service's shared state and its actions."""
+
+    def __init__(self, config: ServiceConfig, storage: optuna.storages.BaseStorage,
+                 auth: Auth, scheduler: Scheduler) -> None:
+        self.config = config
+        self.storage = storage
+        self.auth = auth
+        self.scheduler = scheduler
+        self._views: dict[tuple[str, str], tuple[float, dict[str, Any], bytes]] = {}
+        self._views_lock = threading.Lock()
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return sorted(study_names(self.storage))
+
+    def study(self, name: str) -> optuna.Study:
+        """The study ``name``; 404 if there is none (a name that is not a study name too)."""
+        if not NAME_RE.fullmatch(name):
+            raise HTTPException(404, f"study: no study named {name!r}.")
+        try:
+            self.storage.get_study_id_from_name(name)
+        except KeyError:
+            raise HTTPException(404, f"study: no study named {name!r}.") from None
+        return st.load_study(name, self.storage)
+
+    def view(self, name: str, kind: str) -> dict[str, Any]:
+        """``summary`` or ``detail`` of a study, shared by every request for `VIEW_TTL_S`: many
+        clients polling one study cost one read of its trials, not one each."""
+        return self._view(name, kind)[0]
+
+    def view_json(self, name: str, kind: str) -> bytes:
+        """`view` as the JSON body the API sends (encoded once per refresh, not per request)."""
+        return self._view(name, kind)[1]
+
+    def _view(self, name: str, kind: str) -> tuple[dict[str, Any], bytes]:
+        key = (name, kind)
+        with self._views_lock:
+            hit = self._views.get(key)
+            if hit is not None and time.monotonic() - hit[0] < VIEW_TTL_S:
+                return hit[1], hit[2]
+            value = (detail if kind == "detail" else summary)(self.study(name))
+            body = json.dumps(value).encode()
+            self._views[key] = (time.monotonic(), value, body)
+            return value, body
+
+    def forget(self, name: str) -> None:
+        """Drop the cached views of a study (after a change made here)."""
+        with self._views_lock:
+            for key in [k for k in self._views if k[0] == name]:
+                del self._views[key]
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def submit(self, text: str, user: User, *, name: str | None = None,
+               space: str | None = None) -> str:
+        """Queue the study ``text`` (a spec TOML) declares; returns its name. ``space``: the
+        TOML of the space file the spec names, sent along by a client that has it locally.
+
+        Raises:
+            SubmitError: the spec breaks a rule; nothing is created.
+        """
+        table = _toml("spec", text, self.config.max_body_bytes)
+        if space is not None:
+            table["space"] = _toml("space", space, self.config.max_body_bytes)
+        if name is not None:
+            table.setdefault("study", {})["name"] = name
+        _check_service_rules(table)
+        try:
+            spec = parse_spec(table)
+        except SpecError as e:
+            raise SubmitError(str(e), field=str(e).split(":", 1)[0]) from None
+        problem = str(ray.get(_check_on_cluster.remote(spec.to_dict())))
+        if problem:
+            raise SubmitError(problem, field=problem.split(":", 1)[0])
+        if spec.name in study_names(self.storage):
+            raise SubmitError(f"study.name: must be a new study name, but {spec.name!r} "
+                              "exists; choose another name.", field="study.name")
+        study = st.create_study(spec, self.storage, make_sampler(spec))
+        set_state(study, "queued", owner=user.name, submitted_at=now())
+        self.scheduler.wake()
+        return spec.name
+
+    def cancel(self, study: optuna.Study, user: User) -> str:
+        state = self._owned(study, user, "cancel")
+        if state == "queued":
+            set_state(study, "cancelled")
+        elif state in ACTIVE:
+            request_stop(study, by=user.name)
+            set_state(study, "stopping")
+        else:
+            raise HTTPException(409, f"cancel: only a queued or running study can be "
+                                     f"cancelled, but {study.study_name!r} is {state}.")
+        self.forget(study.study_name)
+        return str(service_record(study)["state"])
+
+    def resume(self, study: optuna.Study, user: User) -> str:
+        state = self._owned(study, user, "resume")
+        if state not in ENDED or state == "finished":
+            raise HTTPException(409, f"resume: only a cancelled, failed or interrupted study "
+                                     f"can be resumed, but {study.study_name!r} is {state}.")
+        clear_stop(study)
+        set_state(study, "queued", error="")
+        self.forget(study.study_name)
+        self.scheduler.wake()
+        return "queued"
+
+    def delete(self, study: optuna.Study, user: User) -> None:
+        state = self._owned(study, user, "delete")
+        if state not in ENDED:
+            raise HTTPException(409, f"delete: only a finished, cancelled, failed or "
+                                     f"interrupted study can be deleted, but "
+                                     f"{study.study_name!r} is {state}; cancel it first.")
+        name = study.study_name
+        optuna.delete_study(study_name=name, storage=self.storage)
+        self.forget(name)
+        folder = (self.config.root / name).resolve()
+        if folder.parent == self.config.root.resolve() and folder.is_dir():
+            shutil.rmtree(folder)
+
+    def report(self, study: optuna.Study) -> Path:
+        """Build the study's report under its run folder; returns report.html."""
+        import reports
+
+        paths = reports.build(study, self.config.root / study.study_name / "report")
+        return paths["report_html"]
+
+    def export(self, study: optuna.Study, options: dict[str, Any]) -> tuple[str, str]:
+        """(text, file name) of ``moetune export`` with ``options`` (its flags, as JSON).
+
+        Raises:
+            SubmitError: an option breaks a rule (named as its command-line flag).
+        """
+        from tuner.app import export_command
+        from tuner.export import formats
+        from tuner.export.export import export_study
+        from tuner.modeling.full_run import ExportError
+
+        args = _export_args(options)
+        try:
+            if args.format not in formats.FORMATS:
+                raise ValueError(f"--format: unknown name {args.format!r}; valid formats are "
+                                 f"{sorted(formats.FORMATS)}.")
+            pick = export_command.parse_pick(args)
+            target = export_command.parse_target(args)
+            full, _ = export_study(study, pick, target)
+        except (LookupError, ValueError, ExportError) as e:
+            raise SubmitError(str(e), field=str(e).split(":", 1)[0]) from None
+        suffix = {"megatron": "args", "torchtitan": "toml"}.get(args.format, "json")
+        return formats.render(args.format, full), f"{study.study_name}-{args.format}.{suffix}"
+
+    def _owned(self, study: optuna.Study, user: User, action: str) -> str:
+        rec = service_record(study)
+        if rec["state"] == "external":
+            raise HTTPException(409, f"{action}: study {study.study_name!r} is not run by this "
+                                     "service (it was submitted from the command line).")
+        if not may_change(user, rec.get("owner", "")):
+            raise HTTPException(403, f"{action}: only the study's owner "
+                                     f"({rec.get('owner')!r}) or an admin may {action} it.")
+        return str(rec["state"])
+
+
+def _toml(field: str, text: str, limit: int) -> dict[str, Any]:
+    if len(text.encode()) > limit:
+        raise SubmitError(f"{field}: must be at most {limit} bytes, but got "
+                          f"{len(text.encode())}.", field=field)
+    try:
+        return tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError, ValueError) as e:
+        raise SubmitError(f"{field}: not valid TOML ({str(e)[:200]}).", field=field) from None
+
+
+def _check_service_rules(table: dict[str, Any]) -> None:
+    """What a spec may not do on a shared service: name its own database, or read a space
+    file from the service's disk (the CLI inlines a local space file before sending)."""
+    study = table.get("study")
+    if isinstance(study, dict) and study.get("storage"):
+        raise SubmitError("study.storage: must be empty on a service (the service's database "
+                          "holds every study), but got a URL.", field="study.storage")
+    space = table.get("space")
+    if isinstance(space, dict) and isinstance(space.get("file"), str):
+        f = space["file"]
+        if "/" in f or "\\" in f or f.startswith("."):
+            raise SubmitError(f"space.file: must be the name of a search space shipped with "
+                              f"moetune (e.g. 'deepseek_v3.toml') or the space inline, but got "
+                              f"{f!r}; `moetune submit --server` inlines a local file.",
+                              field="space.file")
+    for field, value in (("data.corpus", (table.get("data") or {}).get("corpus")),
+                         ("model.full", (table.get("model") or {}).get("full"))):
+        if isinstance(value, str) and value not in ("", "stdlib") and not value.startswith("/"):
+            raise SubmitError(f"{field}: must be an absolute path on the cluster (the service "
+                              f"has no spec folder to read a relative one from), but got "
+                              f"{value!r}.", field=field)
+
+
+class _Raising(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would print and exit
+        raise SubmitError(message.replace("argument ", ""), field="export")
+
+
+def _export_args(options: dict[str, Any]) -> argparse.Namespace:
+    """`moetune export`'s own parser applied to ``{"pick": "knee", "gpus": 2048, ...}``."""
+    from tuner.app import export_command
+
+    parser = _Raising(prog="export")
+    sub = parser.add_subparsers(dest="command")
+    sub._parser_class = _Raising  # argparse has no public hook for the sub-parsers' class
+    export_command.register(sub)
+    argv = ["export", "study"]
+    for key, value in options.items():
+        if not isinstance(key, str) or not key.replace("_", "").isalnum():
+            raise SubmitError(f"export: unknown option {key!r}.", field="export")
+        flag = "--" + key.replace("_", "-")
+        if flag in ("--root", "--storage", "--out"):
+            raise SubmitError(f"{flag}: not an option of the service's export (the service "
+                              "owns its storage; the file comes back as the response).",
+                              field=flag)
+        values = value if isinstance(value, list) else [value]
+        argv += [flag, *(str(v) for v in values)]
+    return parser.parse_args(argv)
+
+

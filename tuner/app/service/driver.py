@@ -1,0 +1,85 @@
+"""Study drivers as detached Ray actors.
+
+Why detached actors and not Ray Jobs: a job is a shell command the Ray job server runs for
+whoever can reach it, and that server has no authentication; nothing of it may be reachable
+beyond loopback. An actor is started by this service alone, through its own Ray connection, runs
+exactly `run_study` for one study, is named after the study (``moetune/study:<name>``) so a
+restarted service finds it again, and as ``lifetime="detached"`` it outlives the HTTP process
+that started it. It asks for no CPU: the trials it starts hold the cluster's resources.
+
+The driver reads everything from the storage (the spec, the stop request) and writes the study's
+end state there; the service never needs the actor's return value.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from pathlib import Path
+from typing import Any
+
+import ray
+
+NAMESPACE = "moetune"
+
+
+def actor_name(study: str) -> str:
+    return f"study:{study}"
+
+
+def run_driver(name: str, storage_url: str, root: str, trainer: str) -> str:
+    """Drive study ``name`` to its end inside the actor; returns the end state."""
+    from tuner.app.service.studies import set_state
+    from tuner.study import database as db
+    from tuner.study import storage as st
+    from tuner.study.control import StorageStopFlag, stop_requested
+    from tuner.study.runner import run_study
+    from tuner.study.spec import check_inputs
+
+    study = st.load_study(name, db.open_storage(storage_url))
+    try:
+        spec = st.stored_spec(study)
+        check_inputs(spec)
+        module, _, attr = trainer.partition(":")
+        train = getattr(importlib.import_module(module), attr)
+        set_state(study, "running")
+        summary = run_study(spec, run_dir=Path(root) / name, storage=storage_url, resume=True,
+                            trainer=train, progress=False, stop=StorageStopFlag(study))
+    except Exception as e:  # noqa: BLE001 - recorded against the study, which may be resumed
+        lines = "".join(traceback.format_exception_only(e)).strip().splitlines()
+        set_state(study, "failed", error=lines[-1] if lines else type(e).__name__)
+        return "failed"
+    if summary.done >= summary.n_trials:
+        state = "finished"
+    else:
+        state = "cancelled" if stop_requested(study) else "interrupted"
+    set_state(study, state)
+    return state
+
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class StudyDriver:
+    """One study's driver; it ends itself when the study ends."""
+
+    def run(self, name: str, storage_url: str, root: str, trainer: str) -> str:
+        state = run_driver(name, storage_url, root, trainer)
+        ray.actor.exit_actor()
+        return state  # not reached: exit_actor ends the actor process
+
+
+def start(name: str, *, storage_url: str, root: Path, trainer: str) -> None:
+    """Start the driver of study ``name`` (nothing if one is already running)."""
+    if is_running(name):
+        return
+    actor: Any = StudyDriver.options(  # type: ignore[attr-defined]  # ray's decorator
+        name=actor_name(name), namespace=NAMESPACE, lifetime="detached").remote()
+    actor.run.remote(name, storage_url, str(root), trainer)
+
+
+def is_running(name: str) -> bool:
+    """Whether the driver actor of study ``name`` is alive."""
+    try:
+        ray.get_actor(actor_name(name), namespace=NAMESPACE)
+    except ValueError:
+        return False
+    return True

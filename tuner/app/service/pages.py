@@ -1,0 +1,266 @@
+"""The service's web pages: server-rendered HTML with a little inline script, no build step and
+no CDN, so they work offline. The study list polls the API; a study's page follows its
+Server-Sent Events stream, so progress, trials, the Pareto front and the learning curves update
+while the study runs. Every form carries the session's CSRF token.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from fastapi import FastAPI, Form, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from tuner.app.service.auth import COOKIE, SESSION_S
+from tuner.app.service.context import Service, SubmitError
+from tuner.app.service.studies import detail
+from tuner.app.service.tokens import User
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:0;color:#222}
+nav{background:#1f2937;padding:.6em 1em}nav a,nav button{color:#fff;margin-right:1.2em;
+text-decoration:none;background:none;border:0;font:inherit;cursor:pointer}
+main{padding:1em 1.5em;max-width:1200px}table{border-collapse:collapse;width:100%}
+td,th{border-bottom:1px solid #ddd;padding:.3em .5em;text-align:left;font-size:.92em}
+.bar{background:#eee;height:.8em;width:12em;display:inline-block}.bar>i{background:#2563eb;
+height:100%;display:block}.err{color:#b91c1c}.field-error textarea,.field-error input{
+border:2px solid #b91c1c}textarea{width:100%;height:22em;font-family:monospace}
+.row{display:flex;gap:2em;flex-wrap:wrap}svg{background:#fafafa;border:1px solid #ddd}
+form.inline{display:inline}.note{color:#555;font-size:.9em}
+"""
+
+
+def register(app: FastAPI, service: Service) -> None:
+    """Add the pages to ``app``."""
+
+    def page_user(request: Request) -> User | None:
+        try:
+            return service.auth.user(request)
+        except HTTPException:
+            return None
+
+    def layout(request: Request, title: str, body: str, who: User | None) -> HTMLResponse:
+        csrf = html.escape(service.auth.csrf_token(request))
+        signed = (f"<form class='inline' method='post' action='/signout'>"
+                  f"<input type='hidden' name='csrf' value='{csrf}'>"
+                  f"<button>sign out ({html.escape(who.name)})</button></form>"
+                  if who and service.auth.required() else "")
+        nav = ("<nav><a href='/'>Studies</a><a href='/submit'>Submit</a>"
+               f"<a href='/dashboard'>Optuna dashboard</a>{signed}</nav>")
+        return HTMLResponse(f"<!doctype html><html><head><meta charset='utf-8'>"
+                            f"<title>{html.escape(title)} · moetune</title>"
+                            f"<style>{STYLE}</style></head><body>{nav}<main>{body}</main>"
+                            f"</body></html>")
+
+    def signin_redirect() -> Response:
+        return RedirectResponse("/signin", status_code=303)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def index(request: Request) -> Response:
+        who = page_user(request)
+        if who is None:
+            return signin_redirect()
+        body = ("<h1>Studies</h1><table id='studies'><thead><tr><th>study</th><th>owner</th>"
+                "<th>state</th><th>progress</th><th>best</th></tr></thead><tbody></tbody>"
+                f"</table><p class='note'>Updates every 2 s.</p><script>{LIST_JS}</script>")
+        return layout(request, "Studies", body, who)
+
+    @app.get("/studies/{name}", response_class=HTMLResponse, include_in_schema=False)
+    def study_page(name: str, request: Request) -> Response:
+        who = page_user(request)
+        if who is None:
+            return signin_redirect()
+        data = detail(service.study(name))
+        csrf = html.escape(service.auth.csrf_token(request))
+        esc = html.escape(name)
+
+        def button(action: str, label: str) -> str:
+            return (f"<form class='inline' method='post' action='/studies/{esc}/{action}'>"
+                    f"<input type='hidden' name='csrf' value='{csrf}'>"
+                    f"<button>{label}</button></form>")
+
+        body = (f"<h1>{esc}</h1><p>owner <b>{html.escape(data['owner'])}</b> · state "
+                f"<b id='state'>{html.escape(data['state'])}</b> · <span id='progress'></span>"
+                f"</p><p>{button('cancel', 'Cancel')} {button('resume', 'Resume')} "
+                f"{button('delete', 'Delete')} <a href='/api/v1/studies/{esc}/report'>Report</a>"
+                f"</p><div class='row'><div><h3>Pareto front</h3><svg id='front' width='420' "
+                f"height='300'></svg></div><div><h3>Learning curves (val_loss)</h3>"
+                f"<svg id='curves' width='420' height='300'></svg></div></div>"
+                f"<h3>Trials</h3><table id='trials'><thead></thead><tbody></tbody></table>"
+                f"{_export_form(esc, csrf)}"
+                f"<script>const STUDY={json.dumps(name)};{STUDY_JS}</script>")
+        return layout(request, name, body, who)
+
+    @app.get("/submit", response_class=HTMLResponse, include_in_schema=False)
+    def submit_page(request: Request) -> Response:
+        who = page_user(request)
+        if who is None:
+            return signin_redirect()
+        return layout(request, "Submit", _submit_form(service, request, "", "", None), who)
+
+    @app.post("/submit", include_in_schema=False)
+    def submit_form(request: Request, spec: str = Form(""), name: str = Form(""),
+                    csrf: str = Form("")) -> Response:
+        who = page_user(request)
+        if who is None:
+            return signin_redirect()
+        service.auth.check_csrf(request, csrf)
+        try:
+            study = service.submit(spec, who, name=name.strip() or None)
+        except SubmitError as e:
+            form = _submit_form(service, request, spec, name, e)
+            response = layout(request, "Submit", form, who)
+            response.status_code = 422
+            return response
+        return RedirectResponse(f"/studies/{study}", status_code=303)
+
+    @app.post("/studies/{name}/export", include_in_schema=False)
+    def export_form(name: str, request: Request, csrf: str = Form(""),
+                    pick: str = Form("knee"), target: str = Form(""),
+                    hardware: str = Form("h800"), gpus: str = Form(""), tokens: str = Form(""),
+                    format: str = Form("native")) -> Response:
+        who = page_user(request)
+        if who is None:
+            return signin_redirect()
+        service.auth.check_csrf(request, csrf)
+        options: dict[str, Any] = {"pick": pick.split(), "target": target,
+                                   "hardware": hardware, "gpus": gpus, "tokens": tokens,
+                                   "format": format}
+        text, filename = service.export(service.study(name), options)
+        return Response(text, media_type="text/plain",
+                        headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+    @app.post("/studies/{name}/{action}", include_in_schema=False)
+    def act(name: str, action: str, request: Request, csrf: str = Form("")) -> Response:
+        """The study page's Cancel, Resume and Delete buttons."""
+        if action not in ("cancel", "resume", "delete"):
+            raise HTTPException(404, f"action: must be cancel, resume or delete, but got "
+                                     f"{action!r}.")
+        who = page_user(request)
+        if who is None:
+            return signin_redirect()
+        service.auth.check_csrf(request, csrf)
+        getattr(service, action)(service.study(name), who)
+        return RedirectResponse("/" if action == "delete" else f"/studies/{name}",
+                                status_code=303)
+
+    @app.get("/signin", response_class=HTMLResponse, include_in_schema=False)
+    def signin_page(request: Request) -> Response:
+        return layout(request, "Sign in", _signin_form(""), None)
+
+    @app.post("/signin", include_in_schema=False)
+    def signin(request: Request, token: str = Form("")) -> Response:
+        cookie = service.auth.sign_in(token.strip())
+        if cookie is None:
+            response = layout(request, "Sign in", _signin_form("unknown token"), None)
+            response.status_code = 401
+            return response
+        signed_in = RedirectResponse("/", status_code=303)
+        signed_in.set_cookie(COOKIE, cookie, max_age=SESSION_S, httponly=True,
+                             samesite="strict", secure=request.url.scheme == "https")
+        return signed_in
+
+    @app.post("/signout", include_in_schema=False)
+    def signout(request: Request, csrf: str = Form("")) -> Response:
+        service.auth.check_csrf(request, csrf)
+        response = RedirectResponse("/signin", status_code=303)
+        response.delete_cookie(COOKIE)
+        return response
+
+
+def _submit_form(service: Service, request: Request, spec: str, name: str,
+                 error: SubmitError | None) -> str:
+    csrf = html.escape(service.auth.csrf_token(request))
+    problem = (f"<p class='err' id='error' data-field='{html.escape(error.field)}'>"
+               f"<b>{html.escape(error.field)}</b>: {html.escape(str(error))}</p>"
+               if error else "")
+    spec_error = " field-error" if error and error.field != "study.name" else ""
+    name_error = " field-error" if error and error.field == "study.name" else ""
+    return (f"<h1>Submit a study</h1><form method='post' action='/submit'>"
+            f"<input type='hidden' name='csrf' value='{csrf}'>"
+            f"<p class='{name_error}'>name (optional, overrides [study] name) "
+            f"<input name='name' value='{html.escape(name)}'></p>{problem}"
+            f"<div class='{spec_error}'><textarea name='spec' placeholder='[study]\\n"
+            f"name = \"my-study\"\\n...'>{html.escape(spec)}</textarea></div>"
+            f"<p><button>Submit</button></p><p class='note'>The space inline, or a space "
+            f"shipped with moetune ([space] file = \"deepseek_v3.toml\"); data and model "
+            f"paths are absolute paths on the cluster.</p></form>")
+
+
+def _signin_form(error: str) -> str:
+    problem = f"<p class='err'>{html.escape(error)}</p>" if error else ""
+    return ("<h1>Sign in</h1><form method='post' action='/signin'>"
+            f"{problem}<p>token <input name='token' type='password' size='50'></p>"
+            "<p><button>Sign in</button></p><p class='note'>Tokens come from "
+            "<code>moetune token create USER</code> on the service's machine.</p></form>")
+
+
+def _export_form(study: str, csrf: str) -> str:
+    return (f"<h3>Export</h3><form method='post' action='/studies/{study}/export'>"
+            f"<input type='hidden' name='csrf' value='{csrf}'>"
+            "pick <input name='pick' value='knee' size='8'> target <input name='target' "
+            "value='deepseek-v3-671b' size='22'> hardware <input name='hardware' value='h800' "
+            "size='6'> GPUs <input name='gpus' value='2048' size='6'> tokens <input "
+            "name='tokens' value='14.8e12' size='9'> format <select name='format'>"
+            "<option>native</option><option>deepseek</option><option>hf</option>"
+            "<option>megatron</option><option>torchtitan</option></select> "
+            "<button>Download</button></form>")
+
+
+LIST_JS = """
+const esc=s=>String(s??'').replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;',
+'"':'&quot;',"'":'&#39;'}[c]));
+async function refresh(){const r=await fetch('/api/v1/studies');if(!r.ok)return;
+const rows=(await r.json()).map(s=>{const p=s.progress,pct=p.total?100*p.done/p.total:0;
+const best=p.best?Object.entries(p.best.values).map(([k,v])=>esc(k)+'='+(v===null?'-':
+Number(v).toPrecision(4))).join(' ')+' (#'+p.best.trial+')':'';
+return `<tr><td><a href="/studies/${encodeURIComponent(s.name)}">${esc(s.name)}</a></td>
+<td>${esc(s.owner)}</td><td>${esc(s.state)}</td><td><span class="bar"><i style="width:
+${pct}%"></i></span> ${p.done}/${p.total} (${p.running} running)</td><td>${best}</td></tr>`});
+document.querySelector('#studies tbody').innerHTML=rows.join('');}
+refresh();setInterval(refresh,2000);
+"""
+
+STUDY_JS = """
+const esc=s=>String(s??'').replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;',
+'"':'&quot;',"'":'&#39;'}[c]));
+const fmt=v=>v===null||v===undefined?'-':(typeof v==='number'?Number(v).toPrecision(4):esc(v));
+function scale(vals,lo,hi){const a=Math.min(...vals),b=Math.max(...vals),s=b>a?b-a:1;
+return v=>lo+(v-a)/s*(hi-lo);}
+function front(d){const svg=document.getElementById('front');const o=d.objectives;
+const pts=d.trials.filter(t=>t.feasible&&Object.values(t.values).every(v=>v!==null));
+if(!pts.length||o.length<2){svg.innerHTML='<text x="10" y="20">no feasible trial with two '+
+'objectives yet</text>';return;}
+const xs=pts.map(t=>t.values[o[0].name]),ys=pts.map(t=>t.values[o[1].name]);
+const X=scale(xs,40,400),Y=scale(ys,270,20);
+svg.innerHTML=pts.map(t=>{const f=d.front.includes(t.number),k=d.knee===t.number;
+return `<circle cx="${X(t.values[o[0].name])}" cy="${Y(t.values[o[1].name])}" r="${k?8:5}"
+fill="${f?'#d62728':'#1f77b4'}" stroke="${k?'#000':'none'}" stroke-width="2"><title>#${
+t.number}${k?' (knee)':''}</title></circle>`}).join('')+
+`<text x="40" y="295">${esc(o[0].name)}</text><text x="2" y="14">${esc(o[1].name)}</text>`;}
+function curves(d){const svg=document.getElementById('curves');
+const cs=d.trials.filter(t=>t.curve.length);if(!cs.length){svg.innerHTML='';return;}
+const xs=cs.flatMap(t=>t.curve.map(p=>p[0])),ys=cs.flatMap(t=>t.curve.map(p=>p[1]));
+const X=scale(xs,40,400),Y=scale(ys,270,20);
+svg.innerHTML=cs.map(t=>`<polyline fill="none" stroke="${d.front.includes(t.number)?
+'#d62728':'#9ca3af'}" points="${t.curve.map(p=>X(p[0])+','+Y(p[1])).join(' ')}"><title>#${
+t.number}</title></polyline>`).join('');}
+function table(d){const names=d.objectives.map(o=>o.name);
+const params=[...new Set(d.trials.flatMap(t=>Object.keys(t.params)))];
+document.querySelector('#trials thead').innerHTML='<tr><th>#</th><th>outcome</th>'+
+names.map(n=>`<th>${esc(n)}</th>`).join('')+params.map(p=>`<th>${esc(p)}</th>`).join('')+
+'<th>reason</th></tr>';
+document.querySelector('#trials tbody').innerHTML=d.trials.map(t=>`<tr><td>${t.number}${
+d.knee===t.number?' (knee)':''}</td><td>${esc(t.outcome)}</td>${names.map(n=>
+`<td>${fmt(t.values[n])}</td>`).join('')}${params.map(p=>`<td>${fmt(t.params[p])}</td>`)
+.join('')}<td>${esc(t.reason.split('\\n').pop())}</td></tr>`).join('');}
+function show(d){document.getElementById('state').textContent=d.state;
+const p=d.progress;document.getElementById('progress').textContent=
+`${p.done}/${p.total} trials done, ${p.running} running`;front(d);curves(d);table(d);}
+fetch('/api/v1/studies/'+encodeURIComponent(STUDY)).then(r=>r.json()).then(show);
+const es=new EventSource('/api/v1/studies/'+encodeURIComponent(STUDY)+'/events');
+es.addEventListener('progress',e=>show(JSON.parse(e.data)));
+es.addEventListener('end',()=>es.close());
+"""

@@ -1,0 +1,106 @@
+"""The service's scheduling loop: start queued studies while fewer than ``max_running`` run, and
+queue again a study whose driver vanished (its actor died with a node, or with the local Ray of
+a restarted service), so nothing claims to run that does not and nothing is left half done.
+Everything it knows it reads from the storage on each pass, so a restarted service simply
+carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import optuna
+
+from tuner.app.service import driver
+from tuner.app.service.studies import ACTIVE, service_record, set_state
+from tuner.study import storage as st
+from tuner.study.database import study_names
+
+log = logging.getLogger(__name__)
+MAX_RESTARTS = 3
+
+
+class Scheduler:
+    """Runs `tick` every ``interval_s`` seconds in a daemon thread until `stop`."""
+
+    def __init__(self, *, storage: optuna.storages.BaseStorage, storage_url: str, root: Path,
+                 trainer: str, max_running: int, interval_s: float = 1.0) -> None:
+        self._storage = storage
+        self._url = storage_url
+        self._root = root
+        self._trainer = trainer
+        self._max_running = max_running
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="moetune-scheduler",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=10)
+
+    def wake(self) -> None:
+        """Run a pass now (after a submit, cancel or resume)."""
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - a failed pass is logged; the next one retries
+                log.exception("scheduler pass failed")
+            self._wake.wait(self._interval_s)
+            self._wake.clear()
+
+    def tick(self) -> None:
+        """One pass: notice lost drivers, then start the oldest queued studies."""
+        queued, active = [], 0
+        for name in study_names(self._storage):
+            study = st.load_study(name, self._storage)
+            state = service_record(study)["state"]
+            if state in ACTIVE and not driver.is_running(name):
+                if state != "starting" or _stale_start(study):
+                    _driver_lost(study)
+                    continue
+            if state in ACTIVE:
+                active += 1
+            elif state == "queued":
+                queued.append(study)
+        queued.sort(key=lambda s: service_record(s).get("submitted_at", ""))
+        for study in queued[:max(0, self._max_running - active)]:
+            set_state(study, "starting")
+            driver.start(study.study_name, storage_url=self._url, root=self._root,
+                         trainer=self._trainer)
+
+
+def _driver_lost(study: optuna.Study) -> None:
+    """A driver that vanished (its node, or the local Ray of a restarted service, went away):
+    queue the study again, up to `MAX_RESTARTS` times, so it finishes from what the storage
+    holds; a cancel that was under way ends as cancelled."""
+    rec = service_record(study)
+    if rec["state"] == "stopping":
+        set_state(study, "cancelled")
+    elif int(rec.get("restarts", 0)) < MAX_RESTARTS:
+        set_state(study, "queued", restarts=int(rec.get("restarts", 0)) + 1,
+                  error="its driver was lost; queued again (finished trials are kept)")
+    else:
+        set_state(study, "interrupted", error=f"its driver was lost {MAX_RESTARTS + 1} times; "
+                  "resume it once the cause is fixed")
+
+
+def _stale_start(study: optuna.Study, grace_s: float = 120.0) -> bool:
+    """A study left in ``starting`` longer than ``grace_s`` without an actor: its start failed."""
+    import datetime as dt
+
+    started = service_record(study).get("started_at")
+    if not started:
+        return True
+    age = dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(started)
+    return age.total_seconds() > grace_s

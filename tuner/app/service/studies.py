@@ -1,0 +1,111 @@
+"""The service's view of the studies in its storage: who owns each, what state it is in, and the
+progress, trials and front the API and the page show.
+
+A study the service runs carries a SERVICE attribute (`tuner.study.records`):
+``{"owner", "state", "submitted_at", "started_at", "ended_at", "error"}``. States:
+
+    queued       waiting for a free slot (the queue is the set of queued studies, oldest first)
+    starting     a driver actor is being started
+    running      its driver runs trials
+    stopping     cancel was asked; the driver is stopping its trials
+    cancelled    stopped on request; `resume` queues it again
+    finished     n_trials counted
+    failed       the driver stopped on an error (``error`` says which)
+    interrupted  the driver was lost (its Ray actor died); `resume` queues it again
+
+The storage is the truth: a restarted service reads these back and carries on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.study import records
+from tuner.study.ranking import pareto_front, study_knee
+from tuner.study.resume import n_done
+from tuner.study.trial_record import study_objectives, trial_records
+
+STATES = ("queued", "starting", "running", "stopping", "cancelled", "finished", "failed",
+          "interrupted")
+ACTIVE = ("starting", "running", "stopping")  # a driver holds the study
+ENDED = ("cancelled", "finished", "failed", "interrupted")  # may be deleted or resumed
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def service_record(study: optuna.Study) -> dict[str, Any]:
+    """The SERVICE attribute, or a record saying the command line ran this study."""
+    rec = study.user_attrs.get(records.SERVICE)
+    return dict(rec) if rec else {"owner": "", "state": "external", "submitted_at": ""}
+
+
+def set_state(study: optuna.Study, state: str, **fields: Any) -> None:
+    """Move the study to ``state`` (one of `STATES`), stamping the time it entered it."""
+    assert state in STATES, state
+    rec = service_record(study) | fields | {"state": state}
+    stamp = {"starting": "started_at", "cancelled": "ended_at", "finished": "ended_at",
+             "failed": "ended_at", "interrupted": "ended_at"}.get(state)
+    if stamp:
+        rec[stamp] = now()
+    study.set_user_attr(records.SERVICE, rec)
+
+
+def progress(study: optuna.Study) -> dict[str, Any]:
+    """Counts and the best trial: what the list, the stream and the page show."""
+    trials = study.get_trials(deepcopy=False)
+    spec = study.user_attrs.get(records.SPEC) or {}
+    recs = trial_records(study, trials=trials)
+    objectives = study_objectives(study)
+    first = objectives[0]
+    feasible = [r for r in recs if r.feasible]
+    best = None
+    if feasible:
+        pick = min if first.direction == "minimize" else max
+        b = pick(feasible, key=lambda r: r.values[first.name])
+        best = {"trial": b.number, "values": _finite(b.values)}
+    outcomes: dict[str, int] = {}
+    for r in recs:
+        if r.state in (TrialState.RUNNING, TrialState.WAITING):
+            continue
+        outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
+    return {"done": n_done(study), "total": int(spec.get("study", {}).get("n_trials", 0)),
+            "running": sum(t.state == TrialState.RUNNING for t in trials),
+            "outcomes": outcomes, "best": best}
+
+
+def summary(study: optuna.Study) -> dict[str, Any]:
+    """One entry of the study list."""
+    rec = service_record(study)
+    return {"name": study.study_name, "owner": rec.get("owner", ""), "state": rec["state"],
+            "submitted_at": rec.get("submitted_at", ""), "error": rec.get("error", ""),
+            "progress": progress(study)}
+
+
+def detail(study: optuna.Study) -> dict[str, Any]:
+    """Everything the study page shows: summary, objectives, trials, front, knee, curves."""
+    recs = trial_records(study)
+    objectives = study_objectives(study)
+    front = pareto_front([r for r in recs if r.feasible], objectives)
+    knee = study_knee(recs, objectives)
+    return summary(study) | {
+        "objectives": [{"name": o.name, "direction": o.direction} for o in objectives],
+        "spec": study.user_attrs.get(records.SPEC),
+        "trials": [{"number": r.number, "outcome": r.outcome, "feasible": r.feasible,
+                    "values": _finite(r.values), "params": r.params, "reason": r.reason,
+                    "curve": [[t, v] for t, v in r.eval_curve if math.isfinite(v)]}
+                   for r in recs],
+        "front": [r.number for r in front],
+        "knee": knee.number if knee is not None else None,
+    }
+
+
+def _finite(values: dict[str, float]) -> dict[str, float | None]:
+    """JSON has no inf/NaN: they become null."""
+    return {k: (v if math.isfinite(v) else None) for k, v in values.items()}
