@@ -213,6 +213,10 @@ def test_cli_writes_the_chosen_format(tmp_path, capsys):
     (["--micro-batch", "0"], "--micro-batch: must be a positive integer, but got"),
     (["--memory-fraction", "1.5"], "--memory-fraction: must be in (0, 1], but got"),
     (["--mfu", "0"], "--mfu: must be in (0, 1], but got --mfu 0.0."),
+    # sizes no run has: the planner would search layouts for minutes, the arithmetic overflow
+    (["--tokens", "1e300"], "--tokens: must be at most 1e+16, but got --tokens 1e+300."),
+    (["--gpus", "100000000000"], "--gpus: must be at most 1048576, but got --gpus 100000000000."),
+    (["--seq-len", "2000000"], "--seq-len: must be at most 1048576, but got --seq-len 2000000."),
     (["--max-memory-gb", "-1"], "--max-memory-gb: must be positive, but got"),
     (["--min-tokens-per-s", "nan"], "--min-tokens-per-s: must be at least 0, but got"),
     # a degree no layout of 64 GPUs can have is a broken rule, not a memory problem
@@ -220,9 +224,12 @@ def test_cli_writes_the_chosen_format(tmp_path, capsys):
     # 16B on 64 GPUs plans dp=64: fewer sequences than data-parallel ranks cannot be trained
     (["--global-batch", "7"], "--global-batch: must be at least dp*micro_batch = 64*1 = 64 "
                               "sequences"),
+    (["--target", "{tmp}"], "--target: must be a config JSON file, a published config"),
 ])
 def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, message):
     url = _sqlite_study(tmp_path)
+    if message.startswith("--target"):
+        argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     out = tmp_path / "full.json"
     base = ["export", "synthetic", "--storage", url, "--target",
             str(CONFIGS / "config_16B.json"), "--gpus", "64", "--tokens", "1e12",

@@ -81,6 +81,11 @@ def parse_pick(args: argparse.Namespace) -> Pick:
 
 # options checked before anything runs; None means "chosen by a rule"
 POSITIVE_INTS = ("gpus", "seq_len", "micro_batch", "global_batch", "tp", "pp", "ep")
+# Upper bounds far beyond any run (DeepSeek-V3: 2048 GPUs, 14.8e12 tokens, 4K sequences) that
+# keep the planner's search over layouts of --gpus, and the cost model's arithmetic, finite.
+MAX_INT = {"gpus": 2**20, "seq_len": 2**20, "micro_batch": 2**16, "global_batch": 2**30,
+           "tp": 2**10, "pp": 2**10, "ep": 2**16}
+MAX_TOKENS = 1e16
 UNIT_INTERVAL = ("memory_fraction", "mfu")
 
 
@@ -99,10 +104,15 @@ def check_numbers(args: argparse.Namespace) -> None:
                           f"{getattr(args, name)!r}.")
 
     for name in POSITIVE_INTS:
-        if getattr(args, name) is not None and getattr(args, name) < 1:
+        value = getattr(args, name)
+        if value is not None and value < 1:
             raise bad(name, "a positive integer")
+        if value is not None and value > MAX_INT[name]:
+            raise bad(name, f"at most {MAX_INT[name]}")
     if not (args.tokens >= 1 and float(args.tokens).is_integer()):  # also refuses nan, inf
         raise bad("tokens", "a positive whole number")
+    if args.tokens > MAX_TOKENS:
+        raise bad("tokens", f"at most {MAX_TOKENS:g}")
     for name in UNIT_INTERVAL:
         if not 0.0 < getattr(args, name) <= 1.0:
             raise bad(name, "in (0, 1]")

@@ -124,8 +124,14 @@ def load_target(spec: str) -> tuple[ModelArgs, str]:
     if spec.lower() in TARGETS:
         return published_target(spec)
     path = Path(spec)
+    if path.is_dir():
+        raise ValueError(f"--target: must be a config JSON file, a published config "
+                         f"({sorted(TARGETS)}) or a proxy preset, but {spec!r} is a folder.")
     if path.suffix == ".json" or path.exists():
-        return ModelArgs.from_json(path), path.stem.removeprefix("config_")
+        try:
+            return ModelArgs.from_json(path), path.stem.removeprefix("config_")
+        except OSError as e:
+            raise ValueError(f"--target: cannot read {spec!r} ({e.strerror or e}).") from None
     try:
         return preset(spec), spec
     except ValueError:
