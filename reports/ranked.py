@@ -22,6 +22,7 @@ from reports.recommend import markdown as recommend_md
 from reports.recommend import recommend
 from reports.snapshot import Snapshot
 from reports.transfer import validation_lines
+from tuner.study.noise import noise_sd, tied
 from tuner.study.reasons import group_of
 
 # Objective values these may hold are stand-ins (worst case) or partial, so they are not shown.
@@ -135,6 +136,8 @@ def _feasible_sections(snapshot: Snapshot) -> list[str]:
                 "The groups below say why each trial did not count."]
     cols = objective_columns(snapshot.frame)
     single = len(cols) == 1
+    sd = noise_sd(snapshot.study_user_attrs)
+    best = float(df["val_loss"].astype(float).min())
     out = []
     fronts = [("Best trial" if single else "Pareto set (rank 1)", df[df.pareto_rank == 1]),
               ("Other feasible trials", df[df.pareto_rank != 1])]
@@ -148,7 +151,15 @@ def _feasible_sections(snapshot: Snapshot) -> list[str]:
             header.append("knee")
             rows = [[*row, "**knee**" if bool(r["knee"]) else ""]
                     for row, (_, r) in zip(rows, part.iterrows(), strict=True)]
+        if sd is not None:  # ties with the best val_loss, within the measured noise
+            header.append("tied")
+            rows = [[*row, _tie_cell(r, best, sd)]
+                    for row, (_, r) in zip(rows, part.iterrows(), strict=True)]
         out += [f"## {title}", ""] + _md_table(header, rows) + [""]
+    if sd is not None:
+        out += [f"**tied**: val_loss within the measured run-to-run noise (±{sd:.3g}) of the "
+                f"lowest feasible val_loss ({best:.4g}); the order among tied trials may be the "
+                "seed's, not the recipe's.", ""]
     knee = df[df["knee"].astype(bool)]
     if not single and not knee.empty:
         n = int(knee["number"].iloc[0])
@@ -157,6 +168,14 @@ def _feasible_sections(snapshot: Snapshot) -> list[str]:
                 "takes.", ""]
     return out
 
+
+
+def _tie_cell(row: pd.Series, best: float, sd: float) -> str:
+    """``best``; ``**tied** (+0.004)`` for a val_loss within ``sd`` of the best; else empty."""
+    loss = float(row["val_loss"])
+    if loss == best:
+        return "best"
+    return f"**tied** ({loss - best:+.3g})" if tied(loss, best, sd) else ""
 
 
 def _grouped(snapshot: Snapshot) -> list[str]:

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from reports.snapshot import Snapshot
 from tuner.study import records
 from tuner.study.diagnostics import edge_warnings, unvaried_warnings
+from tuner.study.metrics import LOAD_DEPENDENT, load_warning
 from tuner.study.ranking import pareto_front, study_knee
 from tuner.study.trial_record import TrialRecord
 
 MAX_ALTERNATIVES = 4
-LOAD_DEPENDENT = ("tokens_per_s", "train_time_s")  # measured on a machine other work shares
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,11 +45,8 @@ def recommend(snapshot: Snapshot) -> Recommendation | None:
     finished = [r for r in recs if r.trained]
     warnings = edge_warnings(snapshot.trials, knee.number, finished)
     warnings += unvaried_warnings(feasible)
-    for o in objectives:
-        if o.name in LOAD_DEPENDENT:
-            warnings.append(f"objective {o.name} is each trial's own measurement on a machine "
-                            "other work may share: it measures the load as much as the recipe, "
-                            "so its differences may not be the recipe's.")
+    warnings += [load_warning(o.name, "objective") for o in objectives
+                 if o.name in LOAD_DEPENDENT]
     return Recommendation(
         trial=knee.number, single=len(objectives) == 1, recipe=_recipe_words(knee),
         values=dict(knee.values),

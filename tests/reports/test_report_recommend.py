@@ -36,7 +36,7 @@ def test_warnings_name_an_edge_value_an_unvaried_knob_and_a_load_dependent_objec
     text = " ".join(rec.warnings)
     assert "lr = 0.0099 sits at the top of [0.0001, 0.01]" in text
     assert "warmup_fraction never varied" in text and "precision never varied" in text
-    assert "objective tokens_per_s is each trial's own measurement" in text
+    assert "objective tokens_per_s is each trial's own timing" in text
 
 
 def test_one_objective_recommends_the_best_trial_and_no_trial_says_so():

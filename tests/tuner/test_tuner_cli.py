@@ -88,13 +88,25 @@ def test_submit_refuses_an_existing_name_without_resume(stored_study, capsys):
     assert "--resume" in capsys.readouterr().err
 
 
+def test_submit_warns_about_a_load_dependent_objective(stored_study, tmp_path, capsys):
+    root, _ = stored_study
+    text = QUICKSTART.read_text().replace("[objectives]",
+                                          '[objectives]\ntokens_per_s = "maximize"')
+    spec = write_spec(tmp_path, text)
+    # the warning comes first; this submit then stops (the study exists), before Ray
+    assert main(["submit", str(spec), "--name", "cli", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "warning: objective tokens_per_s is each trial's own timing" in err
+    assert "--resume" in err
+
+
 def test_status_and_list(stored_study, capsys):
     root, spec = stored_study
     assert main(["list", "--root", str(root)]) == 0
     assert capsys.readouterr().out.split() == ["cli"]
     assert main(["status", "cli", "--root", str(root)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[:4] == ["#", "outcome", "val_loss", "tokens_per_s"]
+    assert out[0].split()[:4] == ["#", "outcome", "val_loss", "full_gpu_hours"]
     assert out[2].split()[1:3] == ["complete", "3.2"] and "ValueError: boom" in out[3]
     top = out[out.index("Top of the ranking:") + 1:]
     assert any("3.2" in line for line in top)  # the one complete trial heads the ranking

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.study.spec import SpecError, StudySpec, load_spec, spec_from_dict
+from tuner.study.spec import SpecError, StudySpec, load_spec, spec_from_dict, spec_warnings
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "search_spaces" / "quickstart.toml"
@@ -135,6 +135,19 @@ def test_constraint_forms():
                              ("min_tokens_per_s", 1000.0))
 
 
+def test_a_load_dependent_objective_or_constraint_gets_a_warning():
+    assert spec_warnings(spec_from_dict(base())) == []
+    assert spec_warnings(load_spec(QUICKSTART)) == []
+    s = spec_from_dict({**base(), "objectives": {"val_loss": "minimize",
+                                                 "tokens_per_s": "maximize"},
+                        "constraints": {"max_train_time_s": 60, "max_vio": 0.5}})
+    warnings = spec_warnings(s)
+    assert len(warnings) == 2
+    assert warnings[0].startswith("objective tokens_per_s")
+    assert warnings[1].startswith("constraint train_time_s")
+    assert all("measures the load" in w for w in warnings)
+
+
 def test_unset_intervals_follow_a_small_budget():
     """Shrinking tokens_per_trial alone must not trip over the 50k defaults."""
     spec = spec_from_dict(with_("budget.tokens_per_trial", 20_000))
@@ -153,7 +166,7 @@ FULL_RUN_BAD = [
     (with_("full_run.gpus", 0), ["full_run.gpus", "positive integer", "0"]),
     (with_("full_run.tokens", 1.5), ["full_run.tokens", "integer", "1.5"]),
     (with_("full_run.tokens", -1), ["full_run.tokens", "positive integer", "-1"]),
-    (with_("full_run.target", "proxy-xl"), ["full_run.target", "proxy-xl"]),
+    (with_("full_run.target", "proxy-xl"), ["full_run.target", "deepseek-v3-671b", "proxy-xl"]),
     (with_("full_run.nodes", 4), ["full_run", "unknown key", "nodes", "gpus"]),
     (with_("objectives.full_gpu_hours", "minimize"),
      ["objectives.full_gpu_hours", "needs [model] full", "[full_run] target"]),
@@ -178,6 +191,12 @@ def test_full_run_section_is_parsed_and_stored():
                                                                                   8192)
     assert spec.full_run_target == "proxy-l"
     assert spec_from_dict(spec.to_dict()) == spec  # as resume reads it back
+
+
+def test_full_run_target_may_name_a_published_config():
+    spec = load_spec(QUICKSTART)
+    assert spec.full_run_target == "deepseek-v3-671b"
+    assert dict(spec.objectives) == {"val_loss": "minimize", "full_gpu_hours": "minimize"}
 
 
 def test_full_run_defaults_to_deepseek_v3s_run():

@@ -18,7 +18,7 @@ from tuner.app.errors import DeferredStop, UsageError
 from tuner.study import database as db
 from tuner.study import resume as rs
 from tuner.study import storage as st
-from tuner.study.spec import SpecError, StudySpec, check_inputs, load_spec
+from tuner.study.spec import SpecError, StudySpec, check_inputs, load_spec, spec_warnings
 
 DEFAULT_ROOT = "runs"
 
@@ -85,6 +85,8 @@ def submit(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec, overrides=overrides)
     except SpecError as e:
         raise UsageError(str(e)) from None
+    for warning in spec_warnings(spec):
+        print(f"moetune: warning: {warning}", file=sys.stderr)
     trainer = import_trainer(args.trainer)
     run_dir = Path(args.root) / spec.name
     study = find_study(spec.name, run_dir, args.storage or spec.study.storage,

@@ -135,6 +135,22 @@ for _m in (
     register_metric(_m)
 
 
+# Each trial's own timing of itself. On a machine that other trials, studies or users share it
+# measures the load at that moment as much as the recipe (the same recipe and seed give the same
+# val_loss in two studies, not the same tokens/s), so a spec naming one as an objective or
+# constraint gets `load_warning`.
+LOAD_DEPENDENT = ("tokens_per_s", "train_time_s")
+
+
+def load_warning(name: str, role: str) -> str:
+    """What a load-dependent metric (`LOAD_DEPENDENT`) measures, for a spec or a report naming
+    it as ``role`` ("objective" or "constraint")."""
+    return (f"{role} {name} is each trial's own timing on a machine other work may share: it "
+            "measures the load at that moment as much as the recipe, so its differences may not "
+            "be the recipe's; the modeled full_gpu_hours / full_peak_memory_gb ([full_run]) "
+            "carry no machine noise.")
+
+
 def is_modeled(name: str) -> bool:
     """Whether metric ``name`` is a model's estimate, never a measurement."""
     metric = METRICS.get(name)

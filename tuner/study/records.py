@@ -11,8 +11,9 @@ Study level (``study.user_attrs``):
                  also set as ``study.metric_names``.
     CONSTRAINTS  ``{name: limit}`` from the spec's ``[constraints]`` table.
     VALIDATION   results of ``moetune validate`` (transfer confidence), when run.
-    NOISE        run-to-run noise of val_loss, when measured: ``{"sd", "n", "how"}``; reports
-                 treat differences below it as ties.
+    NOISE        run-to-run noise of val_loss, when measured: ``{"sd", "n", "how"}``, plus the
+                 re-trained ``trials`` and their ``runs`` when `tuner.study.noise` measured it;
+                 reports treat differences below it as ties (`tuner.study.noise.tied`).
     STOP         set (to who asked and when) to ask the study's driver, wherever it runs, to
                  stop: ``moetune cancel`` and the service write it (`tuner.study.control`).
     SERVICE      the service's record of a study it runs: owner, state, times

@@ -21,8 +21,9 @@ class ResumeSpecError(ValueError):
 
 
 # Fields a resume may change: how many trials, how they are placed and the guards around them,
-# not what they measure.
+# the noise re-runs after them (never trials), not what the trials measure.
 RESUMABLE_CHANGES = frozenset({"study.n_trials", "study.max_concurrent",
+                               "study.noise_repeats", "study.noise_top",
                                "resources.cpus_per_trial", "resources.gpus_per_trial",
                                "resources.trial_timeout_s", "data.max_corpus_gb"})
 # A point whose trial was interrupted is queued again, but not past this many re-runs: a point

@@ -5,6 +5,10 @@
 dead driver left RUNNING, and runs only what is missing, so a killed driver followed by a resume
 ends with exactly ``n_trials`` counted trials.
 
+With ``[study] noise_repeats`` set, a study that reaches ``n_trials`` then re-trains its top
+trials with other seeds in this process and stores the spread of val_loss (`tuner.study.noise`);
+those runs are not trials and never count toward ``n_trials``.
+
 Bounds on a trial: the scheduler ends a trial that runs past ``resources.trial_timeout_s``
 (its worker is killed, so even a trial stuck in native code ends) and tells the searcher which
 trials Ray's memory monitor killed; both end infeasible with their reason, and the study goes
@@ -36,7 +40,8 @@ from tuner.study import database as db
 from tuner.study import lease as ls
 from tuner.study import resume as rs
 from tuner.study import storage as st
-from tuner.study.progress import StudyProgress
+from tuner.study.noise import measure_noise
+from tuner.study.progress import StudyProgress, stderr_lines
 from tuner.study.proxy import resolve_model_args
 from tuner.study.samplers import make_sampler
 from tuner.study.searcher import StudySearcher, Tally
@@ -97,11 +102,15 @@ def run_study(spec: StudySpec, *, run_dir: Path, storage: str = "", resume: bool
                 study = _open_study(spec, store, resume=resume)
                 reaped = tuple(rs.reap_interrupted(study, store))
                 gone = db.FileGone(url)
+                stopping = _AnyOf(stop, lost, gone)
                 tally = _run_missing(spec, study, run_dir=run_dir, trainer=trainer,
-                                     progress=progress, stop=_AnyOf(stop, lost, gone),
-                                     interrupt=interrupt)
+                                     progress=progress, stop=stopping, interrupt=interrupt)
                 gone.check()
                 done = rs.n_done(study)
+                if done >= spec.study.n_trials:
+                    _measure_noise(spec, study, trainer=trainer, progress=progress,
+                                   stop=stopping, interrupt=interrupt)
+                    gone.check()
         except Exception as e:
             if db.fault_of(e) is None or isinstance(e, db.StorageFault):
                 raise
@@ -131,6 +140,21 @@ def _open_study(spec: StudySpec, store: Any, *, resume: bool) -> Any:
         st.update_stored_spec(study, spec)
     held = len(study.get_trials(deepcopy=False))
     return st.load_study(spec.name, store, make_sampler(spec, n_existing=held))
+
+
+def _measure_noise(spec: StudySpec, study: Any, *, trainer: Trainer, progress: bool,
+                   stop: StopFlag, interrupt: StopFlag | None) -> None:
+    """`noise.measure_noise` once the trials are done (Ray Tune's trials have ended, so the
+    re-trainings in this process have the cores to themselves). Polled between runs: ``stop``
+    ends it without storing anything, ``interrupt`` raises KeyboardInterrupt as during the
+    trials."""
+    def should_stop() -> bool:
+        if interrupt is not None and interrupt.is_set():
+            raise KeyboardInterrupt
+        return stop.is_set()
+
+    measure_noise(study, spec, trainer=trainer, should_stop=should_stop,
+                  log=stderr_lines("noise") if progress else None)
 
 
 def _run_missing(spec: StudySpec, study: Any, *, run_dir: Path, trainer: Trainer,

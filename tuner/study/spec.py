@@ -30,10 +30,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from search_spaces.loader import SearchSpace, SpaceError, load_space, space_from_dict
 from trainers.model_args import ModelArgs
-from trainers.presets import preset
+from trainers.presets import preset, preset_names
 from tuner.modeling.hardware import HARDWARE
+from tuner.modeling.targets import TARGETS
 from tuner.study.database import URL_PREFIXES, shown
-from tuner.study.metrics import DIRECTIONS, METRICS, Direction, constraint_target
+from tuner.study.metrics import (
+    DIRECTIONS,
+    LOAD_DEPENDENT,
+    METRICS,
+    Direction,
+    constraint_target,
+    load_warning,
+)
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -60,6 +68,10 @@ class StudySection:
     # random trials before TPE/GP model the results; "auto" = tuner.study.samplers.startup_trials
     startup_trials: int | str = "auto"
     storage: str = ""  # "" = sqlite file in the study's run folder
+    # val_loss noise: re-train the noise_top best feasible trials with this many other seeds
+    # once the study is done (tuner.study.noise; not counted in n_trials); 0 = not measured
+    noise_repeats: int = 0
+    noise_top: int = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,9 +116,10 @@ class ResourcesSection:
 @dataclass(frozen=True, kw_only=True)
 class FullRunSection:
     """The full run the study's recipe is for: what the modeled ``full_*`` metrics cost and
-    ``moetune export`` defaults to. ``target`` is a DeepSeek config JSON or a preset name; empty
-    means ``[model] full``. The defaults are DeepSeek-V3's pre-training run (technical report,
-    arXiv:2412.19437: 14.8T tokens, 4K sequences, 2048 H800 GPUs)."""
+    ``moetune export`` defaults to. ``target`` is a published config's name
+    (`tuner.modeling.targets.TARGETS`, e.g. ``deepseek-v3-671b``), a DeepSeek config JSON or a
+    preset name; empty means ``[model] full``. The defaults are DeepSeek-V3's pre-training run
+    (technical report, arXiv:2412.19437: 14.8T tokens, 4K sequences, 2048 H800 GPUs)."""
 
     target: str = ""
     hardware: str = "h800"
@@ -241,6 +254,19 @@ def parse_spec(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySp
                      full_run=full_run)
 
 
+def spec_warnings(spec: StudySpec) -> list[str]:
+    """What a valid spec should still reconsider, one line each (``submit`` prints them; none
+    stops the study): an objective or constraint on a load-dependent metric
+    (`metrics.LOAD_DEPENDENT`), which measures the machine's load as much as the recipe.
+
+        >>> spec_warnings(load_spec("search_spaces/quickstart.toml"))  # doctest: +SKIP
+        []
+    """
+    roles = [(name, "objective") for name, _ in spec.objectives]
+    roles += [(constraint_target(key)[0], "constraint") for key, _ in spec.constraints]
+    return [load_warning(name, role) for name, role in roles if name in LOAD_DEPENDENT]
+
+
 def check_inputs(spec: StudySpec) -> None:
     """The checks that read files: ``[model] full`` and ``[full_run] target`` load as DeepSeek
     configs, and the corpus loads as every trial will load it, matches ``data.vocab_size`` and
@@ -285,8 +311,13 @@ def _full_run(table: Mapping[str, Any], base_dir: Path | None) -> FullRunSection
                  getattr(f, key))
     if f.target.endswith(".json"):
         return dataclasses.replace(f, target=_absolute(f.target, base_dir))
-    if f.target:
-        _check_preset_value("full_run.target", f.target)
+    if f.target and f.target.lower() not in TARGETS:
+        try:
+            preset(f.target)
+        except (ValueError, KeyError):
+            raise SpecError(f"full_run.target: must be a published config "
+                            f"({sorted(TARGETS)}), a config JSON or a preset "
+                            f"({preset_names()}), but got {f.target!r}.") from None
     return f
 
 
@@ -326,6 +357,9 @@ def _check_study(s: StudySection) -> None:
     _require(s.max_concurrent >= 1, "study.max_concurrent", "must be >= 1", s.max_concurrent)
     _require(s.seed >= 0, "study.seed", "must be >= 0", s.seed)
     _require(s.sampler in SAMPLERS, "study.sampler", f"must be one of {SAMPLERS}", s.sampler)
+    _require(s.noise_repeats >= 0, "study.noise_repeats", "must be >= 0 (0 = noise not measured)",
+             s.noise_repeats)
+    _require(s.noise_top >= 1, "study.noise_top", "must be >= 1", s.noise_top)
     _require(s.startup_trials == "auto" or (isinstance(s.startup_trials, int)
                                             and s.startup_trials >= 1),
              "study.startup_trials", "must be an integer >= 1 or \"auto\"", s.startup_trials)
