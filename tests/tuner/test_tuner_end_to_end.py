@@ -67,6 +67,11 @@ def test_submit_real_proxy_then_rerun_a_trial(ray_session, tmp_path, capsys):
     # Same recipe, model, seed, corpus, budget and thread count: the same loss, bit for bit.
     assert out["rerun_val_loss"] == out["stored_val_loss"]
     assert "identical to the stored value" in printed.out
+    # every metric both runs measured is compared, and the load-dependent ones say so
+    assert out["metrics"]["val_loss"]["stored"] == out["metrics"]["val_loss"]["rerun"]
+    assert {"tokens_per_s", "max_vio_val", "peak_memory_bytes", "steps"} <= set(out["metrics"])
+    assert "  steps: stored" in printed.out and ", identical" in printed.out
+    assert "tokens_per_s: stored" in printed.out and "measures the machine's load" in printed.out
     started = "moetune rerun: trial 0: started, 8,192 tokens, 1 torch thread(s) as the trial had"
     assert started in printed.err
     assert "moetune rerun: trial 0: 8,192/8,192 tokens, val_loss" in printed.err

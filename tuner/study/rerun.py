@@ -12,7 +12,9 @@ import optuna
 import torch
 
 from trainers import ModelArgs, Recipe, load_corpus, train
+from trainers.result import json_safe, to_float
 from tuner.study import records
+from tuner.study.metrics import LOAD_DEPENDENT
 from tuner.study.progress import Log, elapsed, eval_lines
 from tuner.study.storage import stored_spec
 
@@ -63,19 +65,54 @@ def rerun_trial(study: optuna.Study, number: int, *, device: str | None = None,
                          on_eval=eval_lines(say, f"trial {number}", tokens, t0))
     finally:
         torch.set_num_threads(before)
-    stored = (t.user_attrs.get(records.METRICS) or {}).get("val_loss")
+    stored_metrics = t.user_attrs.get(records.METRICS) or {}
+    stored = stored_metrics.get("val_loss")
+    compared = compare_metrics(stored_metrics, result.to_dict())
     out = {"study": study.study_name, "trial": number, "stored_val_loss": stored,
            "rerun_val_loss": result.val_loss if math.isfinite(result.val_loss) else "inf",
            "same_corpus": stored_hash in (None, data.hash), "torch_threads": threads,
-           "rerun": result.to_dict()}
+           "metrics": compared, "rerun": result.to_dict()}
     written = ""
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"rerun-{number}.json"
         path.write_text(json.dumps(out, indent=2) + "\n")
         written = f"; details in {path}"
-    return f"trial {number}: {_comparison(stored, result.val_loss)}" + (
+    head = f"trial {number}: {_comparison(stored, result.val_loss)}" + (
         "" if out["same_corpus"] else " (the corpus changed since the study ran)") + written
+    return "\n".join([head, *metric_lines(compared)])
+
+
+def compare_metrics(stored: dict[str, Any], rerun: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every number both the stored trial and the re-run measured: ``{name: {stored, rerun}}``
+    (inf/NaN as stored strings)."""
+    out = {}
+    for name, old in stored.items():
+        new = rerun.get(name)
+        if isinstance(old, bool) or isinstance(new, bool):
+            continue
+        a, b = to_float(old, default=math.nan), to_float(new, default=math.nan)
+        if name in rerun and not (math.isnan(a) and math.isnan(b)) \
+                and (isinstance(old, (int, float, str)) and isinstance(new, (int, float, str))):
+            out[name] = {"stored": json_safe(a), "rerun": json_safe(b)}
+    return out
+
+
+def metric_lines(compared: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per re-measured metric; a trial's own timing is flagged as load-dependent."""
+    lines = []
+    for name, pair in compared.items():
+        a, b = to_float(pair["stored"]), to_float(pair["rerun"])
+        if a == b:
+            change = "identical"
+        elif math.isfinite(a) and math.isfinite(b) and a != 0:
+            change = f"{b - a:+.3g} ({(b - a) / abs(a):+.2%})"
+        else:
+            change = "differs"
+        note = ("  [measures the machine's load at that moment as much as the recipe]"
+                if name in LOAD_DEPENDENT else "")
+        lines.append(f"  {name}: stored {a:.6g}, re-run {b:.6g}, {change}{note}")
+    return lines
 
 
 def _comparison(stored: Any, rerun: float) -> str:
