@@ -150,7 +150,7 @@ def serve(args: argparse.Namespace) -> int:
     ray.init(address=args.address, include_dashboard=False, log_to_driver=False,
              namespace="moetune")
     config = ServiceConfig(root=root, storage_url=url, trainer=args.trainer,
-                           max_running=args.max_running)
+                           max_running=args.max_running, local_ray=args.address is None)
     scheduler = Scheduler(storage=storage, storage_url=url, root=root, trainer=args.trainer,
                           max_running=args.max_running)
     app = create_app(Service(config, storage, Auth(tokens), scheduler))

@@ -49,6 +49,9 @@ class ServiceConfig:
     trainer: str = "trainers:train"
     max_running: int = 2
     max_body_bytes: int = MAX_SPEC_BYTES
+    # the service's own Ray (no --address): this machine is the cluster, so a spec's files are
+    # checked here, without starting a Ray worker process for it
+    local_ray: bool = True
 
 
 class SubmitError(ValueError):
@@ -59,14 +62,17 @@ class SubmitError(ValueError):
         self.field = field
 
 
-@ray.remote(num_cpus=0)
-def _check_on_cluster(table: dict[str, Any]) -> str:
-    """The spec's file checks where the drivers run (data and model paths are cluster paths)."""
+def _check_inputs(table: dict[str, Any]) -> str:
+    """The spec's file checks: '' if they pass, else the error."""
     try:
         check_inputs(parse_spec(table))
     except SpecError as e:
         return str(e)
     return ""
+
+
+# on a cluster, where the drivers run (data and model paths are cluster paths)
+_check_on_cluster = ray.remote(num_cpus=0)(_check_inputs)
 
 
 class Service:
@@ -142,7 +148,8 @@ class Service:
             spec = parse_spec(table)
         except SpecError as e:
             raise SubmitError(str(e), field=str(e).split(":", 1)[0]) from None
-        problem = str(ray.get(_check_on_cluster.remote(spec.to_dict())))
+        problem = (_check_inputs(spec.to_dict()) if self.config.local_ray else
+                   str(ray.get(_check_on_cluster.remote(spec.to_dict()))))
         if problem:
             raise SubmitError(problem, field=problem.split(":", 1)[0])
         if spec.name in study_names(self.storage):
