@@ -21,6 +21,9 @@ from tuner.app.cli import main
 from tuner.study import records
 
 
+LIVE = ("queued", "starting", "running")  # a just-accepted study's state, read after acceptance
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     srv = Server(tmp_path_factory.mktemp("service") / "root").start()
@@ -31,7 +34,8 @@ def server(tmp_path_factory):
 def submit(server: Server, name: str, n: int = 4) -> dict:
     status, body = server.call("POST", "/api/v1/studies", {"spec": SPEC.format(name=name, n=n)})
     assert status == 201, body
-    assert body["state"] == "queued" and body["owner"] == "local"
+    # the scheduler may pick the study up before the response is written: any live state is right
+    assert body["state"] in LIVE and body["owner"] == "local"
     return body
 
 
@@ -90,7 +94,7 @@ def test_cancelled_study_resumes_to_the_end(server):
     server.call("POST", "/api/v1/studies/resumable/cancel")
     server.wait_state("resumable", ("cancelled",))
     status, body = server.call("POST", "/api/v1/studies/resumable/resume")
-    assert status == 200 and body["state"] == "queued"
+    assert status == 200 and body["state"] in LIVE
     d = server.wait_state("resumable", ("finished",))
     assert d["progress"]["done"] == 6 and d["progress"]["running"] == 0
     status, _ = server.call("DELETE", "/api/v1/studies/resumable")
