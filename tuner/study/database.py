@@ -16,6 +16,7 @@ import contextlib
 import importlib.util
 import re
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -129,7 +130,7 @@ def open_storage(url: str, where: str = "--storage") -> optuna.storages.RDBStora
         kwargs = {"connect_args": {"timeout": 60}}
         _create_sqlite_file(path, where)
     try:
-        storage = optuna.storages.RDBStorage(_engine_url(url), engine_kwargs=kwargs)
+        storage = _rdb_storage(_engine_url(url), kwargs)
     except (sqlalchemy.exc.SQLAlchemyError, ImportError) as e:
         # e.g. server down, wrong password, driver not installed: say so, not a traceback
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -138,6 +139,28 @@ def open_storage(url: str, where: str = "--storage") -> optuna.storages.RDBStora
     if url.startswith("sqlite"):
         _fast_sqlite(storage)
     return storage
+
+
+def _rdb_storage(url: str, kwargs: dict[str, Any]) -> optuna.storages.RDBStorage:
+    """Optuna's RDBStorage, retried when another process creates the same new database at the
+    same moment: both create the tables, so one fails with "table ... already exists" or on
+    inserting the schema version row (IntegrityError on alembic_version); a later attempt finds
+    the schema in place."""
+    attempts = 5
+    for attempt in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+        except sqlalchemy.exc.SQLAlchemyError as e:
+            if attempt == attempts - 1 or not _creation_race(e):
+                raise
+            time.sleep(0.1 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def _creation_race(e: sqlalchemy.exc.SQLAlchemyError) -> bool:
+    """Whether ``e`` is another process's concurrent creation of the same schema."""
+    text = str(e).lower()
+    return isinstance(e, sqlalchemy.exc.IntegrityError) or "already exists" in text
 
 
 def _fast_sqlite(storage: optuna.storages.RDBStorage) -> None:
