@@ -1,8 +1,11 @@
 """Two studies side by side: both Pareto fronts on one plot, hypervolumes under one reference.
 
-Typical use: the same search space searched by two samplers. The reference point is derived once
-from the union of both studies' feasible points (or given), so the two hypervolumes are
-comparable; it is stated in every output.
+Typical use: the same search space searched by two samplers. The studies are compared at equal
+budgets (`reports.verdict.equal_budgets`: same tokens per trial, the larger cut to the smaller's
+first N finished trials), the reference point is derived once from the union of both studies'
+feasible points (or given), so the two hypervolumes are comparable; it is stated in every output.
+The verdict names a winner only when the difference is larger than the measured run-to-run noise
+(`reports.verdict.judge`), and says which noise and n it used.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from reports import labels
 from reports.hypervolume import hypervolume
 from reports.progress import feasible_points, pinned_reference
 from reports.snapshot import Snapshot, take_snapshot
+from reports.verdict import Verdict, equal_budgets, judge
 from tuner.study import records
 from tuner.study.ranking import to_minimization
 
@@ -32,13 +36,15 @@ def compare(study_a: optuna.Study, study_b: optuna.Study, out_dir: str | Path, *
     """Write compare.md, compare.html and compare.png for two studies with the same objectives.
 
     Raises:
-        ValueError: the studies' objectives (names and directions) differ.
+        ValueError: the studies' objectives (names and directions) differ, or their tokens per
+            trial do (nothing is written then).
     """
     snaps = [take_snapshot(study_a), take_snapshot(study_b)]
     objs = [[(o.name, o.direction) for o in s.objectives] for s in snaps]
     if objs[0] != objs[1]:
         raise ValueError(f"compare: both studies must have the same objectives, but got "
                          f"{snaps[0].study_name}={objs[0]} and {snaps[1].study_name}={objs[1]}.")
+    snaps, budget = equal_budgets(snaps)
     directions = [d for _, d in objs[0]]
     points = [feasible_points(s)[1] for s in snaps]
     union = np.vstack(points)
@@ -52,7 +58,8 @@ def compare(study_a: optuna.Study, study_b: optuna.Study, out_dir: str | Path, *
     out.mkdir(parents=True, exist_ok=True)
     paths = {"compare_md": out / "compare.md", "compare_html": out / "compare.html",
              "compare_png": out / "compare.png"}
-    text = _markdown(snaps, hvs, ref.describe([n for n, _ in objs[0]]))
+    verdict = judge(snaps, points, hvs, ref_min)
+    text = _markdown(snaps, hvs, ref.describe([n for n, _ in objs[0]]), budget, verdict)
     paths["compare_md"].write_text(text, encoding="utf-8")
     paths["compare_html"].write_text(_html(snaps, text), encoding="utf-8")
     _png(snaps, paths["compare_png"])
@@ -65,32 +72,29 @@ def _front(s: Snapshot) -> tuple[np.ndarray, list[int]]:
     return f[[o.column for o in s.objectives]].to_numpy(float), f["number"].tolist()
 
 
-def _markdown(snaps: list[Snapshot], hvs: list[float], ref: str) -> str:
+def _markdown(snaps: list[Snapshot], hvs: list[float], ref: str, budget: list[str],
+              verdict: Verdict) -> str:
     lines = [f"# Compare `{snaps[0].study_name}` and `{snaps[1].study_name}`", "",
-             f"Reference point {ref}.", "",
+             " ".join(budget), "", f"Reference point {ref}.", "",
              "| study | trials | feasible | Pareto set | hypervolume |", "|---|---|---|---|---|"]
     for s, hv in zip(snaps, hvs, strict=True):
         lines.append(f"| {s.study_name} | {len(s.frame)} | {int(s.frame['feasible'].sum())} | "
                      f"{len(_front(s)[1])} | {hv:.6g} |")
-    lines += ["", *[f"> {s.study_name}: {s.banner()}" for s in snaps if s.banner()]]
+    lines += ["", "## Verdict", "", verdict.text, "", verdict.noise, ""]
+    lines += [f"> {s.study_name}: {s.banner()}" for s in snaps if s.banner()]
     lines += [f"> Not like for like: {d}." for d in setup_differences(snaps)]
     return "\n".join(lines) + "\n"
 
 
 def setup_differences(snaps: list[Snapshot]) -> list[str]:
-    """What differs between the two studies' setups besides the search: the number of trials,
-    budget, model, data.
+    """What differs between the two studies' setups besides the search: the rest of the
+    budget, the model, the data (the tokens per trial and the trial counts are made equal by
+    `reports.verdict.equal_budgets`).
 
-    Fronts trained on different token budgets or proxies are not comparable point for point.
+    Fronts trained on different proxies are not comparable point for point.
     """
     specs = [s.study_user_attrs.get(records.SPEC) or {} for s in snaps]
     out = []
-    counts = [len(s.frame) for s in snaps]
-    if counts[0] != counts[1]:
-        # hypervolume only grows with trials: a bigger study wins by spending more
-        ran = [f"{n} trial{'s' if n != 1 else ''}" for n in counts]
-        out.append(f"{snaps[0].study_name} ran {ran[0]} and {snaps[1].study_name} {ran[1]}; "
-                   "hypervolume grows with trials, so compare at equal counts")
     for section in ("budget", "model", "data"):
         a, b = (sp.get(section) for sp in specs)
         if a is not None and b is not None and a != b:

@@ -53,9 +53,10 @@ def fp8_gaps(snapshot: Snapshot) -> list[Fp8Gap]:
 
 
 def _finished(snapshot: Snapshot, precision: str) -> list[TrialRecord]:
-    # COMPLETE only: pruned runs saw fewer tokens
+    # COMPLETE only: pruned runs saw fewer tokens; warm-start ones were another study's
     return [r for r in snapshot.records
             if r.state == TrialState.COMPLETE and r.recipe_dict.get("precision") == precision
+            and not r.warm_start
             and math.isfinite(_loss(r))]
 
 

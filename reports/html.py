@@ -18,9 +18,10 @@ from reports.fp8_gap import DEEPSEEK_V3_BAR, Fp8Gap
 from reports.frame import ranked
 from reports.importance import Importances
 from reports.progress import Progress
-from reports.ranked import fmt, recipe_line
+from reports.ranked import emphasis, lowest_loss, ranking_table, tie_legend
 from reports.recommend import Recommendation, recommend
 from reports.snapshot import Snapshot
+from reports.start import html as start_html
 from reports.transfer import validation_lines
 
 CONFIG = {"displaylogo": False, "responsive": True}
@@ -41,11 +42,11 @@ th { background: #f3f3f3; } code { font-size: 12px; }
 def render_html(snapshot: Snapshot, *, importances: Importances, gaps: list[Fp8Gap],
                 prog: Progress) -> str:
     """The whole report.html document as a string."""
-    body = [_header(snapshot, prog), _recommendation(recommend(snapshot))]
+    body = [_header(snapshot, prog), _recommendation(recommend(snapshot)), start_html(snapshot)]
     body += _pareto_section(snapshot)
     body += _section("Search progress", _progress_figure(snapshot, prog), _progress_note(prog))
     body += _section("Parameter importances", _importance_figure(importances),
-                     f"{importances.evaluator} on {importances.n_trials} feasible trial(s). "
+                     f"{importances.how()}; bars are the means, whiskers the intervals. "
                      + " ".join(importances.notes))
     body += _section("Learning curves of the best trials", _curves_figure(snapshot),
                      "Validation loss at each evaluation (EVAL_CURVE) of the best-ranked trials.")
@@ -100,18 +101,30 @@ def _header(snapshot: Snapshot, prog: Progress) -> str:
 
 
 def _top_table(snapshot: Snapshot, n: int = 10) -> str:
-    top = ranked(snapshot.frame).head(n)
+    """The top of the ranking, with the knee and tied columns ranked.md has (the same cells)."""
+    df = ranked(snapshot.frame)
+    top = df.head(n)
     if top.empty:
         return "<p><b>No feasible trial yet.</b> See ranked.md for the reasons, grouped.</p>"
     cols = [o.column for o in snapshot.objectives]
-    head = "".join(f"<th>{h}</th>" for h in
-                   ["rank", "trial", *[c.removeprefix("objective.") for c in cols], "recipe"])
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{html_lib.escape(x)}</td>" for x in
-                         [fmt(r["pareto_rank"]), f"#{r['number']}", *[fmt(r[c]) for c in cols]])
-        + f"<td><code>{html_lib.escape(recipe_line(r))}</code></td></tr>"
-        for _, r in top.iterrows())
-    return f"<h2>Top of the ranking</h2><table><tr>{head}</tr>{rows}</table>"
+    sd = snapshot.noise_sd
+    header, cells = ranking_table(top, cols, knee=len(cols) > 1, ties=sd is not None,
+                                  best=lowest_loss(df))
+    esc = html_lib.escape
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    rows = "".join("<tr>" + "".join(
+        f"<td><code>{esc(c)}</code></td>" if h == "recipe"
+        else f"<td>{emphasis(esc(c), _bold)}</td>"
+        for h, c in zip(header, row, strict=True)) + "</tr>" for row in cells)
+    notes = [f"<b>tied</b>: {esc(tie_legend(sd, lowest_loss(df)))}"] if sd is not None else []
+    ties = snapshot.knee_ties()
+    notes += [esc(ties.sentence())] if ties is not None else []
+    return (f"<h2>Top of the ranking</h2><table><tr>{head}</tr>{rows}</table>"
+            + "".join(f"<p class='note'>{x}</p>" for x in notes))
+
+
+def _bold(text: str) -> str:
+    return f"<b>{text}</b>"
 
 
 def _recommendation(rec: Recommendation | None) -> str:
@@ -123,6 +136,8 @@ def _recommendation(rec: Recommendation | None) -> str:
            "the knee of the Pareto front: the best balance of the objectives")
     parts = [f"<h2>Recommendation</h2><p><b>Run trial #{rec.trial}</b>: {esc(rec.recipe)} "
              f"({esc(values)}), {why}.</p>"]
+    if rec.ties:
+        parts.append(f"<p>{esc(rec.ties)}</p>")
     for title, items in (("Alternatives on the front, against it", rec.alternatives),
                          ("How sure", rec.confidence), ("Check", rec.warnings)):
         if items:
@@ -166,6 +181,13 @@ def _pareto_figure(snapshot: Snapshot, i: int, j: int) -> go.Figure | None:
             # Only in 2-D is a front a line; with more objectives its 2-D shadow is not.
             mode="lines+markers" if name == "Pareto set" and len(snapshot.objectives) == 2
             else "markers", marker={"color": color, "symbol": symbol, "size": 9}))
+    tied = df[df["tied_knee"].fillna(False).astype(bool)]
+    if not tied.empty:  # within the measured noise of the knee: the data cannot order them
+        fig.add_trace(go.Scatter(
+            x=tied[oi.column], y=tied[oj.column], name="tied with the knee (within the noise)",
+            text=tied["hover"], hovertemplate="%{text}<extra>tied with the knee</extra>",
+            mode="markers", marker={"color": "rgba(0,0,0,0)", "size": 16,
+                                    "line": {"color": "#777777", "width": 2, "dash": "dot"}}))
     knee = df[df["knee"].astype(bool)]
     if not knee.empty:
         fig.add_trace(go.Scatter(
@@ -217,7 +239,13 @@ def _importance_figure(imp: Importances) -> go.Figure | None:
     fig = go.Figure()
     for obj, vals in imp.values.items():
         params = list(vals)
-        fig.add_trace(go.Bar(y=params, x=[vals[p] for p in params], name=obj, orientation="h"))
+        bounds = [imp.interval(obj, p) for p in params]
+        fig.add_trace(go.Bar(
+            y=params, x=[vals[p] for p in params], name=obj, orientation="h",
+            error_x={"type": "data", "symmetric": False,
+                     "array": [hi - vals[p] for p, (_, hi) in zip(params, bounds, strict=True)],
+                     "arrayminus": [vals[p] - lo for p, (lo, _) in
+                                    zip(params, bounds, strict=True)]}))
     fig.update_layout(barmode="group", xaxis_title="importance (share, sums to 1 per objective)",
                       height=120 + 40 * max(len(v) for v in imp.values.values()))
     return fig

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tuner.study.metrics import is_modeled
+from tuner.study.metrics import TIMED, is_modeled
 
 MEMORY_METHODS = {
     "cuda_allocator": "measured: CUDA allocator peak",
@@ -25,6 +25,10 @@ def quantity_label(name: str, frame: pd.DataFrame) -> str:
     if "memory" in name:
         methods = sorted(set(frame.get("peak_memory_method", pd.Series(dtype=object)).dropna()))
         return "; ".join(MEMORY_METHODS.get(m, f"measured: {m}") for m in methods) or "measured"
+    if name in TIMED:
+        return ("measured alone on the cores, once per systems signature (median of repeats)"
+                + ("; fp8 trials emulated on CPU, so their speed is not fp8 speed"
+                   if emulated else ""))
     if any(w in name for w in SPEED_WORDS):
         return ("measured; fp8 trials emulated on CPU, so their speed is not fp8 speed"
                 if emulated else "measured")
@@ -61,6 +65,8 @@ def short_label(name: str, frame: pd.DataFrame) -> str:
         return "measured: " + ", ".join(SHORT_MEMORY.get(m, m) for m in methods) if methods \
             else "measured"
     emulated = bool(frame.get("fp8_emulated", pd.Series(dtype=object)).eq(True).any())
+    if name in TIMED:
+        return "measured alone" + ("; fp8 emulated: not fp8 speed" if emulated else "")
     if emulated and any(w in name for w in SPEED_WORDS):
         return "measured; fp8 emulated: not fp8 speed"
     return "measured; fp8 emulated" if emulated else "measured"

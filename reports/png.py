@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
 # A Figure of its own (no pyplot): no global backend or figure registry is touched.
 from matplotlib.figure import Figure
 
 from reports import labels, series
-from reports.importance import Importances
+from reports.importance import LEVEL, Importances
 from reports.progress import Progress
 from reports.snapshot import Snapshot
 
@@ -103,10 +105,14 @@ def _importance(*, importances: Importances, **_: object) -> Figure | None:
     ax = fig.subplots()
     height = 0.8 / n
     for k, (obj, vals) in enumerate(importances.values.items()):
-        ax.barh([i + k * height for i in range(len(params))],
-                [vals.get(p, 0.0) for p in params], height=height, label=obj)
+        mean = np.array([vals.get(p, 0.0) for p in params])
+        bounds = np.array([importances.interval(obj, p) for p in params]).reshape(-1, 2)
+        err = np.nan_to_num(np.abs(bounds - mean[:, None]).T)  # (2, params): below, above
+        ax.barh([i + k * height for i in range(len(params))], mean, height=height, label=obj,
+                xerr=err, capsize=2)
     ax.set_yticks([i + height * (n - 1) / 2 for i in range(len(params))], params)
-    ax.set_xlabel(f"importance ({importances.evaluator}, sums to 1 per objective)")
+    ax.set_xlabel(f"importance ({importances.evaluator}, mean of {importances.resamples} "
+                  f"bootstrap resamples, {LEVEL:.0%} interval)")
     ax.legend(fontsize=8)
     return fig
 

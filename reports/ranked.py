@@ -8,7 +8,7 @@ and failed trials follow, grouped by reason, because why a region fails is a res
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 
@@ -21,8 +21,9 @@ from reports.progress import Progress
 from reports.recommend import markdown as recommend_md
 from reports.recommend import recommend
 from reports.snapshot import Snapshot
+from reports.start import markdown as start_md
 from reports.transfer import validation_lines
-from tuner.study.noise import noise_sd, tied
+from tuner.study.metrics import TIMED
 from tuner.study.reasons import group_of
 
 # Objective values these may hold are stand-ins (worst case) or partial, so they are not shown.
@@ -39,6 +40,16 @@ def fmt(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)
+
+
+def objective_cell(row: pd.Series, column: str) -> str:
+    """An objective's value; a timed one (`tuner.study.metrics.TIMED`) with the spread of its
+    repeats, e.g. ``2.14e+04 (spread 3.1%)``."""
+    cell = fmt(row[column])
+    spread = row.get("timed_spread") if column.removeprefix("objective.") in TIMED else None
+    if isinstance(spread, float) and math.isfinite(spread) and cell != "–":
+        cell += f" (spread {spread:.1%})"
+    return cell
 
 
 def recipe_line(row: pd.Series) -> str:
@@ -70,7 +81,7 @@ def top_table(frame: pd.DataFrame, n: int = 10) -> str:
         return f"no feasible trial yet ({len(frame)} trial(s) in the study)"
     cols = objective_columns(frame)
     header = ["rank", "trial", *[c.removeprefix("objective.") for c in cols], "recipe"]
-    rows = [[fmt(r["pareto_rank"]), fmt(r["number"]), *[fmt(r[c]) for c in cols],
+    rows = [[fmt(r["pareto_rank"]), fmt(r["number"]), *[objective_cell(r, c) for c in cols],
              recipe_line(r)] for _, r in top.iterrows()]
     widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
     lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
@@ -101,6 +112,7 @@ def render_ranked(snapshot: Snapshot, *, importances: Importances, gaps: list[Fp
         lines += [f"> **{snapshot.banner()}**", ""]
     lines += recommend_md(recommend(snapshot)) + [""]
     lines += _summary(snapshot, prog) + [""]
+    lines += start_md(snapshot)
     lines += _feasible_sections(snapshot) + [""]
     lines += _grouped(snapshot) + [""]
     lines += _what_matters(importances) + [""]
@@ -136,46 +148,91 @@ def _feasible_sections(snapshot: Snapshot) -> list[str]:
                 "The groups below say why each trial did not count."]
     cols = objective_columns(snapshot.frame)
     single = len(cols) == 1
-    sd = noise_sd(snapshot.study_user_attrs)
-    best = float(df["val_loss"].astype(float).min())
+    sd = snapshot.noise_sd
     out = []
     fronts = [("Best trial" if single else "Pareto set (rank 1)", df[df.pareto_rank == 1]),
               ("Other feasible trials", df[df.pareto_rank != 1])]
     for title, part in fronts:
         if part.empty:
             continue
-        header = ["rank", "trial", *[c.removeprefix("objective.") for c in cols], "recipe"]
-        rows = [[fmt(r["pareto_rank"]), f"#{r['number']}", *[fmt(r[c]) for c in cols],
-                 f"`{recipe_line(r)}`"] for _, r in part.iterrows()]
-        if not single:  # the knee, marked in its own column
-            header.append("knee")
-            rows = [[*row, "**knee**" if bool(r["knee"]) else ""]
-                    for row, (_, r) in zip(rows, part.iterrows(), strict=True)]
-        if sd is not None:  # ties with the best val_loss, within the measured noise
-            header.append("tied")
-            rows = [[*row, _tie_cell(r, best, sd)]
-                    for row, (_, r) in zip(rows, part.iterrows(), strict=True)]
+        header, rows = ranking_table(part, cols, knee=not single, ties=sd is not None,
+                                     best=lowest_loss(df))
+        rows = [[f"`{c}`" if h == "recipe" else emphasis(c, lambda w: f"**{w}**")
+                 for h, c in zip(header, row, strict=True)] for row in rows]
         out += [f"## {title}", ""] + _md_table(header, rows) + [""]
     if sd is not None:
-        out += [f"**tied**: val_loss within the measured run-to-run noise (±{sd:.3g}) of the "
-                f"lowest feasible val_loss ({best:.4g}); the order among tied trials may be the "
-                "seed's, not the recipe's.", ""]
+        out += [f"**tied**: {tie_legend(sd, lowest_loss(df))}", ""]
     knee = df[df["knee"].astype(bool)]
     if not single and not knee.empty:
         n = int(knee["number"].iloc[0])
         out += [f"The knee of the Pareto set is trial #{n} (marked **knee**): the best balance of "
                 f"the objectives, and what `moetune export {snapshot.study_name} --pick knee` "
                 "takes.", ""]
+    ties = snapshot.knee_ties()
+    if ties is not None:
+        out += [ties.sentence(), ""]
     return out
 
 
+# -- the ranked table's cells: one rule for ranked.md and report.html --------------------------
 
-def _tie_cell(row: pd.Series, best: float, sd: float) -> str:
-    """``best``; ``**tied** (+0.004)`` for a val_loss within ``sd`` of the best; else empty."""
+MARKS = ("knee", "tied")  # the words a renderer emphasises in the knee and tied columns
+
+
+def lowest_loss(frame: pd.DataFrame) -> float:
+    """The lowest val_loss among the feasible trials of ``frame`` (NaN when none has one)."""
+    feas = frame[frame["feasible"].astype(bool)]
+    return float(feas["val_loss"].astype(float).min()) if not feas.empty else math.nan
+
+
+def ranking_table(part: pd.DataFrame, cols: Sequence[str], *, knee: bool, ties: bool,
+                  best: float) -> tuple[list[str], list[list[str]]]:
+    """Header and plain-text cells of a ranked table: rank, trial, objective values, recipe,
+    then (several objectives) the ``knee`` column and (noise measured) the ``tied`` column.
+    ``best`` is the lowest feasible val_loss (`lowest_loss`); a renderer adds its emphasis."""
+    header = ["rank", "trial", *[c.removeprefix("objective.") for c in cols], "recipe"]
+    header += ["knee"] * knee + ["tied"] * ties
+    rows = []
+    for _, r in part.iterrows():
+        row = [fmt(r["pareto_rank"]), f"#{r['number']}", *[objective_cell(r, c) for c in cols],
+               recipe_line(r)]
+        rows.append(row + [knee_cell(r)] * knee + [tie_cell(r, best)] * ties)
+    return header, rows
+
+
+def knee_cell(row: pd.Series) -> str:
+    """``knee``; ``tied with knee`` for a front trial within the noise of it (frame column
+    ``tied_knee``); else empty."""
+    if bool(row["knee"]):
+        return "knee"
+    return "tied with knee" if _yes(row.get("tied_knee")) else ""
+
+
+def tie_cell(row: pd.Series, best: float) -> str:
+    """``best``; ``tied (+0.004)`` for a val_loss within the noise of the best (frame column
+    ``tied_best``); else empty."""
     loss = float(row["val_loss"])
     if loss == best:
         return "best"
-    return f"**tied** ({loss - best:+.3g})" if tied(loss, best, sd) else ""
+    return f"tied ({loss - best:+.3g})" if _yes(row.get("tied_best")) else ""
+
+
+def tie_legend(sd: float, best: float) -> str:
+    """What the tied column means (after the word "tied:")."""
+    return (f"val_loss within the measured run-to-run noise (±{sd:.3g}) of the lowest feasible "
+            f"val_loss ({best:.4g}); the order among tied trials may be the seed's, not the "
+            "recipe's.")
+
+
+def emphasis(cell: str, strong: Callable[[str], str]) -> str:
+    """``cell`` with its first word wrapped by ``strong`` when it is one of `MARKS`."""
+    word, sep, rest = cell.partition(" ")
+    return strong(word) + sep + rest if word in MARKS else cell
+
+
+def _yes(v: object) -> bool:
+    """A nullable boolean cell: NA (a tie that cannot be judged) counts as no."""
+    return not _missing(v) and bool(v)
 
 
 def _grouped(snapshot: Snapshot) -> list[str]:
@@ -205,16 +262,22 @@ def _grouped(snapshot: Snapshot) -> list[str]:
 
 def _what_matters(imp: Importances) -> list[str]:
     out = ["## What matters", "",
-           f"Parameter importances ({imp.evaluator}, feasible trials only, n = {imp.n_trials}; "
-           f"each objective's column sums to 1):", ""]
+           f"Parameter importances ({imp.how()}; each objective's means sum to 1):", ""]
     if imp.values:
         params = sorted({p for v in imp.values.values() for p in v},
                         key=lambda p: -max(v.get(p, 0.0) for v in imp.values.values()))
         header = ["parameter", *imp.values]
-        rows = [[p, *[fmt(v.get(p, math.nan)) for v in imp.values.values()]] for p in params]
-        out += _md_table(header, rows)
+        rows = [[p, *[_importance_cell(imp, o, p) for o in imp.values]] for p in params]
+        out += _md_table(header, rows) + [""]
     out += [f"- {n}" for n in imp.notes]
     return out
+
+
+def _importance_cell(imp: Importances, objective: str, param: str) -> str:
+    """``0.71 [0.52, 0.88]``: the mean and its interval."""
+    value = imp.values[objective].get(param, math.nan)
+    low, high = imp.interval(objective, param)
+    return f"{fmt(value)} [{fmt(low)}, {fmt(high)}]" if math.isfinite(low) else fmt(value)
 
 
 def _fp8_section(gaps: list[Fp8Gap]) -> list[str]:

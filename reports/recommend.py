@@ -2,8 +2,10 @@
 what each trades, how sure the study can be, what to check, and the command that exports it.
 
 The recommendation is the knee of the front (the best balance of the objectives; with one
-objective, the best trial): the trial `moetune export --pick knee` takes. It opens ranked.md and
-report.html, and `moetune submit` prints it when the study ends.
+objective, the best trial): the trial `moetune export --pick knee` takes. It names the trials tied
+with it within the measured noise (`tuner.study.noise.knee_ties`), or says that ties cannot be
+judged without a noise measurement. It opens ranked.md and report.html, and `moetune submit`
+prints it when the study ends.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class Recommendation:
     recipe: str  # the searched knobs, in words
     values: dict[str, float]
     alternatives: list[str] = field(default_factory=list)  # "#7: ... trades ..."
+    tied: tuple[int, ...] = ()  # trials tied with it within the measured noise
+    ties: str = ""  # one sentence: who is tied with it, or why that cannot be judged
     confidence: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     command: str = ""
@@ -38,11 +42,12 @@ def recommend(snapshot: Snapshot) -> Recommendation | None:
     recs = snapshot.records
     objectives = snapshot.objectives
     knee = study_knee(recs, objectives)
-    if knee is None:
+    ties = snapshot.knee_ties()
+    if knee is None or ties is None:
         return None
     feasible = [r for r in recs if r.feasible]
     front = pareto_front(feasible, objectives)
-    finished = [r for r in recs if r.trained]
+    finished = [r for r in recs if r.trained and not r.warm_start]
     warnings = edge_warnings(snapshot.trials, knee.number, finished)
     warnings += unvaried_warnings(feasible)
     warnings += [load_warning(o.name, "objective") for o in objectives
@@ -51,7 +56,7 @@ def recommend(snapshot: Snapshot) -> Recommendation | None:
         trial=knee.number, single=len(objectives) == 1, recipe=_recipe_words(knee),
         values=dict(knee.values),
         alternatives=[_trade(r, knee, snapshot) for r in front if r.number != knee.number]
-        [:MAX_ALTERNATIVES],
+        [:MAX_ALTERNATIVES], tied=ties.tied, ties=ties.sentence(),
         confidence=_confidence(snapshot, feasible, front),
         warnings=warnings, command=_command(snapshot, single=len(objectives) == 1))
 
@@ -118,6 +123,8 @@ def markdown(rec: Recommendation | None) -> list[str]:
            "`--pick knee` exports.")
     out = ["## Recommendation", "", f"**Run trial #{rec.trial}**: {rec.recipe} ({values}). {why}",
            ""]
+    if rec.ties:
+        out += [rec.ties, ""]
     if rec.alternatives:
         out += ["Alternatives on the front, against it:", ""]
         out += [f"- {a}" for a in rec.alternatives] + [""]

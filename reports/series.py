@@ -11,6 +11,7 @@ import pandas as pd
 from reports.frame import ranked
 from reports.ranked import recipe_line
 from reports.snapshot import Snapshot
+from tuner.study import records
 
 MAX_CURVES = 8  # more lines than this are unreadable
 
@@ -29,10 +30,12 @@ def objective_pairs(snapshot: Snapshot) -> list[tuple[int, int]]:
 
 
 def with_values(snapshot: Snapshot) -> pd.DataFrame:
-    """Finished trials that have finite objective values (feasible or not), with a hover text."""
+    """Finished trials that have finite objective values (feasible or not), with a hover text.
+    Warm-start trials are left out: another study measured them, at its proxy and budget."""
     df = snapshot.frame
     cols = [o.column for o in snapshot.objectives]
-    done = df[(df["state"] == "COMPLETE") & df[cols].notna().all(axis=1)].copy()
+    own = df["outcome"] != records.WARM_START
+    done = df[(df["state"] == "COMPLETE") & own & df[cols].notna().all(axis=1)].copy()
     done["hover"] = [_hover(r, snapshot) for _, r in done.iterrows()]
     return done
 
@@ -65,6 +68,7 @@ def balance(snapshot: Snapshot) -> pd.DataFrame:
     df = snapshot.frame
     cols = ["max_vio_batch", "max_vio_val", "loss_spikes"]
     has = df[cols].apply(pd.to_numeric, errors="coerce").notna().any(axis=1)
+    has &= df["outcome"] != records.WARM_START  # measured by another study
     out: pd.DataFrame = df.loc[has, ["number", "outcome", *cols]].copy()
     out[cols] = out[cols].apply(pd.to_numeric, errors="coerce")
     return out.sort_values("number")

@@ -15,6 +15,7 @@ import pandas as pd
 
 from reports.frame import records_frame
 from tuner.study import records
+from tuner.study.noise import KneeTies, knee_ties, noise_sd
 from tuner.study.trial_record import Objective, TrialRecord, study_objectives, trial_records
 
 UNFINISHED = (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)
@@ -53,6 +54,15 @@ class Snapshot:
     def records_by_number(self) -> dict[int, TrialRecord]:
         return {r.number: r for r in self.records}
 
+    @property
+    def noise_sd(self) -> float | None:
+        """The study's measured val_loss noise (`tuner.study.noise`), None when not measured."""
+        return noise_sd(self.study_user_attrs)
+
+    def knee_ties(self) -> KneeTies | None:
+        """The knee and the trials tied with it within the noise (None: no feasible trial)."""
+        return knee_ties(self.records, self.objectives, self.noise_sd)
+
 
 def take_snapshot(study: optuna.Study, *, note: str | None = None) -> Snapshot:
     """Read `study` once and build its frame."""
@@ -66,7 +76,7 @@ def take_snapshot(study: optuna.Study, *, note: str | None = None) -> Snapshot:
         constraints={str(k): v for k, v in limits.items()},
         trials=trials,
         records=recs,
-        frame=records_frame(recs, objectives),
+        frame=records_frame(recs, objectives, noise=noise_sd(study.user_attrs)),
         taken_at=dt.datetime.now(dt.UTC),
         n_unfinished=sum(t.state in UNFINISHED for t in trials),
         note=note,

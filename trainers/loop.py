@@ -5,6 +5,10 @@ are compared on equal data; the batch schedule changes the number of steps, not 
 is a function of tokens seen. After every optimizer step each MoE gate's balancing bias moves by
 γ toward balance (aux-loss-free balancing). A NaN/inf loss ends the run as a *result*
 (`diverged=True`), not an exception.
+
+`StepTimer` times single steps of this same loop at a chosen batch size, for a cost measured
+apart from a quality run; `step_gate` lets a caller hold a lock around each step's computation,
+so that such a timing can have the machine's cores to itself.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +40,8 @@ from trainers.result import MemoryMethod, TrainResult, thin_curve
 from trainers.schedules import batch_size_at, lr_at
 
 OnEval = Callable[[int, dict[str, float]], Any]
+# entered around every optimizer step and every evaluation's computation (not around on_eval)
+StepGate = Callable[[], contextlib.AbstractContextManager[Any]]
 SPIKE_WARMUP_STEPS = 10  # the running mean needs some steps before a spike means anything
 SPIKE_EMA = 0.9
 
@@ -43,7 +49,8 @@ SPIKE_EMA = 0.9
 def train(model_args: ModelArgs, recipe: Recipe, *, data: Corpus | str | Path | None = None,
           token_budget: int, seed: int | None = None, on_eval: OnEval | None = None,
           eval_every_tokens: int | None = None, eval_sequences: int = 64,
-          device: str | torch.device | None = None) -> TrainResult:
+          device: str | torch.device | None = None,
+          step_gate: StepGate | None = None) -> TrainResult:
     """Train `model_args` with `recipe` on `token_budget` tokens and measure the outcome.
 
     Args:
@@ -55,6 +62,10 @@ def train(model_args: ModelArgs, recipe: Recipe, *, data: Corpus | str | Path | 
         eval_every_tokens: evaluation interval (default: a tenth of the budget).
         eval_sequences: held-out sequences per evaluation (fixed across runs).
         device: default CUDA when available, else CPU.
+        step_gate: called for a context entered around every optimizer step and the
+            computation of every evaluation (``on_eval`` runs outside it): a caller that shares
+            the machine's cores passes a lock here, so that another process can pause this run
+            at a step boundary (None: nothing around the steps).
 
     Returns:
         TrainResult with val_loss, curves, throughput, memory, balance and stability figures.
@@ -65,11 +76,57 @@ def train(model_args: ModelArgs, recipe: Recipe, *, data: Corpus | str | Path | 
     """
     run = _Run.start(model_args, recipe, data, token_budget, seed, eval_every_tokens,
                      eval_sequences, device)
+    if step_gate is not None:
+        run.gate = step_gate
     while run.tokens < run.budget and not run.diverged and not run.stopped_early:
-        run.step()
+        with run.gate():
+            run.step()
         if run.tokens >= run.next_eval or run.tokens >= run.budget:
             run.evaluate(on_eval)
     return run.result()
+
+
+class StepTimer:
+    """Optimizer steps of `train`'s own loop, timed one by one, at batch sizes the caller chooses.
+
+    The same model, optimizer, precision, checkpointing and micro-batching as a training run
+    with ``recipe``, stepped through the same `_Run.step`; only the batch size of each step is
+    the caller's (``step(n_seqs)``), so a cost can be timed per batch size apart from a quality
+    run. The token budget is so large that the learning rate stays in its warmup near zero: the
+    weights barely move, and no timing run diverges. ``fp8_emulated`` says whether fp8 GEMMs
+    are emulated (their speed is then not fp8's).
+    """
+
+    BUDGET = 1 << 50  # tokens: never reached; keeps lr_at in its warmup
+
+    def __init__(self, model_args: ModelArgs, recipe: Recipe, *,
+                 data: Corpus | str | Path | None = None,
+                 device: str | torch.device | None = None) -> None:
+        self._run = _Run.start(model_args, recipe, data, self.BUDGET // recipe.seq_len
+                               * recipe.seq_len, None, None, 1, device)
+        self.fp8_emulated = None if self._run.fp8 is None else self._run.fp8 == "emulated"
+        self.device = str(self._run.device)
+
+    def step(self, n_seqs: int) -> StepTime:
+        """One optimizer step on ``n_seqs`` sequences, timed (on CUDA, from an idle device to
+        the step's last kernel)."""
+        cuda = self._run.device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize(self._run.device)
+        t0, c0 = time.perf_counter(), time.thread_time()
+        self._run.step(n_seqs)
+        if cuda:
+            torch.cuda.synchronize(self._run.device)
+        return StepTime(wall_s=time.perf_counter() - t0, cpu_s=time.thread_time() - c0)
+
+
+class StepTime(NamedTuple):
+    """One timed step: wall-clock seconds, and CPU seconds of the calling thread (on a CPU with
+    one torch thread, where forward, backward and optimizer all run, that is the step's whole
+    computation, however many other processes take turns on the core)."""
+
+    wall_s: float
+    cpu_s: float
 
 
 @dataclass
@@ -105,6 +162,7 @@ class _Run:
     spike_steps: list[int] = field(default_factory=list)
     loss_ema: float | None = None
     snapshot: tuple[dict, dict] | None = None
+    gate: StepGate = contextlib.nullcontext
 
     @classmethod
     def start(cls, args: ModelArgs, recipe: Recipe, data: Corpus | str | Path | None,
@@ -144,10 +202,12 @@ class _Run:
             next_eval=eval_every)
 
     # one optimizer step ---------------------------------------------------------------------
-    def step(self) -> None:
+    def step(self, n_seqs: int | None = None) -> None:
+        """One step of the batch the schedule gives (``n_seqs``: of that many sequences)."""
         r = self.recipe
-        n_seqs = min(batch_size_at(r, self.tokens, self.budget),
-                     (self.budget - self.tokens) // r.seq_len)
+        if n_seqs is None:
+            n_seqs = min(batch_size_at(r, self.tokens, self.budget),
+                         (self.budget - self.tokens) // r.seq_len)
         lr = lr_at(r, self.tokens, self.budget)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group["lr_mult"]
@@ -234,12 +294,15 @@ class _Run:
             return
         self.model.eval()
         total, loads = 0.0, None
-        for batch in self.val_batches:
-            with self._autocast():
-                out = self.model(batch[:, :-1].to(self.device), mtp=False)
-            total += _cross_entropy(out.logits, batch[:, 1:].to(self.device)).item() * len(batch)
-            batch_loads = [x.float() for x in out.loads]
-            loads = batch_loads if loads is None else [a + b for a, b in zip(loads, batch_loads)]
+        with self.gate():
+            for batch in self.val_batches:
+                with self._autocast():
+                    out = self.model(batch[:, :-1].to(self.device), mtp=False)
+                total += (_cross_entropy(out.logits, batch[:, 1:].to(self.device)).item()
+                          * len(batch))
+                batch_loads = [x.float() for x in out.loads]
+                loads = (batch_loads if loads is None
+                         else [a + b for a, b in zip(loads, batch_loads)])
         self.model.train()
         val_loss = total / sum(len(b) for b in self.val_batches)
         self.val_vio = sum(max_vio(x) for x in loads or []) / max(1, len(loads or []))

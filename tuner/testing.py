@@ -4,10 +4,15 @@ Their val_loss is a smooth function of the recipe (best near lr = 3e-3), so samp
 have something to rank, and the same recipe always gives the same numbers. They live in the
 package (like ``optuna.testing``) so Ray workers can import them, and the CLI can run them:
 ``moetune submit spec.toml --trainer tuner.testing:quick_train``.
+
+`StepTimer` is their step timer (`tuner.study.timing.step_timer_for` finds it in this module): a
+study with a timed metric run with these trainers gets timings at once, from `step_seconds`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import math
 import os
@@ -17,6 +22,7 @@ from typing import Any
 import torch
 
 from trainers import ModelArgs, Recipe, TrainResult
+from trainers.loop import StepTime
 
 
 def loss_of(recipe: Recipe) -> float:
@@ -42,13 +48,16 @@ def make_result(recipe: Recipe, *, token_budget: int, val_loss: float, diverged:
 
 def quick_train(model_args: ModelArgs, recipe: Recipe, *, data: Any = None, token_budget: int,
                 seed: int | None = None, on_eval: Any = None, eval_every_tokens: int | None = None,
-                device: Any = None, seconds_per_eval: float = 0.0) -> TrainResult:
-    """Reports a val_loss at every evaluation point, each a bit lower, then returns."""
+                device: Any = None, seconds_per_eval: float = 0.0,
+                step_gate: Any = None) -> TrainResult:
+    """Reports a val_loss at every evaluation point, each a bit lower, then returns. The wait
+    before each evaluation (``seconds_per_eval``) is its "step", inside ``step_gate``."""
     target = loss_of(recipe)
     every = eval_every_tokens or token_budget
     curve = []
     for tokens in range(every, token_budget + 1, every):
-        time.sleep(seconds_per_eval)
+        with (step_gate or contextlib.nullcontext)():
+            time.sleep(seconds_per_eval)
         loss = target + (token_budget - tokens) / token_budget
         curve.append((tokens, loss))
         if on_eval is not None and on_eval(tokens, {"val_loss": loss, "train_loss": loss + 0.1,
@@ -56,6 +65,53 @@ def quick_train(model_args: ModelArgs, recipe: Recipe, *, data: Any = None, toke
                                                     "tokens_per_s": 1e4}) == "stop":
             break
     return make_result(recipe, token_budget=token_budget, val_loss=curve[-1][1], curve=curve)
+
+
+def step_seconds(recipe: Recipe, n_seqs: int) -> float:
+    """The fake seconds of one step: 2 ms plus 1 ms per 128-token sequence, × 0.8 for bf16 and
+    × 1.6 for fp8 (emulated), × (1 + ratio / 3) for checkpointing (recompute)."""
+    per_seq = {"fp32": 1.0, "bf16": 0.8, "fp8": 1.6}[recipe.precision] * 1e-3
+    per_seq *= (1 + recipe.checkpoint_ratio / 3) * recipe.seq_len / 128
+    return 2e-3 + per_seq * n_seqs
+
+
+class StepTimer:
+    """`trainers.loop.StepTimer` for the fake trainers: `step_seconds` at once, no training."""
+
+    def __init__(self, model_args: ModelArgs, recipe: Recipe, *, data: Any = None,
+                 device: Any = None) -> None:
+        self._recipe = recipe
+        self.fp8_emulated = True if recipe.precision == "fp8" else None
+
+    def step(self, n_seqs: int) -> StepTime:
+        seconds = step_seconds(self._recipe, n_seqs)
+        return StepTime(wall_s=seconds, cpu_s=seconds)
+
+
+def proxy_peak_bytes(recipe: Recipe) -> int:
+    """The ``debug`` proxy's peak memory at the recipe's final batch, as its exact CPU byte count
+    comes out (0.0035 GiB per sequence in fp32 without recompute: 0.112 GiB at 32 sequences;
+    × 0.7 in bf16; × (1 − 0.53 × checkpoint_ratio))."""
+    per_seq = 0.0035 * (0.7 if recipe.precision == "bf16" else 1.0)
+    return int(per_seq * recipe.batch_end * (1 - 0.53 * recipe.checkpoint_ratio) * 2**30)
+
+
+def shaped_train(model_args: ModelArgs, recipe: Recipe, *, on_eval: Any = None,
+                 **kw: Any) -> TrainResult:
+    """`quick_train` shaped like the ``debug`` proxy in its systems knobs, to try
+    ``search_spaces/quickstart.toml`` in seconds: val_loss rises by 0.1 per doubling of the
+    final batch beyond 16 (fewer updates at equal tokens) and peak memory is
+    `proxy_peak_bytes`, so the spec's memory limit and trade-off act as with the real trainer
+    (its timing comes from `StepTimer`)."""
+    offset = 0.1 * math.log2(recipe.batch_end / 16)
+
+    def shifted(tokens: int, metrics: dict[str, Any]) -> Any:
+        return on_eval(tokens, {**metrics, "val_loss": metrics["val_loss"] + offset})
+
+    r = quick_train(model_args, recipe, on_eval=shifted if on_eval else None, **kw)
+    return dataclasses.replace(r, val_loss=r.val_loss + offset,
+                               eval_curve=[(t, v + offset) for t, v in r.eval_curve],
+                               peak_memory_bytes=proxy_peak_bytes(recipe))
 
 
 # seed % 3 -> val_loss offset: seeds 0, 1, 2 of one recipe have a sample sd of exactly this

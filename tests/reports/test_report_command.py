@@ -105,18 +105,38 @@ def test_compare_says_when_the_studies_are_not_like_for_like(tmp_path) -> None:
     from tuner.study import records
 
     a, b = new_study("a"), new_study("b")
-    for study, tokens in ((a, 150_000), (b, 100_000)):
-        study.set_user_attr(records.SPEC, {"budget": {"tokens_per_trial": tokens},
+    for study, every in ((a, 50_000), (b, 25_000)):
+        study.set_user_attr(records.SPEC, {"budget": {"tokens_per_trial": 100_000,
+                                                      "eval_every_tokens": every},
                                            "model": {"preset": "debug"}})
         add(study, values=[3.0, 1.0], constraints={"max_peak_memory_gb": -1.0})
     md = reports.compare(a, b, tmp_path)["compare_md"].read_text()
-    assert "Not like for like: [budget] differs: a {'tokens_per_trial': 150000} vs b" in md
+    assert ("Not like for like: [budget] differs: a {'tokens_per_trial': 100000, "
+            "'eval_every_tokens': 50000} vs b") in md
     assert "[model] differs" not in md
-    assert "trials" not in md.split("Not like for like")[1]  # equal counts: no note
+    assert "Both studies trained 100000 tokens per trial." in md
+    assert "Compared at equal budgets: 1 finished trial per study." in md
+    assert "is compared" not in md and "are compared" not in md  # equal counts: none cut
     assert "derived from the worst feasible value of each objective in both studies" in md
     add(b, values=[2.5, 1.5], constraints={"max_peak_memory_gb": -1.0})
     md = reports.compare(a, b, tmp_path)["compare_md"].read_text()
-    assert "Not like for like: a ran 1 trial and b 2 trials; hypervolume grows with trials" in md
+    assert "b finished 2 trials and a 1: only b's first finished trial (#0) is compared." in md
+    assert "| b | 1 | 1 | 1 |" in md  # the later, better trial of b is not compared
+
+
+def test_compare_refuses_different_tokens_per_trial(tmp_path, capsys) -> None:
+    from tuner.study import records
+
+    url = f"sqlite:///{tmp_path / 'both.db'}"
+    for name, tokens in (("a", 150_000), ("b", 100_000)):
+        study = new_study(name, storage=url)
+        study.set_user_attr(records.SPEC, {"budget": {"tokens_per_trial": tokens}})
+        add(study, values=[3.0, 1.0], constraints={"max_peak_memory_gb": -1.0})
+    out = tmp_path / "cmp"
+    assert run(["compare", "a", "b", "--storage", url, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "compared only at equal budgets" in err and "tokens_per_trial" in err
+    assert "a=150000, b=100000" in err and "Traceback" not in err and not out.exists()
 
 
 def _study_with_a_report(tmp_path) -> tuple[str, object]:

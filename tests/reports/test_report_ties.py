@@ -1,10 +1,13 @@
-"""ranked.md marks the trials whose val_loss is within the measured noise of the best as tied."""
+"""ranked.md and report.html mark the trials whose val_loss is within the measured noise of the
+best as tied, and the front members within the noise of the knee as tied with it."""
 
 from __future__ import annotations
 
 from synthetic_studies import add, new_study
 
 import reports
+from reports.recommend import recommend
+from tuner.export.pick import Pick, pick_trial
 from tuner.study import records
 
 
@@ -38,4 +41,73 @@ def test_without_a_noise_measurement_nothing_is_called_tied(tmp_path):
         add(study, values=[loss], params={"lr": 1e-3 * loss, "warmup_fraction": 0.05,
                                           "precision": "bf16"})
     md = ranked_md(study, tmp_path)
-    assert "| #1 |" in md and "tied" not in md
+    assert "| #1 |" in md and "**tied**" not in md and "| tied |" not in md
+    assert ("Whether other feasible trials are tied with the best trial #0 cannot be judged: "
+            "run-to-run noise was not measured") in md
+
+
+# -- the knee, with noise ----------------------------------------------------------------------
+
+# (val_loss, peak_memory_gb): #0..#3 form the front, #4 is dominated. The knee is #1; #0 is
+# 0.01 from it in val_loss, #3 is 0.11 from it.
+FRONT = [(2.00, 2.0), (2.01, 1.5), (2.5, 1.0), (1.9, 3.0), (3.0, 3.5)]
+
+
+def front_study(sd: float | None):
+    study = new_study(name="front")
+    for i, (loss, mem) in enumerate(FRONT):
+        add(study, values=[loss, mem], memory_gb=mem, trained=True,
+            constraints={"max_peak_memory_gb": mem - 4.0},
+            params={"lr": 1e-3 * (1 + i), "warmup_fraction": 0.01 * i, "precision": "bf16"})
+    if sd is not None:
+        study.set_user_attr(records.NOISE, {"sd": sd, "n": 6, "how": "2 recipe(s) x 3 seeds",
+                                            "trials": [3, 0]})
+    return study
+
+
+def test_a_front_member_within_the_noise_is_shown_tied_with_the_knee(tmp_path):
+    study = front_study(sd=0.02)  # #0 differs from the knee by 0.01 < 0.02
+    paths = reports.build(study, tmp_path)
+    md, html = paths["ranked_md"].read_text(), paths["report_html"].read_text()
+    rows = rows_of(md)
+    assert "| **knee** |" in rows["#1"]
+    assert "| **tied** with knee |" in rows["#0"]
+    assert all("with knee" not in rows[n] for n in ("#1", "#2", "#3", "#4"))
+    said = ("Within the measured run-to-run noise (±0.02 on val_loss), the knee #1 is tied "
+            "with #0: the data cannot order them; the pick stays #1")
+    assert said in md and "peak_memory_gb has no noise estimate and was not judged" in md
+    assert md.count(said) == 2  # the recommendation and the ranked section
+    assert "<td><b>tied</b> with knee</td>" in html and "<td><b>knee</b></td>" in html
+    assert said.replace("'", "&#x27;") in html
+    assert "tied with the knee (within the noise)" in html  # the ring on the Pareto plot
+    df = reports.trials_frame(study)
+    assert df.loc[df["tied_knee"].fillna(False).astype(bool), "number"].tolist() == [0]
+    picked = pick_trial(study, Pick(kind="knee"))
+    assert picked.record.number == 1  # the pick stays the knee, the same trial everywhere
+    assert "the knee #1 is tied with #0" in picked.how
+
+
+def test_front_members_far_outside_the_noise_are_not_tied(tmp_path):
+    study = front_study(sd=0.002)  # #0 is 0.01 away: five times the noise
+    paths = reports.build(study, tmp_path)
+    md, html = paths["ranked_md"].read_text(), paths["report_html"].read_text()
+    assert "with knee" not in md and "tied</b> with knee" not in html
+    said = ("None of the other Pareto-set trials is within the measured run-to-run noise "
+            "(±0.002 on val_loss) of the knee #1")
+    assert said in md and said in html
+    assert "tied with the knee (within the noise)" not in html
+    df = reports.trials_frame(study)
+    assert not df["tied_knee"].fillna(False).astype(bool).any()
+    assert "none of the other Pareto-set trials" in pick_trial(study, Pick(kind="knee")).how
+
+
+def test_without_noise_ties_with_the_knee_cannot_be_judged(tmp_path):
+    study = front_study(sd=None)
+    paths = reports.build(study, tmp_path)
+    md, html = paths["ranked_md"].read_text(), paths["report_html"].read_text()
+    said = ("Whether other Pareto-set trials are tied with the knee #1 cannot be judged: "
+            "run-to-run noise was not measured (set `noise_repeats = 2` in [study]")
+    assert said in md and said in html and "with knee" not in md
+    assert reports.trials_frame(study)["tied_knee"].isna().all()
+    assert "cannot be judged" in pick_trial(study, Pick(kind="knee")).how
+    assert "noise_repeats" in recommend(reports.take_snapshot(study)).ties

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 
@@ -202,3 +203,35 @@ def test_cpu_attention_kernel_is_ready_before_the_timed_steps(debug_args):
         assert fused_attention.library.cache_info().currsize == 1  # built/loaded in setup
     finally:
         fused_attention.library.cache_clear()
+
+
+def test_step_gate_is_held_around_every_step_and_evaluation_but_not_on_eval(debug_args):
+    held, seen, entered = [], [], []
+
+    @contextlib.contextmanager
+    def gate():
+        entered.append(1)
+        held.append(True)
+        yield
+        held.pop()
+
+    def on_eval(tokens, metrics):
+        seen.append(bool(held))  # on_eval must run outside the gate
+
+    res = run(debug_args, quick(), token_budget=BUDGET, eval_every_tokens=BUDGET // 2,
+              on_eval=on_eval, step_gate=gate)
+    assert len(entered) == res.steps + len(res.eval_curve) and seen == [False, False]
+    plain = run(debug_args, quick(), token_budget=BUDGET, eval_every_tokens=BUDGET // 2)
+    assert plain.train_curve == res.train_curve  # the gate changes nothing in the run
+
+
+def test_step_timer_steps_the_training_loop_at_the_batch_it_is_given(debug_args):
+    from trainers.loop import StepTimer
+
+    timer = StepTimer(debug_args, quick(precision="fp8"), device="cpu")
+    t = timer.step(3)
+    assert t.wall_s > 0 and t.cpu_s > 0 and timer.fp8_emulated is True
+    assert timer._run.tokens == 3 * 128 and timer._run.steps == 1
+    timer.step(5)
+    assert timer._run.tokens == 8 * 128
+    assert StepTimer(debug_args, quick(), device="cpu").fp8_emulated is None

@@ -150,8 +150,9 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
                                 trainer=trainer, address=args.address,
                                 progress=not args.no_progress, interrupt=signals)
     except (ClusterError, db.StorageError, rs.ResumeSpecError, st.SchemaError, ls.LeaseHeld,
-            FileExistsError) as e:
-        # FileExistsError: another submit of the same name created the study after our look
+            FileExistsError, SpecError) as e:
+        # FileExistsError: another submit of the same name created the study after our look;
+        # SpecError: [start] warm_start names no usable study (looked up before any write)
         raise UsageError(str(e)) from None
     except (db.StorageFault, ls.LeaseLost) as e:
         print(f"moetune: {e}; nothing is left RUNNING that the storage could record, and "

@@ -45,7 +45,8 @@ TUNED = ("lr", "warmup_fraction", "batch_schedule", "bias_update_speed", "balanc
 
 def edge_warnings(study: Any, picked: Picked) -> list[str]:
     """`tuner.study.diagnostics.edge_warnings` for the picked trial."""
-    return diagnostics.edge_warnings(study.trials, picked.record.number, finished_trials(study))
+    own = [r for r in finished_trials(study) if not r.warm_start]  # not another study's
+    return diagnostics.edge_warnings(study.trials, picked.record.number, own)
 
 
 def unsearched_warnings(picked: Picked) -> list[str]:

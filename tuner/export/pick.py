@@ -3,8 +3,11 @@
 Reads trials as `tuner.study.trial_record` decodes them. Only trials that finished training are
 candidates (state COMPLETE with a recipe and model args). ``best-loss`` and ``knee`` consider
 feasible trials only (the one rule, `tuner.study.trial_record.is_feasible`); ``trial N`` takes
-any such trial and says when it is infeasible. The knee is `tuner.study.ranking`'s: without
-limits it is the trial the report marks as the knee.
+any such trial and says when it is infeasible; a warm-start trial (measured by another study,
+`tuner.study.warm_start`) is never a candidate: export it from that study. The knee is
+`tuner.study.ranking`'s: without limits it is the trial the report marks as the knee. Its
+``how`` names the trials tied with it within the measured noise (`tuner.study.noise.knee_ties`),
+or says that cannot be judged; the pick itself stays the knee.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import optuna
 
 from trainers.result import to_float
 from tuner.modeling.hardware import GIB
+from tuner.study.noise import knee_ties, noise_sd
 from tuner.study.ranking import knee, pareto_front
 from tuner.study.trial_record import TrialRecord, study_objectives, trial_records
 
@@ -74,6 +78,11 @@ def pick_trial(study: optuna.Study, pick: Pick) -> Picked:
             raise LookupError(f"trial {pick.trial}: not a finished trial of study "
                               f"{study.study_name!r}; finished: {[r.number for r in done]}.")
         r = match[0]
+        if r.warm_start:
+            raise LookupError(f"trial {pick.trial}: a warm-start trial of study "
+                              f"{study.study_name!r}, measured by study "
+                              f"{r.origin.partition(':')[2]!r} at its own proxy and budget; "
+                              "export it from that study.")
         state = "feasible" if r.feasible else "INFEASIBLE (a constraint is violated)"
         return Picked(record=r, how=f"trial {r.number} as requested ({state})")
     feasible = [r for r in done if r.feasible]
@@ -91,8 +100,12 @@ def pick_trial(study: optuna.Study, pick: Pick) -> Picked:
     if not front:
         raise LookupError(_none_left(study, done, feasible, pick))
     r = knee(front, objectives)
+    ties = knee_ties([x for x in feasible if within_limits(x, pick)], objectives,
+                     noise_sd(study.user_attrs), front=front)
+    said = ties.sentence() if ties is not None else ""
+    said = f"; {said[:1].lower()}{said[1:]}" if said else ""
     return Picked(record=r, how=f"knee of the Pareto front ({len(front)} points within limits "
-                                f"over {[o.name for o in objectives]})")
+                                f"over {[o.name for o in objectives]}){said}")
 
 
 def _none_left(study: optuna.Study, done: list[TrialRecord], feasible: list[TrialRecord],

@@ -48,13 +48,15 @@ def edge_warnings(trials: Sequence[FrozenTrial], number: int,
     return out
 
 
+def unvaried_params(feasible: Sequence[TrialRecord]) -> list[str]:
+    """The searched parameters that took one value in every one of the (2 or more) ``feasible``
+    trials, sorted: the study measured no effect of them (no importance either)."""
+    names = sorted({p for r in feasible for p in r.params})
+    return [name for name in names if len(feasible) >= 2
+            and len({repr(r.params.get(name)) for r in feasible}) == 1]
+
+
 def unvaried_warnings(feasible: list[TrialRecord]) -> list[str]:
     """A searched parameter that took one value in every feasible trial: no effect measurable."""
-    names = sorted({p for r in feasible for p in r.params})
-    out = []
-    for name in names:
-        values = {repr(r.params.get(name)) for r in feasible}
-        if len(feasible) >= 2 and len(values) == 1:
-            out.append(f"{name} never varied among the {len(feasible)} feasible trials: the "
-                       "study measured no effect of it.")
-    return out
+    return [f"{name} never varied among the {len(feasible)} feasible trials: the study measured "
+            "no effect of it." for name in unvaried_params(feasible)]

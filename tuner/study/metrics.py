@@ -4,21 +4,23 @@ Every objective and constraint in a study spec names an entry here, and every pr
 driver, a Ray worker, a report) sees the same table because it is declared in this module, not
 registered from elsewhere at import time. Measured entries read the `TrainResult`; the modeled
 ``full_peak_memory_gb`` and ``full_gpu_hours`` scale the trial's recipe to the spec's
-``[full_run]`` with `tuner.modeling.full_run` (label ``modeled``). A program embedding moetune
+``[full_run]`` with `tuner.modeling.full_run` (label ``modeled``); ``timed_tokens_per_s`` reads
+the timing of the trial's systems signature, measured alone on the cores
+(`tuner.study.timing`). A program embedding moetune
 can add its own with `register_metric`::
 
     register_metric(Metric(name="my_metric", fn=my_fn, direction="minimize",
                            label="measured", description="..."))
 
-``fn(result, ctx)`` gets the `TrainResult` and a `MetricContext` (the spec, the trial's `Recipe`
-and the proxy's `ModelArgs`) and returns a float. A non-finite value is replaced by the metric's
-worst case when the trial is recorded as infeasible.
+``fn(result, ctx)`` gets the `TrainResult` and a `MetricContext` (the spec, the trial's `Recipe`,
+the proxy's `ModelArgs` and, in a timed study, the timing) and returns a float. A non-finite
+value is replaced by the metric's worst case when the trial is recorded as infeasible.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,6 +41,8 @@ class MetricContext:
     spec: Any  # tuner.study.spec.StudySpec (Any: avoids an import cycle for registrants)
     recipe: Recipe
     model_args: ModelArgs
+    # the timing of the trial's systems signature (records.TIMING), in a study that times them
+    timing: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +139,28 @@ for _m in (
     register_metric(_m)
 
 
+def _timed(result: TrainResult, ctx: MetricContext) -> float:
+    return float(ctx.timing["tokens_per_s"]) if ctx.timing else math.nan
+
+
+register_metric(Metric(
+    name="timed_tokens_per_s", fn=_timed, direction="maximize",
+    label="measured", worst=lambda c: 0.0,
+    description="training throughput of the trial's systems signature, timed alone on the "
+                "cores (median of repeats; the spread is stored with it)"))
+
+# Metrics read from a timing of the trial's systems signature (`tuner.study.timing`): a study
+# naming one times each signature once, alone on the machine's cores.
+TIMED = ("timed_tokens_per_s",)
+
+
+def names_timed(spec: Any) -> bool:
+    """Whether ``spec`` (a StudySpec) names a `TIMED` metric as an objective or constraint."""
+    names = [n for n, _ in spec.objectives]
+    names += [constraint_target(k)[0] for k, _ in spec.constraints]
+    return any(n in TIMED for n in names)
+
+
 # Each trial's own timing of itself. On a machine that other trials, studies or users share it
 # measures the load at that moment as much as the recipe (the same recipe and seed give the same
 # val_loss in two studies, not the same tokens/s), so a spec naming one as an objective or
@@ -147,8 +173,9 @@ def load_warning(name: str, role: str) -> str:
     it as ``role`` ("objective" or "constraint")."""
     return (f"{role} {name} is each trial's own timing on a machine other work may share: it "
             "measures the load at that moment as much as the recipe, so its differences may not "
-            "be the recipe's; the modeled full_gpu_hours / full_peak_memory_gb ([full_run]) "
-            "carry no machine noise.")
+            "be the recipe's; timed_tokens_per_s (each systems signature timed alone on the "
+            "cores) and the modeled full_gpu_hours / full_peak_memory_gb ([full_run]) carry no "
+            "machine noise.")
 
 
 def is_modeled(name: str) -> bool:

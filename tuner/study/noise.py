@@ -18,6 +18,12 @@ never count toward ``n_trials``, are never seen by the sampler and appear in no 
 resumed study measures again only when its top trials changed.
 
 `tied` is the rule reports use: a difference in val_loss no larger than the measured sd is a tie.
+The knee (`tuner.study.ranking.study_knee`) is tied with the other Pareto-set trials that are
+within the noise of it on every objective whose noise is known (`knee_ties`: val_loss has a
+measured noise, a modeled objective none — only an equal value ties; the others are not
+judged). The pick stays the knee: a
+tie says the data cannot order those trials, not which to take. `combined_noise` pools two
+studies' measurements for `moetune compare`.
 
     >>> pooled_sd([[2.0, 2.02, 1.98], [3.0, 3.02, 2.98]])
     0.02
@@ -27,17 +33,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import torch
-
-from trainers import ModelArgs, Recipe, load_corpus
 from trainers.result import json_safe, to_float
 from tuner.study import records
+from tuner.study.metrics import is_modeled
+from tuner.study.ranking import knee, pareto_front
 from tuner.study.spec import StudySpec, max_corpus_bytes
-from tuner.study.trial_record import TrialRecord, trial_records
+from tuner.study.trial_record import Objective, TrialRecord, trial_records
 
 Log = Callable[[str], None]
+NOISY_METRIC = "val_loss"  # the one metric whose run-to-run noise a study measures
+HOW_TO_MEASURE = ("set `noise_repeats = 2` in [study] to re-train the top trials with other "
+                  "seeds at the end of the study")
 
 
 def pooled_sd(groups: Sequence[Sequence[float]]) -> float:
@@ -68,6 +77,103 @@ def tied(a: float, b: float, sd: float | None) -> bool:
     # (1 + 1e-9): a difference of exactly sd stays a tie after float rounding (2.0 - 1.98)
     return (sd is not None and math.isfinite(a) and math.isfinite(b)
             and abs(a - b) <= sd * (1 + 1e-9))
+
+
+def objective_noise(sd: float | None, objectives: Sequence[Objective]) -> dict[str, float]:
+    """The noise known per objective: the measured val_loss ``sd`` for an objective named
+    val_loss, 0 for a modeled one (a function of the recipe: the same recipe gives the same
+    value, so only equal values tie), no entry for any other objective (never measured). Empty
+    when val_loss noise was not measured: without it no tie can be judged."""
+    if sd is None:
+        return {}
+    return {o.name: (sd if o.name == NOISY_METRIC else 0.0) for o in objectives
+            if o.name == NOISY_METRIC or is_modeled(o.name)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class KneeTies:
+    """The knee (with one objective: the best trial) and the trials tied with it.
+
+    ``noise`` holds the objectives the tie was judged on and their sd; empty when it could not
+    be judged (``measured`` then says whether any noise was stored at all)."""
+
+    knee: int
+    single: bool
+    tied: tuple[int, ...]
+    noise: dict[str, float]
+    unjudged: tuple[str, ...]  # objectives without a noise estimate
+    measured: bool
+
+    @property
+    def judged(self) -> bool:
+        return bool(self.noise)
+
+    def sentence(self) -> str:
+        """One sentence for the report, the recommendation and ``export --pick knee``."""
+        who = f"the best trial #{self.knee}" if self.single else f"the knee #{self.knee}"
+        others = "other feasible trials" if self.single else "other Pareto-set trials"
+        if not self.measured:
+            return (f"Whether {others} are tied with {who} cannot be judged: run-to-run noise "
+                    f"was not measured ({HOW_TO_MEASURE}).")
+        if not self.judged:
+            return (f"Whether {others} are tied with {who} cannot be judged: noise is measured "
+                    f"for {NOISY_METRIC} only, and no objective is {NOISY_METRIC}.")
+        within = ", ".join(f"±{sd:.3g} on {name}" if sd else f"{name} exact (modeled)"
+                           for name, sd in self.noise.items())
+        rest = ""
+        if self.unjudged:
+            many = len(self.unjudged) > 1
+            rest = (f"; {', '.join(self.unjudged)} {'have' if many else 'has'} no noise "
+                    f"estimate and {'were' if many else 'was'} not judged")
+        if not self.tied:
+            return (f"None of the {others} is within the measured run-to-run noise ({within}) "
+                    f"of {who}{rest}.")
+        names = ", ".join(f"#{n}" for n in self.tied)
+        return (f"Within the measured run-to-run noise ({within}), {who} is tied with {names}: "
+                f"the data cannot order them; the pick stays #{self.knee} (the ranking's "
+                f"deterministic rule){rest}.")
+
+
+def knee_ties(recs: Sequence[TrialRecord], objectives: Sequence[Objective],
+              sd: float | None, *, front: Sequence[TrialRecord] | None = None,
+              ) -> KneeTies | None:
+    """The knee of ``front`` (default: the Pareto set of the feasible ``recs``) and the trials
+    tied with it (module docstring); None without a feasible trial.
+
+    Candidates are the front; with one objective the front is the best value alone, so every
+    feasible trial of ``recs`` is a candidate there (a tie with the best trial).
+    """
+    feasible = sorted((r for r in recs if r.feasible), key=lambda r: r.number)
+    front = list(front) if front is not None else pareto_front(feasible, objectives)
+    if not front:
+        return None
+    k = knee(front, objectives)
+    noise = objective_noise(sd, objectives)
+    single = len(objectives) == 1
+    pool = feasible if single else front
+    ties = tuple(r.number for r in pool if r.number != k.number and noise
+                 and all(tied(r.values[o], k.values[o], s) for o, s in noise.items()))
+    return KneeTies(knee=k.number, single=single, tied=ties, noise=noise,
+                    unjudged=tuple(o.name for o in objectives if o.name not in noise),
+                    measured=sd is not None)
+
+
+def combined_noise(attrs: Sequence[Mapping[str, Any]]) -> tuple[float, int] | None:
+    """The val_loss noise of several studies together: the sd pooled over their measurements
+    (each weighted by its degrees of freedom, runs minus recipes, as `pooled_sd` does) and the
+    number of runs behind it; None when none of them measured it."""
+    squares, dof, runs = 0.0, 0, 0
+    for a in attrs:
+        sd = noise_sd(a)
+        if sd is None:
+            continue
+        noise = a[records.NOISE]
+        n = int(noise.get("n") or 0)
+        k = max(n - (len(noise.get("trials") or []) or 1), 1)  # one mean per recipe
+        squares += k * sd * sd
+        dof += k
+        runs += n
+    return (round(math.sqrt(squares / dof), 12), runs) if dof else None
 
 
 def top_trials(recs: Sequence[TrialRecord], k: int) -> list[TrialRecord]:
@@ -113,6 +219,12 @@ def measure_noise(study: Any, spec: StudySpec, *, trainer: Callable[..., Any],
 def _retrain(top: Sequence[TrialRecord], spec: StudySpec, *, trainer: Callable[..., Any],
              should_stop: Callable[[], bool], log: Log | None) -> list[dict[str, Any]] | None:
     """One run per (trial, other seed); None when stopped before the last."""
+    # torch and the trainer only here: the tie rules above are imported by light commands
+    # (`moetune export`'s parser), which must not load torch
+    import torch
+
+    from trainers import load_corpus
+
     say = log or (lambda line: None)
     data = load_corpus(spec.data.corpus, vocab_size=spec.data.vocab_size or None,
                        max_bytes=max_corpus_bytes(spec.data))
@@ -137,6 +249,8 @@ def _one_run(r: TrialRecord, seed: int, spec: StudySpec, *, trainer: Callable[..
              data: Any, device: str) -> dict[str, Any]:
     """One re-training; an exception is recorded on the run (val_loss NaN), not raised: the
     study's trials are done, and one failed re-run leaves the others' spread usable."""
+    from trainers import ModelArgs, Recipe
+
     run: dict[str, Any] = {"trial": r.number, "seed": seed}
     try:
         result = trainer(ModelArgs.from_dict(r.model_args_dict), Recipe.from_dict(r.recipe_dict),

@@ -39,18 +39,21 @@ class TrialReport:
     result: dict[str, Any] | None = None  # TrainResult.to_dict()
     reason: Reason | None = None  # why the run did not produce a result (oom, timeout, error)
     environment: dict[str, Any] = field(default_factory=dict)  # torch_version, device, node
+    # the timing of the trial's systems signature (records.TIMING), in a study that times them
+    timing: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "result": self.result,
                 "reason": self.reason.to_list() if self.reason else None,
-                "environment": self.environment}
+                "environment": self.environment, "timing": self.timing}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrialReport:
         reason = d.get("reason")
         return cls(status=d["status"], result=d.get("result"),
                    reason=Reason(*reason) if reason else None,
-                   environment=dict(d.get("environment") or {}))
+                   environment=dict(d.get("environment") or {}),
+                   timing=dict(d["timing"]) if d.get("timing") else None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,16 +74,20 @@ def constraint_names(spec: StudySpec) -> tuple[str, ...]:
 
 
 def decide(report: TrialReport, *, spec: StudySpec, recipe: Recipe, model_args: ModelArgs,
-           observed: Mapping[str, Sequence[float]] | None = None) -> Outcome:
+           observed: Mapping[str, Sequence[float]] | None = None,
+           timing: Mapping[str, Any] | None = None) -> Outcome:
     """The outcome of a trial that ran to its end (pruned trials never get here).
 
     Args:
         observed: finite values seen so far per objective, for metrics without a fixed worst.
+        timing: the timing of the trial's systems signature when the report lacks it (it
+            reached the driver in an earlier report).
     """
     if report.status == "error":
         return Outcome(state="fail", reasons=(report.reason or Reason(kind="other",
                                                                           detail="error"),))
-    ctx = MetricContext(spec=spec, recipe=recipe, model_args=model_args)
+    ctx = MetricContext(spec=spec, recipe=recipe, model_args=model_args,
+                        timing=report.timing or timing)
     if report.status in ("oom", "timeout"):  # a resource limit broken: no result to score
         worst = tuple(_worst(n, d, ctx, observed) for n, d in spec.objectives)
         oom_cons = {n: VIOLATED for n in constraint_names(spec)}

@@ -18,6 +18,18 @@ Study level (``study.user_attrs``):
                  stop: ``moetune cancel`` and the service write it (`tuner.study.control`).
     SERVICE      the service's record of a study it runs: owner, state, times
                  (`tuner.app.service`); absent for studies run from the command line.
+    START        what the spec's ``[start]`` put in the study when it was created
+                 (`tuner.study.start`): ``{"points": [{"point", "origin", "params", "notes"}],
+                 "warm_start": {"study", "storage" (password masked), "added", "skipped"}}``.
+                 Set once every point is enqueued and every warm-start trial added, so a resume
+                 never enqueues or adds them again.
+    TIMING_PREFIX + <signature>   one per systems signature a study with a timed metric
+                 (``timed_tokens_per_s``) has timed (`tuner.study.timing.probe`): median
+                 ``tokens_per_s``, ``spread``, ``repeats``, ``seconds_per_step`` per timed batch
+                 size, ``label`` (measured | emulated), ``signature``, ``what``, ``where``,
+                 ``measured_at``, ``id``. Every trial of that signature, a resume's included,
+                 reuses it.
+    TIMING_SCOPE  the study's random id naming its timings' machine-local files (32 hex).
 
 Trial level (``trial.user_attrs``), written for every trial that started training:
     RECIPE       ``Recipe.to_dict()``: the full recipe, fixed values included.
@@ -29,6 +41,18 @@ Trial level (``trial.user_attrs``), written for every trial that started trainin
                  `trainers.result.MAX_CURVE_POINTS` points).
     SEED, CORPUS_HASH, TORCH_VERSION, DEVICE, NODE   to re-run the trial outside the service.
     RERUN_OF     on a trial that re-runs an interrupted one: that trial's number.
+    ORIGIN       how the trial's point was chosen, when not by the sampler: ``enqueued`` (the
+                 spec's ``[start] enqueue``), ``baseline:<name>`` (a named baseline, e.g.
+                 ``baseline:deepseek-v3``), ``warm_start:<study>`` (a finished trial of another
+                 study, added so the sampler sees it: never counted, ranked or exported here).
+                 A re-run of an interrupted trial keeps it. Absent: proposed by the sampler.
+    START_POINT  on an enqueued or baseline trial: its field in the spec
+                 (``start.enqueue[1]``, ``start.baselines[0]``).
+    WARM_START_OF  on a warm-start trial: ``{"study": name, "trial": number}`` it copies.
+    TIMING       in a study with a timed metric: the timing of the trial's systems signature
+                 (the study-level entry) plus ``source``: ``probed`` (this trial timed it),
+                 ``study`` (stored before it started) or ``shared`` (another trial of the
+                 study timed it on the same machine while this one waited).
     OUTCOME      one of OUTCOMES.
     REASONS      why a trial is not a plain success, as ``[[kind, subject, detail], ...]``
                  (`tuner.study.reasons.Reason`): a divergence, a violated constraint, out of
@@ -44,12 +68,15 @@ Optuna state per outcome:
                 Optuna's samplers learn to avoid the region.
     pruned      TrialState.PRUNED (intermediate values kept as the EVAL_CURVE attr).
     fail        TrialState.FAIL (exception or interrupted driver), REASON holds why.
+    warm_start  TrialState.COMPLETE, values and constraints as this study's spec scores the
+                other study's measured result (`tuner.study.warm_start`); ORIGIN says from where.
 """
 
 from __future__ import annotations
 
 SCHEMA = "moetune.schema"
-SCHEMA_VERSION = 2  # 1: REASON as text only; 2: REASONS typed
+SCHEMA_VERSION = 3  # 1: REASON as text only; 2: REASONS typed; 3: warm-start copies
+# (WARM_START_OF) sit among a study's trials, not its measurements: an older reader would rank them
 
 SPEC = "moetune.spec"
 OBJECTIVES = "moetune.objectives"
@@ -58,6 +85,9 @@ VALIDATION = "moetune.validation"
 NOISE = "moetune.noise"
 STOP = "moetune.stop"
 SERVICE = "moetune.service"
+START = "moetune.start"
+TIMING_PREFIX = "moetune.timing:"
+TIMING_SCOPE = "moetune.timing_scope"
 
 RECIPE = "recipe"
 MODEL_ARGS = "model_args"
@@ -70,11 +100,16 @@ TORCH_VERSION = "torch_version"
 DEVICE = "device"
 NODE = "node"
 RERUN_OF = "rerun_of"
+ORIGIN = "origin"
+START_POINT = "start_point"
+WARM_START_OF = "warm_start_of"
+TIMING = "timing"
 OUTCOME = "outcome"
 REASON = "reason"
 REASONS = "reasons"
 
-OUTCOMES = ("complete", "infeasible", "pruned", "fail")
+OUTCOMES = ("complete", "infeasible", "pruned", "fail", "warm_start")
+WARM_START = "warm_start"  # the OUTCOME of a warm-start trial; its ORIGIN starts with it + ":"
 
 # Constraint names used besides the spec's own limits (value 1.0 = violated, -1.0 = satisfied).
 # OUT_OF_MEMORY is violated by a trial that broke a resource limit: out of memory (in the trainer,

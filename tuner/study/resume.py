@@ -12,6 +12,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.study import records
 from tuner.study.reasons import Reason
 from tuner.study.spec import StudySpec
+from tuner.study.trial_record import is_warm_start
 
 INTERRUPTED = "interrupted"
 
@@ -71,7 +72,10 @@ def is_interrupted(t: FrozenTrial) -> bool:
 
 
 def counts_toward_target(t: FrozenTrial) -> bool:
-    """COMPLETE, PRUNED and real failures count toward n_trials; interrupted ones are re-run."""
+    """COMPLETE, PRUNED and real failures count toward n_trials; interrupted ones are re-run,
+    and warm-start trials (measured by another study) never count."""
+    if is_warm_start(t.user_attrs.get(records.ORIGIN)):
+        return False
     if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
         return True
     return t.state == TrialState.FAIL and not is_interrupted(t)
@@ -79,6 +83,14 @@ def counts_toward_target(t: FrozenTrial) -> bool:
 
 def n_done(study: optuna.Study) -> int:
     return sum(counts_toward_target(t) for t in study.get_trials(deepcopy=False))
+
+
+def rerun_attrs(t: FrozenTrial | optuna.Trial) -> dict[str, Any]:
+    """The user attributes the re-run of interrupted trial ``t`` is enqueued with: RERUN_OF,
+    and where its point came from (an enqueued or baseline point stays one when re-run)."""
+    kept = {k: t.user_attrs[k] for k in (records.ORIGIN, records.START_POINT)
+            if k in t.user_attrs}
+    return {records.RERUN_OF: t.number, **kept}
 
 
 def reruns_of(study: optuna.Study, t: FrozenTrial) -> int:
@@ -110,5 +122,5 @@ def reap_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage) 
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            study.enqueue_trial(t.params, user_attrs={records.RERUN_OF: t.number})
+            study.enqueue_trial(t.params, user_attrs=rerun_attrs(t))
     return reaped

@@ -40,12 +40,14 @@ from tuner.study import database as db
 from tuner.study import lease as ls
 from tuner.study import resume as rs
 from tuner.study import storage as st
+from tuner.study import warm_start as ws
 from tuner.study.noise import measure_noise
 from tuner.study.progress import StudyProgress, stderr_lines
 from tuner.study.proxy import resolve_model_args
 from tuner.study.samplers import make_sampler
 from tuner.study.searcher import StudySearcher, Tally
 from tuner.study.spec import StudySpec, max_corpus_bytes
+from tuner.study.start import begin
 from tuner.study.trainable import METRIC, TIME_ATTR, Trainer, TrialJob, run_trial
 
 
@@ -88,9 +90,14 @@ def run_study(spec: StudySpec, *, run_dir: Path, storage: str = "", resume: bool
         ClusterError: Ray unreachable, or no node can host a trial (nothing written then).
         lease.LeaseHeld: another live driver runs the study (nothing written then).
         database.StorageFault: the storage failed while the study ran.
+        warm_start.WarmStartError: ``[start] warm_start`` names no study with the same
+            objectives (nothing written then).
     """
     url = db.storage_url(run_dir, storage, spec.study.storage)
     db.check_url(url, "--storage" if storage else "study.storage")
+    # the study to warm-start from is looked up before anything is written
+    source = None if resume or not spec.start.warm_start else ws.open_source(
+        spec, url=url, run_dir=run_dir)
     # Ray first: a cluster that is unreachable or too small must leave nothing written.
     with ray_cluster(address, spec):
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -100,6 +107,8 @@ def run_study(spec: StudySpec, *, run_dir: Path, storage: str = "", resume: bool
                 # a readable copy of the spec (its storage password masked, as stored)
                 (run_dir / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
                 study = _open_study(spec, store, resume=resume)
+                begin(study, spec, model_args=resolve_model_args(spec),
+                      source=lambda: source or ws.open_source(spec, url=url, run_dir=run_dir))
                 reaped = tuple(rs.reap_interrupted(study, store))
                 gone = db.FileGone(url)
                 stopping = _AnyOf(stop, lost, gone)

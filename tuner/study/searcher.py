@@ -11,6 +11,11 @@ reads the storage instead of a pickle.
 Trials are asked one at a time when Ray asks (``suggest``); with ``max_concurrent = 1`` the
 sequence of proposals depends only on the spec, the seed and the results.
 
+In a study with a timed metric (`metrics.TIMED`), each config also carries the study's stored
+timings of the trial's configuration and the study's timing scope (`tuner.study.timing`); the
+timing a trial reports is stored on the study at once, so later trials of its systems signature
+(and a resume) reuse it, and on the trial (records.TIMING).
+
 Ray Tune pickles its search algorithm into the experiment folder (``tuner.pkl``). The searcher
 pickles without its Optuna study, whose storage engine carries the database URL and its
 password: a secret never reaches a Ray file, and nothing reads the searcher back from one.
@@ -31,11 +36,13 @@ from ray.tune.search import Searcher
 from search_spaces.loader import SearchSpace
 from trainers import ModelArgs, Recipe
 from trainers.result import json_safe, thin_curve, to_float
-from tuner.study import records
+from tuner.study import records, timing
+from tuner.study.metrics import names_timed
 from tuner.study.outcome import Outcome, TrialReport, constraint_names, decide
 from tuner.study.reasons import Reason
+from tuner.study.resume import rerun_attrs
 from tuner.study.spec import StudySpec
-from tuner.study.trainable import ENV_KEY, FINAL_KEY, METRIC, TIME_ATTR
+from tuner.study.trainable import ENV_KEY, FINAL_KEY, METRIC, TIME_ATTR, TIMING_KEY
 
 
 @dataclass
@@ -62,6 +69,7 @@ class _Live:
     final: dict[str, Any] | None = None  # the trial's final report, once it arrived
     # why the driver ended the trial (a time limit) or why its worker died (out of memory)
     ended_by: TrialReport | None = None
+    timing: dict[str, Any] | None = None  # its systems signature's timing, once reported
 
 
 class StudySearcher(Searcher):
@@ -92,6 +100,17 @@ class StudySearcher(Searcher):
         # the run's stop flag (``is_set()``): once set, no trial starts, and a trial Ray stops
         # without its final report is interrupted (re-run on resume), not pruned
         self._stopping = stopping
+        self._timed = names_timed(spec)
+        self._timings: dict[str, dict[str, Any]] = {}
+        self._timing_scope = ""
+        if self._timed:
+            attrs = study.user_attrs
+            self._timings = {k.removeprefix(records.TIMING_PREFIX): dict(v)
+                             for k, v in attrs.items() if k.startswith(records.TIMING_PREFIX)}
+            self._timing_scope = str(attrs.get(records.TIMING_SCOPE) or "")
+            if not self._timing_scope:
+                self._timing_scope = timing.new_scope()
+                study.set_user_attr(records.TIMING_SCOPE, self._timing_scope)
 
     # -- Ray's Searcher API ------------------------------------------------------------------
 
@@ -121,7 +140,10 @@ class StudySearcher(Searcher):
             self._live[trial_id] = _Live(trial=trial, recipe=recipe)
             self.tally.running += 1
             self._on_change(self.tally)
-            return {"recipe": recipe.to_dict(), "number": trial.number}
+            config: dict[str, Any] = {"recipe": recipe.to_dict(), "number": trial.number}
+            if self._timed:
+                config[TIMING_KEY] = self._timing_request(recipe)
+            return config
         return Searcher.FINISHED
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
@@ -134,6 +156,8 @@ class StudySearcher(Searcher):
         if not live.env and ENV_KEY in result:
             live.env = json.loads(result[ENV_KEY])
             _write_env(live.trial, live.env)
+        if live.timing is None and result.get(TIMING_KEY):
+            self._note_timing(live, json.loads(result[TIMING_KEY]))
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None,
                           error: bool = False) -> None:
@@ -155,14 +179,18 @@ class StudySearcher(Searcher):
     def _outcome(self, live: _Live, result: dict | None, error: bool) -> Outcome:
         if live.ended_by is not None:
             return decide(live.ended_by, spec=self._spec, recipe=live.recipe,
-                          model_args=self._model_args, observed=self._observed())
+                          model_args=self._model_args, observed=self._observed(),
+                          timing=live.timing)
         if not (result and FINAL_KEY in result) and live.final is not None:
             result = live.final
         if result and FINAL_KEY in result:
             report = TrialReport.from_dict(json.loads(result[FINAL_KEY]))
+            if live.timing is None and report.timing:
+                self._note_timing(live, report.timing)
             self._write_report_attrs(live, report)
             return decide(report, spec=self._spec, recipe=live.recipe,
-                          model_args=self._model_args, observed=self._observed())
+                          model_args=self._model_args, observed=self._observed(),
+                          timing=live.timing)
         if result and TIME_ATTR in result and not error:
             # The report that made ASHA stop the trial reaches only on_trial_complete.
             if not live.eval_curve or live.eval_curve[-1][0] != int(result[TIME_ATTR]):
@@ -222,8 +250,24 @@ class StudySearcher(Searcher):
         self.tally.interrupted += 1
         live.trial.set_user_attr(records.EVAL_CURVE, live.eval_curve)
         self._record(live.trial, _failed("interrupted"), count=False)
-        self._study.enqueue_trial(live.trial.params,
-                                  user_attrs={records.RERUN_OF: live.trial.number})
+        self._study.enqueue_trial(live.trial.params, user_attrs=rerun_attrs(live.trial))
+
+    def _timing_request(self, recipe: Recipe) -> dict[str, Any]:
+        """What a trial needs to find or make its timing: the study's scope and its stored
+        timings of the same configuration (the worker matches where it runs)."""
+        what = timing.what_key(self._model_args, recipe, self._spec.budget.tokens_per_trial)
+        return {"scope": self._timing_scope,
+                "cached": [e for e in self._timings.values() if e.get("what") == what]}
+
+    def _note_timing(self, live: _Live, reported: dict[str, Any]) -> None:
+        """Keep a trial's timing: on the trial, and on the study when its signature is new."""
+        live.timing = reported
+        live.trial.set_user_attr(records.TIMING, json_safe(reported))
+        sig = str(reported.get("signature") or "")
+        if sig and sig not in self._timings:
+            entry = {k: v for k, v in reported.items() if k != "source"}
+            self._timings[sig] = entry
+            self._study.set_user_attr(records.TIMING_PREFIX + sig, json_safe(entry))
 
     def _stop_requested(self) -> bool:
         return self._stopping is not None and bool(self._stopping.is_set())

@@ -42,6 +42,7 @@ from tuner.study.metrics import (
     constraint_target,
     load_warning,
 )
+from tuner.study.start_spec import StartError, StartSection, parse_start
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -51,7 +52,7 @@ SCHEDULERS = ("auto", "asha", "none")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch: no "\n" at the end
 STDLIB_CORPUS = "stdlib"  # load_corpus's name for the built-in corpus, not a path
 SECTIONS = ("study", "model", "data", "budget", "objectives", "constraints", "pruning",
-            "resources", "full_run", "space")
+            "resources", "full_run", "space", "start")
 
 
 class SpecError(ValueError):
@@ -142,6 +143,8 @@ class StudySpec:
     resources: ResourcesSection
     space: SearchSpace
     full_run: FullRunSection = FullRunSection()
+    # evaluated or learnt from first: baselines, enqueued points, a warm start (start_spec)
+    start: StartSection = StartSection()
 
     @property
     def name(self) -> str:
@@ -163,7 +166,7 @@ class StudySpec:
             "resources": dataclasses.asdict(self.resources),
             "full_run": {k: v for k, v in dataclasses.asdict(self.full_run).items() if v},
             "space": self.space.to_dict(),
-        }
+        } | ({"start": self.start.to_dict()} if self.start.to_dict() else {})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySpec:
@@ -249,22 +252,31 @@ def parse_spec(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySp
     _require(budget.tokens_per_trial >= seq_len, "budget.tokens_per_trial",
              f"must hold at least one sequence of the longest seq_len the space allows "
              f"(seq_len={seq_len})", budget.tokens_per_trial)
+    try:
+        start = parse_start(d.get("start", {}), space, study_name=study.name,
+                            n_trials=study.n_trials, name_re=NAME_RE)
+    except StartError as e:
+        raise SpecError(str(e)) from None
     return StudySpec(study=study, model=model, data=data, budget=budget, objectives=objectives,
                      constraints=constraints, pruning=pruning, resources=resources, space=space,
-                     full_run=full_run)
+                     full_run=full_run, start=start)
 
 
 def spec_warnings(spec: StudySpec) -> list[str]:
     """What a valid spec should still reconsider, one line each (``submit`` prints them; none
     stops the study): an objective or constraint on a load-dependent metric
-    (`metrics.LOAD_DEPENDENT`), which measures the machine's load as much as the recipe.
+    (`metrics.LOAD_DEPENDENT`), which measures the machine's load as much as the recipe; a
+    ``[start]`` baseline value clipped to the space (`tuner.study.start.baseline_warnings`).
 
         >>> spec_warnings(load_spec("search_spaces/quickstart.toml"))  # doctest: +SKIP
         []
     """
     roles = [(name, "objective") for name, _ in spec.objectives]
     roles += [(constraint_target(key)[0], "constraint") for key, _ in spec.constraints]
-    return [load_warning(name, role) for name, role in roles if name in LOAD_DEPENDENT]
+    from tuner.study.start import baseline_warnings  # it imports this module
+
+    return ([load_warning(name, role) for name, role in roles if name in LOAD_DEPENDENT]
+            + baseline_warnings(spec))
 
 
 def check_inputs(spec: StudySpec) -> None:

@@ -4,10 +4,17 @@ Runs in a Ray worker. Imports Ray (to report) but not Optuna: the driver's searc
 final report into an Optuna outcome. Every evaluation is reported as ``val_loss`` at
 ``tokens_seen`` so ASHA can stop laggards; the last report carries a `TrialReport` as JSON
 under ``moetune_final`` (a string, so Ray's result flattening leaves it whole).
+
+Every step of the training holds the machine's cores shared (`tuner.study.cores`), so a timing
+probe of any study on the machine can pause it. In a study with a timed metric the config asks
+for the timing of the trial's systems signature (``moetune_timing``: the study's cached timings
+and its scope); the trial takes it from there or probes it (`tuner.study.timing.measure`)
+before it trains, and sends it with every report.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import platform
@@ -23,11 +30,14 @@ from ray import tune
 
 from trainers import ModelArgs, Recipe, TrainResult, load_corpus
 from trainers.result import to_float
+from tuner.study import timing
+from tuner.study.cores import machine_lock
 from tuner.study.outcome import TrialReport
 from tuner.study.reasons import Reason, exception_reason
 
 FINAL_KEY = "moetune_final"
 ENV_KEY = "moetune_env"
+TIMING_KEY = "moetune_timing"  # in a config: the request; in a report: the timing, as JSON
 TIME_ATTR = "tokens_seen"
 METRIC = "val_loss"
 TRACEBACK_LINES = 8
@@ -65,31 +75,54 @@ def run_trial(config: dict[str, Any], *, job: TrialJob, trainer: Trainer) -> Non
 def train_and_report(config: dict[str, Any], *, job: TrialJob, trainer: Trainer,
                      env: dict[str, Any]) -> TrialReport:
     """Run the trainer; map how it ended to a `TrialReport` (never raises)."""
+    timed: dict[str, Any] = {}  # the timing of the trial's systems signature, once known
+
     def on_eval(tokens_seen: int, metrics: dict[str, Any]) -> str | None:
         scalars = {k: float(v) for k, v in metrics.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool)}
         scalars[METRIC] = _finite_or_inf(metrics.get(METRIC))
-        tune.report({**scalars, TIME_ATTR: int(tokens_seen), ENV_KEY: json.dumps(env)})
+        extra = {TIMING_KEY: json.dumps(timed)} if timed else {}
+        tune.report({**scalars, TIME_ATTR: int(tokens_seen), ENV_KEY: json.dumps(env), **extra})
         return None  # ASHA stops the trial through Ray, not through the trainer
 
     try:
         recipe = Recipe.from_dict(config["recipe"])
+        model_args = ModelArgs.from_dict(job.model_args)
         data = load_corpus(job.corpus, vocab_size=job.vocab_size or None,
                            max_bytes=job.max_corpus_bytes)
         env["corpus_hash"] = data.hash
-        result = trainer(ModelArgs.from_dict(job.model_args), recipe, data=data,
+        request = config.get(TIMING_KEY)
+        if request:
+            entry, source = timing.measure(
+                model_args, recipe, token_budget=job.token_budget, data=data,
+                device=env["device"], timer=timing.step_timer_for(trainer),
+                scope=request["scope"], cached=request.get("cached") or ())
+            timed.update(entry, source=source)
+        gate = {"step_gate": machine_lock().shared} if _takes(trainer, "step_gate") else {}
+        result = trainer(model_args, recipe, data=data,
                          token_budget=job.token_budget, seed=job.seed, on_eval=on_eval,
-                         eval_every_tokens=job.eval_every_tokens, device=env["device"])
+                         eval_every_tokens=job.eval_every_tokens, device=env["device"], **gate)
     except BaseException as e:  # noqa: B036 - every way out must be recorded against the trial
         if is_out_of_memory(e):
             return TrialReport(status="oom", reason=Reason(kind="out_of_memory",
                                                            detail=_one_line(e)),
-                               environment=env)
+                               environment=env, timing=timed or None)
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
         return TrialReport(status="error", reason=exception_reason(traceback_tail(e)),
-                           environment=env)
-    return TrialReport(status="ok", result=result.to_dict(), environment=env)
+                           environment=env, timing=timed or None)
+    return TrialReport(status="ok", result=result.to_dict(), environment=env,
+                       timing=timed or None)
+
+
+def _takes(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` accepts keyword ``name`` (a trainer written before `trainers.train` had
+    it still runs, without it)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
 
 
 def is_out_of_memory(e: BaseException) -> bool:

@@ -4,11 +4,14 @@ moetune sees it. Reports, export, status and validation read trials only through
 `tuner.study.records` says what each stored attribute holds; this module is its reader, with the
 one definition of a study's objectives and the one definition of *feasible*:
 
-    feasible  ⇔  state COMPLETE, every objective value finite, every constraint value <= 0
+    feasible  ⇔  state COMPLETE, every objective value finite, every constraint value <= 0,
+                 and measured by this study (not a warm-start trial)
 
 (Optuna's convention: a constraint value <= 0 is satisfied.) Infeasible trials keep worst-case
 stand-in values so the sampler can learn from them; they are never ranked, picked or plotted as
-results.
+results. A warm-start trial (ORIGIN ``warm_start:<study>``) was measured in another study, at
+another proxy or budget: the sampler sees it, but here it is never feasible, so never ranked,
+picked, plotted or counted toward ``n_trials``.
 
     >>> recs = trial_records(study)  # doctest: +SKIP
     >>> [r.number for r in recs if r.feasible]  # doctest: +SKIP
@@ -29,6 +32,7 @@ from trainers.model_args import ModelArgs
 from trainers.recipe import Recipe
 from trainers.result import is_usable, to_float
 from tuner.study import records
+from tuner.study.metrics import TIMED
 from tuner.study.reasons import Reason, from_lists, join_text, parse_reason_text
 
 
@@ -57,9 +61,9 @@ def study_objectives(study: optuna.Study) -> list[Objective]:
 
 
 def is_feasible(state: TrialState, values: Sequence[float] | None,
-                constraints: Mapping[str, float]) -> bool:
+                constraints: Mapping[str, float], *, warm_start: bool = False) -> bool:
     """The one feasibility rule (module docstring)."""
-    return (state == TrialState.COMPLETE and values is not None
+    return (not warm_start and state == TrialState.COMPLETE and values is not None
             and all(is_usable(v) for v in values)
             and all(v <= 0.0 for v in constraints.values()))
 
@@ -86,6 +90,14 @@ class TrialRecord:
     device: str = ""
     rerun_of: int | None = None
     duration_s: float = math.nan
+    origin: str = ""  # records.ORIGIN: "enqueued", "baseline:<name>", "warm_start:<study>"
+    # records.TIMING: the timing of the trial's systems signature ({} in an untimed study)
+    timing: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def warm_start(self) -> bool:
+        """Copied from another study for the sampler: never ranked, picked or counted here."""
+        return is_warm_start(self.origin)
 
     @property
     def reason(self) -> str:
@@ -108,9 +120,11 @@ class TrialRecord:
 
     def metric(self, name: str) -> float:
         """A metric's value: the objective if the study optimised it, else the measured value
-        in METRICS (NaN when absent)."""
+        in METRICS, or in TIMING for a timed metric (NaN when absent)."""
         if name in self.values:
             return self.values[name]
+        if name in TIMED and self.timing:
+            return to_float(self.timing.get("tokens_per_s"))
         return to_float(self.metrics.get(name))
 
     @property
@@ -132,7 +146,8 @@ def trial_record(t: FrozenTrial, objectives: Sequence[Objective]) -> TrialRecord
         number=t.number, state=t.state, outcome=str(attrs.get(records.OUTCOME)
                                                     or _outcome(t.state, constraints)),
         reasons=reasons, values=values, constraints=constraints, params=dict(t.params),
-        feasible=is_feasible(t.state, t.values, constraints),
+        feasible=is_feasible(t.state, t.values, constraints,
+                             warm_start=is_warm_start(attrs.get(records.ORIGIN))),
         metrics=dict(attrs.get(records.METRICS) or {}),
         recipe_dict=dict(attrs.get(records.RECIPE) or {}),
         model_args_dict=dict(attrs.get(records.MODEL_ARGS) or {}),
@@ -140,7 +155,14 @@ def trial_record(t: FrozenTrial, objectives: Sequence[Objective]) -> TrialRecord
         train_curve=_curve(attrs.get(records.TRAIN_CURVE)),
         seed=attrs.get(records.SEED), corpus_hash=attrs.get(records.CORPUS_HASH),
         device=str(attrs.get(records.DEVICE) or ""), rerun_of=attrs.get(records.RERUN_OF),
-        duration_s=t.duration.total_seconds() if t.duration is not None else math.nan)
+        duration_s=t.duration.total_seconds() if t.duration is not None else math.nan,
+        origin=str(attrs.get(records.ORIGIN) or ""),
+        timing=dict(attrs.get(records.TIMING) or {}))
+
+
+def is_warm_start(origin: object) -> bool:
+    """Whether a trial's ORIGIN says another study measured it (`tuner.study.warm_start`)."""
+    return isinstance(origin, str) and origin.startswith(records.WARM_START + ":")
 
 
 def trial_records(study: optuna.Study, *,
