@@ -75,6 +75,7 @@ class Browser:
     def __init__(self, *, size: tuple[int, int] = (1400, 2000), timeout_s: float = 60.0) -> None:
         self._size = size
         self._timeout_s = timeout_s
+        self._downloads_seen: set[str] = set()  # guids `wait_download` has answered
 
     def __enter__(self) -> Browser:
         exe = find_browser()
@@ -134,6 +135,39 @@ class Browser:
     def screenshot(self, path: str | Path) -> None:
         png = self.cdp.call("Page.captureScreenshot", format="png")["data"]
         Path(path).write_bytes(base64.b64decode(png))
+
+    def allow_downloads(self, folder: str | Path) -> None:
+        """Save what the page downloads (a link or a form answered as an attachment) into
+        ``folder`` under the name the server suggests, as a user's browser would."""
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        self.cdp.call("Browser.setDownloadBehavior", behavior="allow",
+                      downloadPath=str(Path(folder).resolve()), eventsEnabled=True)
+
+    def wait_download(self, timeout_s: float = 60.0) -> str:
+        """The suggested file name of the next download to complete (after `allow_downloads`);
+        each download is answered once.
+
+        Raises:
+            RuntimeError: the download was cancelled.
+            TimeoutError: none completed within ``timeout_s``.
+        """
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            names: dict[str, str] = {p["guid"]: p["suggestedFilename"] for m, p in self.events
+                                     if m == "Browser.downloadWillBegin"}
+            for method, params in self.events:
+                guid = params.get("guid")
+                if (method != "Browser.downloadProgress" or guid not in names
+                        or guid in self._downloads_seen
+                        or params["state"] not in ("completed", "canceled")):
+                    continue
+                self._downloads_seen.add(guid)
+                if params["state"] == "canceled":
+                    raise RuntimeError(f"download {names[guid]!r} was cancelled")
+                return names[guid]
+            self.evaluate("0")  # DevTools events arrive along with the answers to calls
+            time.sleep(0.1)
+        raise TimeoutError(f"no download completed within {timeout_s} s")
 
     def _close_process(self) -> None:
         self._proc.terminate()

@@ -6,7 +6,9 @@ RUNNING; bad input refused with the field named and nothing created; the CLI aga
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -19,7 +21,6 @@ from service_process import SPEC, Server
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app.cli import main
 from tuner.study import records
-
 
 LIVE = ("queued", "starting", "running")  # a just-accepted study's state, read after acceptance
 
@@ -117,6 +118,11 @@ def test_cancelled_study_resumes_to_the_end(server):
     ({"spec": SPEC.format(name="x", n=2).replace("[space.params.lr]",
                                                   "[space]\nfile = '../x.toml'\n[space.p]")},
      422, ["space.file", "../x.toml"]),
+    ({"spec": SPEC.format(name="x", n=2) + "[start]\nwarm_start = 'no-such-study'\n"}, 422,
+     ["start.warm_start", "no-such-study"]),
+    ({"spec": SPEC.format(name="x", n=2) + "[start]\nwarm_start = 'flow'\n"
+      "warm_start_storage = 'postgresql://u:pw@h/db'\n"}, 422,
+     ["start.warm_start_storage", "must be empty"]),
     ({"nope": 1}, 422, ["spec"]),
 ])
 def test_bad_submissions_name_the_field_and_create_nothing(server, body, status, words):
@@ -137,6 +143,37 @@ def test_oversized_and_unknown_requests(server):
     submit(server, "dup", n=2)
     status, out = server.call("POST", "/api/v1/studies", {"spec": SPEC.format(name="dup", n=2)})
     assert status == 422 and out["field"] == "study.name"
+
+
+def chunked_post(server: Server, path: str, chunks: list[bytes], *, end: bool,
+                 content_type: str = "application/json") -> tuple[int, dict]:
+    """POST a body in chunks (Transfer-Encoding: chunked, no Content-Length); ``end=False``
+    leaves the body unfinished, so only a server that answers before reading it all answers."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}"
+                  "\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
+        for chunk in chunks:
+            s.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        if end:
+            s.sendall(b"0\r\n\r\n")
+        response = http.client.HTTPResponse(s)
+        response.begin()
+        return response.status, json.loads(response.read())
+
+
+def test_a_chunked_body_is_held_to_the_same_limit(server):
+    before = {s["name"] for s in server.call("GET", "/api/v1/studies")[1]}
+    # 512 KiB against the 256 KiB limit, never finished: the 413 comes while it is being sent
+    status, out = chunked_post(server, "/api/v1/studies", [b"x" * 65536] * 8, end=False)
+    assert status == 413 and "at most 262144 bytes" in out["detail"], out
+    status, out = chunked_post(server, "/submit", [b"spec=" + b"x" * 65536] * 8, end=False,
+                               content_type="application/x-www-form-urlencoded")  # a form too
+    assert status == 413 and "at most 262144 bytes" in out["detail"], out
+    # under the limit, a chunked body is read as any other
+    body = json.dumps({"spec": SPEC.format(name="chunked", n=2)}).encode()
+    status, out = chunked_post(server, "/api/v1/studies", [body[:100], body[100:]], end=True)
+    assert status == 201 and out["name"] == "chunked", out
+    assert {s["name"] for s in server.call("GET", "/api/v1/studies")[1]} == before | {"chunked"}
 
 
 def test_the_dashboard_is_mounted_read_only(server):

@@ -146,6 +146,18 @@ def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_p
         assert b.evaluate("window.__same_page === true")  # updated live, not reloaded
         assert b.evaluate("document.querySelectorAll('#trials tbody tr').length") >= 1
         assert b.evaluate("document.querySelectorAll('#front circle').length") >= 1
+        # the export form, as a user fills it in: the knee as a Megatron command line, saved
+        # by the browser as a file (the page stays where it is)
+        b.allow_downloads(tmp_path / "downloads")
+        b.evaluate("const f = [...document.querySelectorAll('form')].find(f => "
+                   "f.action.endsWith('/export'));"
+                   "f.querySelector('select[name=format]').value = 'megatron';"
+                   "f.querySelector('button').click(); true")
+        name = b.wait_download()
+        assert name == "in-browser-megatron.args"
+        saved = (tmp_path / "downloads" / name).read_text()
+        assert "--num-layers 61" in saved and "--num-experts 256" in saved  # DeepSeek-V3 671B
+        assert b.evaluate("window.__same_page === true")
         b.screenshot(tmp_path / "study.png")
         b.evaluate("[...document.querySelectorAll('form')].find(f => f.action.endsWith("
                    "'/cancel')).submit(); true")

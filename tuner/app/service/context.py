@@ -5,10 +5,7 @@ delete, report, export), so the two front ends cannot drift apart."""
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
-import threading
-import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,14 +27,15 @@ from tuner.app.service.studies import (
     summary,
 )
 from tuner.app.service.tokens import User
+from tuner.app.service.views import View, ViewCache
 from tuner.study import storage as st
+from tuner.study import warm_start as ws
 from tuner.study.control import clear_stop, request_stop
 from tuner.study.database import study_names
 from tuner.study.samplers import make_sampler
 from tuner.study.spec import NAME_RE, SpecError, check_inputs, parse_spec
 
 MAX_SPEC_BYTES = 256 * 1024
-VIEW_TTL_S = 0.5  # how stale a polled study view may be
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,8 +82,7 @@ class Service:
         self.storage = storage
         self.auth = auth
         self.scheduler = scheduler
-        self._views: dict[tuple[str, str], tuple[float, dict[str, Any], bytes]] = {}
-        self._views_lock = threading.Lock()
+        self.views = ViewCache(self._read_view)
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -103,30 +100,23 @@ class Service:
         return st.load_study(name, self.storage)
 
     def view(self, name: str, kind: str) -> dict[str, Any]:
-        """``summary`` or ``detail`` of a study, shared by every request for `VIEW_TTL_S`: many
-        clients polling one study cost one read of its trials, not one each."""
-        return self._view(name, kind)[0]
+        """``summary`` or ``detail`` of a study, at most `views.MAX_AGE_S` old and shared by
+        every request (`views.ViewCache`): many clients polling one study cost one read of its
+        trials, not one each. 404 for a study that does not exist."""
+        return self.views.get(name, kind)[0]
 
-    def view_json(self, name: str, kind: str) -> bytes:
-        """`view` as the JSON body the API sends (encoded once per refresh, not per request)."""
-        return self._view(name, kind)[1]
-
-    def _view(self, name: str, kind: str) -> tuple[dict[str, Any], bytes]:
-        key = (name, kind)
-        with self._views_lock:
-            hit = self._views.get(key)
-            if hit is not None and time.monotonic() - hit[0] < VIEW_TTL_S:
-                return hit[1], hit[2]
-            value = (detail if kind == "detail" else summary)(self.study(name))
-            body = json.dumps(value).encode()
-            self._views[key] = (time.monotonic(), value, body)
-            return value, body
+    async def view_async(self, name: str, kind: str) -> View:
+        """`view` and its JSON body, for the event loop: it never reads the storage itself."""
+        if not NAME_RE.fullmatch(name):  # refused here, not queued behind the reads
+            raise HTTPException(404, f"study: no study named {name!r}.")
+        return await self.views.get_async(name, kind)
 
     def forget(self, name: str) -> None:
         """Drop the cached views of a study (after a change made here)."""
-        with self._views_lock:
-            for key in [k for k in self._views if k[0] == name]:
-                del self._views[key]
+        self.views.forget(name)
+
+    def _read_view(self, name: str, kind: str) -> dict[str, Any]:
+        return (detail if kind == "detail" else summary)(self.study(name))
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -155,6 +145,12 @@ class Service:
         if spec.name in study_names(self.storage):
             raise SubmitError(f"study.name: must be a new study name, but {spec.name!r} "
                               "exists; choose another name.", field="study.name")
+        if spec.start.warm_start:  # refused now, not when its driver starts
+            try:
+                ws.open_source(spec, url=self.config.storage_url,
+                               run_dir=self.config.root / spec.name)
+            except ws.WarmStartError as e:
+                raise SubmitError(str(e), field="start.warm_start") from None
         study = st.create_study(spec, self.storage, make_sampler(spec))
         set_state(study, "queued", owner=user.name, submitted_at=now())
         self.scheduler.wake()
@@ -256,6 +252,11 @@ def _check_service_rules(table: dict[str, Any]) -> None:
     if isinstance(study, dict) and study.get("storage"):
         raise SubmitError("study.storage: must be empty on a service (the service's database "
                           "holds every study), but got a URL.", field="study.storage")
+    start = table.get("start")
+    if isinstance(start, dict) and start.get("warm_start_storage"):
+        raise SubmitError("start.warm_start_storage: must be empty on a service (a study warm-"
+                          "starts from another study in the service's database), but got a "
+                          "URL.", field="start.warm_start_storage")
     space = table.get("space")
     if isinstance(space, dict) and isinstance(space.get("file"), str):
         f = space["file"]

@@ -15,7 +15,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tuner.app.service.auth import COOKIE, SESSION_S
 from tuner.app.service.context import Service, SubmitError
-from tuner.app.service.studies import detail
 from tuner.app.service.tokens import User
 
 STYLE = """
@@ -72,7 +71,7 @@ def register(app: FastAPI, service: Service) -> None:
         who = page_user(request)
         if who is None:
             return signin_redirect()
-        data = detail(service.study(name))
+        data = service.view(name, "detail")
         csrf = html.escape(service.auth.csrf_token(request))
         esc = html.escape(name)
 

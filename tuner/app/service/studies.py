@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from tuner.study import records
 from tuner.study.ranking import pareto_front, study_knee
-from tuner.study.resume import n_done
-from tuner.study.trial_record import study_objectives, trial_records
+from tuner.study.resume import counts_toward_target
+from tuner.study.trial_record import Objective, TrialRecord, study_objectives, trial_record
 
 STATES = ("queued", "starting", "running", "stopping", "cancelled", "finished", "failed",
           "interrupted")
@@ -42,7 +43,11 @@ def now() -> str:
 
 def service_record(study: optuna.Study) -> dict[str, Any]:
     """The SERVICE attribute, or a record saying the command line ran this study."""
-    rec = study.user_attrs.get(records.SERVICE)
+    return _service_record(study.user_attrs)
+
+
+def _service_record(attrs: dict[str, Any]) -> dict[str, Any]:
+    rec = attrs.get(records.SERVICE)
     return dict(rec) if rec else {"owner": "", "state": "external", "submitted_at": ""}
 
 
@@ -57,46 +62,73 @@ def set_state(study: optuna.Study, state: str, **fields: Any) -> None:
     study.set_user_attr(records.SERVICE, rec)
 
 
+@dataclass(frozen=True)
+class _Read:
+    """What a view shows, read from the storage once: the study's attributes and its trials
+    (a view looks at them many times; each look at ``study.user_attrs`` or its trials would be
+    another database read)."""
+
+    name: str
+    attrs: dict[str, Any]
+    trials: list[FrozenTrial]
+    recs: list[TrialRecord]
+    objectives: list[Objective]
+
+    @classmethod
+    def of(cls, study: optuna.Study) -> _Read:
+        trials = study.get_trials(deepcopy=False)
+        objectives = study_objectives(study)
+        recs = [trial_record(t, objectives) for t in sorted(trials, key=lambda t: t.number)]
+        return cls(name=study.study_name, attrs=study.user_attrs, trials=trials, recs=recs,
+                   objectives=objectives)
+
+
 def progress(study: optuna.Study) -> dict[str, Any]:
     """Counts and the best trial: what the list, the stream and the page show."""
-    trials = study.get_trials(deepcopy=False)
-    spec = study.user_attrs.get(records.SPEC) or {}
-    recs = trial_records(study, trials=trials)
-    objectives = study_objectives(study)
-    first = objectives[0]
-    feasible = [r for r in recs if r.feasible]
+    return _progress(_Read.of(study))
+
+
+def _progress(read: _Read) -> dict[str, Any]:
+    spec = read.attrs.get(records.SPEC) or {}
+    first = read.objectives[0]
+    feasible = [r for r in read.recs if r.feasible]
     best = None
     if feasible:
         pick = min if first.direction == "minimize" else max
         b = pick(feasible, key=lambda r: r.values[first.name])
         best = {"trial": b.number, "values": _finite(b.values)}
     outcomes: dict[str, int] = {}
-    for r in recs:
+    for r in read.recs:
         if r.state in (TrialState.RUNNING, TrialState.WAITING):
             continue
         outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
-    return {"done": n_done(study), "total": int(spec.get("study", {}).get("n_trials", 0)),
-            "running": sum(t.state == TrialState.RUNNING for t in trials),
+    return {"done": sum(counts_toward_target(t) for t in read.trials),
+            "total": int(spec.get("study", {}).get("n_trials", 0)),
+            "running": sum(t.state == TrialState.RUNNING for t in read.trials),
             "outcomes": outcomes, "best": best}
 
 
 def summary(study: optuna.Study) -> dict[str, Any]:
     """One entry of the study list."""
-    rec = service_record(study)
-    return {"name": study.study_name, "owner": rec.get("owner", ""), "state": rec["state"],
+    return _summary(_Read.of(study))
+
+
+def _summary(read: _Read) -> dict[str, Any]:
+    rec = _service_record(read.attrs)
+    return {"name": read.name, "owner": rec.get("owner", ""), "state": rec["state"],
             "submitted_at": rec.get("submitted_at", ""), "error": rec.get("error", ""),
-            "progress": progress(study)}
+            "progress": _progress(read)}
 
 
 def detail(study: optuna.Study) -> dict[str, Any]:
     """Everything the study page shows: summary, objectives, trials, front, knee, curves."""
-    recs = trial_records(study)
-    objectives = study_objectives(study)
+    read = _Read.of(study)
+    recs, objectives = read.recs, read.objectives
     front = pareto_front([r for r in recs if r.feasible], objectives)
     knee = study_knee(recs, objectives)
-    return summary(study) | {
+    return _summary(read) | {
         "objectives": [{"name": o.name, "direction": o.direction} for o in objectives],
-        "spec": study.user_attrs.get(records.SPEC),
+        "spec": read.attrs.get(records.SPEC),
         "trials": [{"number": r.number, "outcome": r.outcome, "feasible": r.feasible,
                     "values": _finite(r.values), "params": r.params, "reason": r.reason,
                     "curve": [[t, v] for t, v in r.eval_curve if math.isfinite(v)]}

@@ -44,7 +44,8 @@ class User:
     admin: bool
 
 
-def _digest(token: str) -> str:
+def digest(token: str) -> str:
+    """What the database keeps of a token (and what `auth.Auth` caches verified users by)."""
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -67,7 +68,7 @@ class TokenStore:
         token = secrets.token_urlsafe(32)
         with self._engine.begin() as con:
             con.execute(TOKENS.insert().values(
-                user=user, digest=_digest(token), admin=admin,
+                user=user, digest=digest(token), admin=admin,
                 created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))
         return token
 
@@ -78,12 +79,15 @@ class TokenStore:
 
     def user(self, token: str) -> User | None:
         """The user a token belongs to, or None for an unknown token."""
-        digest = _digest(token)
+        return self.user_by_digest(digest(token))
+
+    def user_by_digest(self, hashed: str) -> User | None:
+        """The user of the token whose `digest` is ``hashed``, or None."""
         with self._engine.connect() as con:
             rows = con.execute(sa.select(TOKENS.c.user, TOKENS.c.admin, TOKENS.c.digest)
-                               .where(TOKENS.c.digest == digest)).all()
+                               .where(TOKENS.c.digest == hashed)).all()
         for user, admin, stored in rows:
-            if hmac.compare_digest(stored, digest):
+            if hmac.compare_digest(stored, hashed):
                 return User(name=user, admin=bool(admin))
         return None
 
