@@ -18,7 +18,6 @@ import math
 import os
 import platform
 import random
-import re
 import statistics
 import sys
 import time
@@ -29,6 +28,7 @@ import optuna
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "reports"))  # the report tests' synthetic studies
 
+from results_md import write_section  # noqa: E402 - benchmarks/ is this script's folder
 from synthetic_studies import add, new_study  # noqa: E402
 
 import reports  # noqa: E402
@@ -90,19 +90,7 @@ def main() -> None:
         "|---|---|---|---|---|", *rows])
     print(body)
     if args.write:
-        write_section(body)
-
-
-def write_section(body: str) -> None:
-    """Replace (or append) only this benchmark's section of RESULTS.md."""
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    section = f"{HEADING}\n\n{body}\n"
-    pattern = re.compile(rf"^{re.escape(HEADING)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text).rstrip() + "\n"
-    else:
-        text = text.rstrip() + "\n\n" + section
-    RESULTS.write_text(text)
+        write_section(HEADING, body, RESULTS)
 
 
 if __name__ == "__main__":

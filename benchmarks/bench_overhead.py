@@ -19,7 +19,6 @@ import datetime as dt
 import logging
 import os
 import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -30,6 +29,7 @@ import optuna
 import ray
 from ray import tune
 from ray.tune.search.optuna import OptunaSearch
+from results_md import write_section  # benchmarks/ (this script's folder) is on sys.path
 
 from trainers import preset
 from tuner import testing
@@ -152,18 +152,6 @@ def table(results: dict[str, tuple[float, float, float]], own: float) -> str:
     return "\n".join(lines)
 
 
-def write_section(body: str) -> None:
-    """Replace (or append) only this benchmark's section of RESULTS.md."""
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    section = f"{HEADING}\n\n{body}\n"
-    pattern = re.compile(rf"^{re.escape(HEADING)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text).rstrip() + "\n"
-    else:
-        text = text.rstrip() + "\n\n" + section
-    RESULTS.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"update {RESULTS.name}")
@@ -193,7 +181,7 @@ def main() -> None:
     ])
     print(body)
     if args.write:
-        write_section(body)
+        write_section(HEADING, body, RESULTS)
 
 
 if __name__ == "__main__":
