@@ -340,7 +340,7 @@ def sig_of(recipe: Recipe, entry: dict) -> str:
 
 
 def test_a_trainer_without_the_step_gate_still_runs():
-    from tuner.study.trainable import _takes
+    from tuner.study.cores import takes as _takes
 
     def old(model_args, recipe, *, token_budget, seed=None, on_eval=None):
         return None
@@ -359,3 +359,31 @@ def test_reports_show_a_timed_objective_with_its_spread():
     assert objective_cell(row, "objective.timed_tokens_per_s") == "2.1e+04 (spread 3.1%)"
     assert objective_cell(row, "objective.val_loss") == "2.5"
     assert objective_cell(row.drop("timed_spread"), "objective.timed_tokens_per_s") == "2.1e+04"
+
+
+def test_every_training_moetune_runs_shares_the_cores_with_a_probe():
+    # noise re-runs (and rerun, validate) pass the machine lock's step gate like trials do, so
+    # a probe of another study pauses them too; a trainer without the keyword runs ungated
+    import types
+
+    from tuner.study import cores, noise
+    from tuner.study.spec import spec_from_dict
+
+    seen = []
+
+    def recording(model_args, recipe, **kwargs):
+        seen.append(kwargs.get("step_gate"))
+        return testing.quick_train(model_args, recipe, **kwargs)
+
+    assert set(cores.gate_for(recording)) == {"step_gate"}
+    assert cores.gate_for(lambda model_args, recipe, *, token_budget: None) == {}
+    spec = spec_from_dict({"study": {"name": "gated", "n_trials": 1},
+                           "budget": {"tokens_per_trial": 300, "eval_every_tokens": 100},
+                           "space": {"params": {"lr": {"type": "float", "low": 1e-4,
+                                                       "high": 1e-2}},
+                                     "fixed": {"seq_len": 64}}})
+    rec = types.SimpleNamespace(number=0, model_args_dict=dataclasses.asdict(ARGS),
+                                recipe_dict=dataclasses.asdict(Recipe(seq_len=64)))
+    run = noise._one_run(rec, 1, spec, trainer=recording, data=None, device="cpu")
+    assert run.get("error") is None and "val_loss" in run
+    assert len(seen) == 1 and callable(seen[0])

@@ -24,11 +24,13 @@ milliseconds). ``MOETUNE_CORES_LOCK`` moves the files (a path without the suffix
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 try:
     import fcntl
@@ -79,6 +81,22 @@ def machine_lock() -> CoreLock:
     """The lock every moetune process on this machine uses (``$MOETUNE_CORES_LOCK``, else
     ``moetune-cores`` in the temp dir)."""
     return CoreLock(Path(os.environ.get(ENV) or Path(tempfile.gettempdir()) / DEFAULT_NAME))
+
+
+def gate_for(trainer: Callable[..., Any]) -> dict[str, Any]:
+    """``{"step_gate": ...}`` to pass to ``trainer`` so its steps share the machine's cores with
+    a timing probe (every training moetune runs: trials, noise re-runs, validate, rerun); ``{}``
+    for a trainer written before `trainers.train` took ``step_gate`` (it still runs, ungated)."""
+    return {"step_gate": machine_lock().shared} if takes(trainer, "step_gate") else {}
+
+
+def takes(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` accepts keyword ``name``."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
 
 
 @contextlib.contextmanager

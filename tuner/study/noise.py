@@ -38,6 +38,7 @@ from typing import Any
 
 from trainers.result import json_safe, to_float
 from tuner.study import records
+from tuner.study.cores import gate_for
 from tuner.study.metrics import is_modeled
 from tuner.study.ranking import knee, pareto_front
 from tuner.study.spec import StudySpec, max_corpus_bytes
@@ -255,7 +256,8 @@ def _one_run(r: TrialRecord, seed: int, spec: StudySpec, *, trainer: Callable[..
     try:
         result = trainer(ModelArgs.from_dict(r.model_args_dict), Recipe.from_dict(r.recipe_dict),
                          data=data, token_budget=spec.budget.tokens_per_trial, seed=seed,
-                         eval_every_tokens=spec.budget.eval_every_tokens, device=device)
+                         eval_every_tokens=spec.budget.eval_every_tokens, device=device,
+                         **gate_for(trainer))
     except Exception as e:  # noqa: BLE001 - recorded on the run below
         return run | {"val_loss": "nan", "error": f"{type(e).__name__}: {e}"[:300]}
     return run | {"val_loss": json_safe(float(result.val_loss))}

@@ -14,6 +14,7 @@ import torch
 from trainers import ModelArgs, Recipe, load_corpus, train
 from trainers.result import json_safe, to_float
 from tuner.study import records
+from tuner.study.cores import gate_for
 from tuner.study.metrics import LOAD_DEPENDENT
 from tuner.study.progress import Log, elapsed, eval_lines
 from tuner.study.storage import stored_spec
@@ -62,7 +63,8 @@ def rerun_trial(study: optuna.Study, number: int, *, device: str | None = None,
                          seed=t.user_attrs.get(records.SEED, spec.study.seed),
                          eval_every_tokens=spec.budget.eval_every_tokens,
                          device=device or t.user_attrs.get(records.DEVICE) or None,
-                         on_eval=eval_lines(say, f"trial {number}", tokens, t0))
+                         on_eval=eval_lines(say, f"trial {number}", tokens, t0),
+                         **gate_for(trainer))
     finally:
         torch.set_num_threads(before)
     stored_metrics = t.user_attrs.get(records.METRICS) or {}

@@ -14,7 +14,6 @@ before it trains, and sends it with every report.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import platform
@@ -31,7 +30,7 @@ from ray import tune
 from trainers import ModelArgs, Recipe, TrainResult, load_corpus
 from trainers.result import to_float
 from tuner.study import timing
-from tuner.study.cores import machine_lock
+from tuner.study.cores import gate_for
 from tuner.study.outcome import TrialReport
 from tuner.study.reasons import Reason, exception_reason
 
@@ -98,10 +97,10 @@ def train_and_report(config: dict[str, Any], *, job: TrialJob, trainer: Trainer,
                 device=env["device"], timer=timing.step_timer_for(trainer),
                 scope=request["scope"], cached=request.get("cached") or ())
             timed.update(entry, source=source)
-        gate = {"step_gate": machine_lock().shared} if _takes(trainer, "step_gate") else {}
         result = trainer(model_args, recipe, data=data,
                          token_budget=job.token_budget, seed=job.seed, on_eval=on_eval,
-                         eval_every_tokens=job.eval_every_tokens, device=env["device"], **gate)
+                         eval_every_tokens=job.eval_every_tokens, device=env["device"],
+                         **gate_for(trainer))
     except BaseException as e:  # noqa: B036 - every way out must be recorded against the trial
         if is_out_of_memory(e):
             return TrialReport(status="oom", reason=Reason(kind="out_of_memory",
@@ -113,16 +112,6 @@ def train_and_report(config: dict[str, Any], *, job: TrialJob, trainer: Trainer,
                            environment=env, timing=timed or None)
     return TrialReport(status="ok", result=result.to_dict(), environment=env,
                        timing=timed or None)
-
-
-def _takes(fn: Callable[..., Any], name: str) -> bool:
-    """Whether ``fn`` accepts keyword ``name`` (a trainer written before `trainers.train` had
-    it still runs, without it)."""
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
 
 
 def is_out_of_memory(e: BaseException) -> bool:

@@ -28,6 +28,7 @@ from trainers import ModelArgs, Recipe, load_corpus, shrink
 from trainers.result import json_safe
 from tuner.modeling import scaling
 from tuner.study import records
+from tuner.study.cores import gate_for
 from tuner.study.progress import Log, elapsed, eval_lines, stderr_lines
 from tuner.study.storage import stored_spec
 from tuner.study.trial_record import TrialRecord, trial_records
@@ -146,7 +147,8 @@ def _retrain(chosen: list[TrialRecord], *, scale: float, tokens: int, trainer: C
         say(f"{where}: started, {tokens:,} tokens at lr {recipe.lr:.3g}; {elapsed(t0)} "
             "elapsed")
         res = trainer(large, recipe, data=data, token_budget=tokens, seed=r.recipe.seed,
-                      device=device, on_eval=eval_lines(say, where, tokens, t0))
+                      device=device, on_eval=eval_lines(say, where, tokens, t0),
+                      **gate_for(trainer))
         rows.append({"trial": r.number, "proxy_val_loss": r.metric("val_loss"),
                      "scaled_val_loss": res.val_loss if math.isfinite(res.val_loss) else "inf",
                      "lr": recipe.lr, "diverged": bool(res.diverged)})
