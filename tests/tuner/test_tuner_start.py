@@ -437,3 +437,22 @@ def test_a_rerun_of_an_interrupted_start_trial_keeps_its_origin():
     assert rs.rerun_attrs(t) == {records.RERUN_OF: t.number,
                                  records.ORIGIN: "baseline:deepseek-v3",
                                  records.START_POINT: "start.baselines[0]"}
+
+
+def test_a_timed_objective_takes_the_source_trials_timing_or_skips_the_copy():
+    # a copy scored without a timing would record the timed objective's worst value (0 tok/s)
+    # and teach the sampler that the recipe is slow
+    timed = {**table("timed", space=SAMPLED), "objectives": {"val_loss": "minimize",
+                                              "timed_tokens_per_s": "maximize"}}
+    s = spec_from_dict(timed)
+    source = optuna.create_study()
+    _record_source(source, s, [1e-3, 3e-3])
+    untimed, with_timing = source.get_trials()
+    with_timing.user_attrs[records.TIMING] = {"tokens_per_s": 12345.0, "spread": 0.02,
+                                              "source": "probed"}
+    copy, why = ws.warm_copy(untimed, s, "small")
+    assert copy is None and "no timing" in why
+    copy, why = ws.warm_copy(with_timing, s, "small")
+    assert why == "" and copy.values[1] == pytest.approx(12345.0)
+    # a spec without a timed objective copies both
+    assert ws.warm_copy(untimed, spec(space=SAMPLED), "small")[0] is not None

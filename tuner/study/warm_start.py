@@ -36,6 +36,7 @@ from trainers import ModelArgs, Recipe, TrainResult
 from tuner.study import database as db
 from tuner.study import records
 from tuner.study import storage as st
+from tuner.study.metrics import names_timed
 from tuner.study.outcome import TrialReport, decide
 from tuner.study.spec import SpecError, StudySpec
 from tuner.study.start_spec import contains
@@ -134,9 +135,14 @@ def warm_copy(t: FrozenTrial, spec: StudySpec, name: str) -> tuple[FrozenTrial |
         model_args = ModelArgs.from_dict(attrs[records.MODEL_ARGS])
     except (KeyError, TypeError, ValueError):
         return None, "no measured result (out of memory, timed out, or recorded without one)"
+    timed = attrs.get(records.TIMING)  # its signature's timing there, measured alone
+    if names_timed(spec) and not timed:
+        # scored without one, a timed objective would take its worst value and teach the
+        # sampler that this recipe is slow
+        return None, "no timing of its systems signature (that study timed none)"
     try:
         outcome = decide(TrialReport(status="ok", result=result.to_dict()), spec=spec,
-                         recipe=recipe, model_args=model_args)
+                         recipe=recipe, model_args=model_args, timing=timed or None)
     except ValueError as e:
         return None, f"this spec cannot score it ({e})"
     kept = {k: v for k, v in attrs.items() if k not in NOT_COPIED}
