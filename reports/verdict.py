@@ -20,6 +20,8 @@ one objective this is exactly ``tied``). Without a noise estimate for any object
 from __future__ import annotations
 
 import dataclasses
+import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,9 +31,11 @@ from reports.frame import records_frame
 from reports.hypervolume import hypervolume
 from reports.snapshot import Snapshot
 from tuner.study import records
+from tuner.study.metrics import TIMED
 from tuner.study.noise import HOW_TO_MEASURE, NOISY_METRIC, combined_noise, objective_noise, tied
 from tuner.study.ranking import to_minimization
 from tuner.study.resume import counts_toward_target
+from tuner.study.trial_record import Objective
 
 
 def tokens_per_trial(snap: Snapshot) -> int | None:
@@ -125,7 +129,26 @@ def judge(snaps: list[Snapshot], points: Sequence[np.ndarray], hvs: Sequence[flo
         return _judge_best(names, points, directions[0], objectives[0].name, noise, why_not,
                            said)
     return _judge_hypervolume(names, points, hvs, reference_min, directions,
-                              [o.name for o in objectives], noise, why_not, said)
+                              [o.name for o in objectives], noise, why_not, said,
+                              relative=timed_spread(snaps, objectives))
+
+
+def timed_spread(snaps: Sequence[Snapshot], objectives: Sequence[Objective]) -> dict[str, float]:
+    """For a timed objective its measured noise, as a share of the value: half the median
+    relative range ((max - min) / median of a probe's repeats) of the timings behind both
+    studies' feasible trials, a bound on how far a median of the repeats moves (two studies
+    timing one signature differed by up to 8.6% where this gave ~10%: benchmarks/RESULTS.md,
+    "Timed cost"); no entry without a timing."""
+    out: dict[str, float] = {}
+    for o in objectives:
+        if o.name not in TIMED:
+            continue
+        spreads = [float(r.timing["spread"]) for s in snaps for r in s.records
+                   if r.feasible and isinstance(r.timing.get("spread"), int | float)
+                   and math.isfinite(r.timing["spread"])]
+        if spreads:
+            out[o.name] = statistics.median(spreads) / 2
+    return out
 
 
 def _judge_best(names: list[str], points: Sequence[np.ndarray], direction: str, name: str,
@@ -147,19 +170,23 @@ def _judge_best(names: list[str], points: Sequence[np.ndarray], direction: str, 
 def _judge_hypervolume(names: list[str], points: Sequence[np.ndarray], hvs: Sequence[float],
                        reference_min: Sequence[float], directions: list[str],
                        objectives: list[str], noise: dict[str, float], why_not: str,
-                       said: str) -> Verdict:
+                       said: str, relative: dict[str, float] | None = None) -> Verdict:
     shown = f"hypervolume {names[0]} {hvs[0]:.6g}, {names[1]} {hvs[1]:.6g}"
     if not noise:
         return Verdict(winner=None, text=f"**Cannot judge**: {shown}; {why_not}.", noise=said)
-    exact = [o for o in objectives if o not in noise]
-    within = ", ".join(f"±{sd:.3g} on {o}" for o, sd in noise.items()) + (
+    relative = relative or {}
+    exact = [o for o in objectives if o not in noise and o not in relative]
+    within = ", ".join([f"±{sd:.3g} on {o}" if sd else f"{o} exact (modeled)"
+                        for o, sd in noise.items()]
+                       + [f"±{r:.1%} on {o} (half the median range of its timings' repeats)"
+                          for o, r in relative.items()]) + (
         f"; {', '.join(exact)}: no noise estimate, taken as exact" if exact else "")
     if hvs[0] == hvs[1]:
         return Verdict(winner=None, text=f"**Cannot tell apart**: {shown}: equal.", noise=said)
     w = int(np.argmax(hvs))
     worse = to_minimization(points[w], directions)
     for k, o in enumerate(objectives):  # every point of the winner's front made worse
-        worse[:, k] += noise.get(o, 0.0)
+        worse[:, k] += noise.get(o, 0.0) + relative.get(o, 0.0) * np.abs(worse[:, k])
     hv_worse = hypervolume(worse, reference_min)
     if hv_worse > hvs[1 - w]:
         return Verdict(winner=names[w], text=f"**{names[w]}** is better: {shown}; with every "

@@ -40,7 +40,8 @@ def metrics(*, val_loss: float, memory_gb: float, precision: str, seed: int = 0)
 
 def add(study: optuna.Study, *, state: str = "complete", values=None, params=None,
         constraints=None, reason: str | None = None, val_loss: float | None = None,
-        memory_gb: float = 1.0, curve=None, recipe_extra=None, trained: bool = False) -> None:
+        memory_gb: float = 1.0, curve=None, recipe_extra=None, trained: bool = False,
+        timing: dict | None = None) -> None:
     """Add one trial as the runner would record it (`state`: complete/infeasible/pruned/fail).
 
     ``trained``: store the full recipe and model args, as a trial that finished training has
@@ -59,6 +60,8 @@ def add(study: optuna.Study, *, state: str = "complete", values=None, params=Non
         attrs[records.MODEL_ARGS] = preset("debug").to_dict()
     if reason:
         attrs[records.REASON] = reason
+    if timing:
+        attrs[records.TIMING] = timing
     if state != "fail":
         loss = val_loss if val_loss is not None else (values[0] if values else 3.0)
         attrs[records.METRICS] = metrics(val_loss=loss, memory_gb=memory_gb,

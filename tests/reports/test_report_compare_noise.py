@@ -98,3 +98,29 @@ def test_the_larger_study_is_cut_to_the_smaller_ones_first_trials(tmp_path):
     md = reports.compare(a, b, tmp_path)["compare_md"].read_text()
     assert "b finished 3 trials and a 2: only b's first 2 finished trials (#0–#1) are " in md
     assert "best val_loss: a 2, b 2.5" in md and "**a** is better" in md
+
+
+TIMED = [["val_loss", "minimize"], ["timed_tokens_per_s", "maximize"]]
+
+
+def timed_study(name, points, spread):
+    s = new_study(name, objectives=TIMED)
+    s.set_user_attr(records.SPEC, {"budget": {"tokens_per_trial": 100_000}})
+    for v in points:
+        add(s, values=list(v), constraints={"max_peak_memory_gb": -1.0},
+            params={"lr": 1e-3 * v[0], "warmup_fraction": 0.05, "precision": "bf16"},
+            timing={"tokens_per_s": v[1], "spread": spread, "repeats": 5})
+    s.set_user_attr(records.NOISE, {"sd": 0.001, "n": 6, "how": "2 recipe(s) x 3 seeds",
+                                    "trials": [0, 1]})
+    return s
+
+
+def test_a_timed_objective_is_judged_by_the_spread_of_its_timings(tmp_path):
+    # b is 5% faster at equal val_loss: inside timings that spread 20% (±10%), outside 2% (±1%)
+    fast = [(2.0, 21_000.0), (2.5, 31_500.0)]
+    slow = [(2.0, 20_000.0), (2.5, 30_000.0)]
+    text = verdict(timed_study("a", slow, 0.20), timed_study("b", fast, 0.20), tmp_path / "1")
+    assert "**Cannot tell apart**" in text and "is better" not in text
+    assert "±10.0% on timed_tokens_per_s (half the median range of its timings' repeats)" in text
+    text = verdict(timed_study("a", slow, 0.02), timed_study("b", fast, 0.02), tmp_path / "2")
+    assert "**b** is better" in text and "±1.0% on timed_tokens_per_s" in text
