@@ -20,8 +20,6 @@ one objective this is exactly ``tied``). Without a noise estimate for any object
 from __future__ import annotations
 
 import dataclasses
-import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,8 +29,14 @@ from reports.frame import records_frame
 from reports.hypervolume import hypervolume
 from reports.snapshot import Snapshot
 from tuner.study import records
-from tuner.study.metrics import TIMED
-from tuner.study.noise import HOW_TO_MEASURE, NOISY_METRIC, combined_noise, objective_noise, tied
+from tuner.study.noise import (
+    HOW_TO_MEASURE,
+    NOISY_METRIC,
+    combined_noise,
+    objective_noise,
+    tied,
+    timed_noise,
+)
 from tuner.study.ranking import to_minimization
 from tuner.study.resume import counts_toward_target
 from tuner.study.trial_record import Objective
@@ -134,21 +138,8 @@ def judge(snaps: list[Snapshot], points: Sequence[np.ndarray], hvs: Sequence[flo
 
 
 def timed_spread(snaps: Sequence[Snapshot], objectives: Sequence[Objective]) -> dict[str, float]:
-    """For a timed objective its measured noise, as a share of the value: half the median
-    relative range ((max - min) / median of a probe's repeats) of the timings behind both
-    studies' feasible trials, a bound on how far a median of the repeats moves (two studies
-    timing one signature differed by up to 8.6% where this gave ~10%: benchmarks/RESULTS.md,
-    "Timed cost"); no entry without a timing."""
-    out: dict[str, float] = {}
-    for o in objectives:
-        if o.name not in TIMED:
-            continue
-        spreads = [float(r.timing["spread"]) for s in snaps for r in s.records
-                   if r.feasible and isinstance(r.timing.get("spread"), int | float)
-                   and math.isfinite(r.timing["spread"])]
-        if spreads:
-            out[o.name] = statistics.median(spreads) / 2
-    return out
+    """The timed objectives' noise over both studies' trials (`tuner.study.noise.timed_noise`)."""
+    return timed_noise([r for s in snaps for r in s.records], objectives)
 
 
 def _judge_best(names: list[str], points: Sequence[np.ndarray], direction: str, name: str,

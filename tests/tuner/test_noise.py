@@ -172,3 +172,23 @@ def test_a_modeled_objective_ties_only_on_equal_values():
     assert ties.noise == {"val_loss": 0.02, "full_gpu_hours": 0.0} and not ties.unjudged
     assert ties.knee == 1 and ties.tied == ()
     assert "full_gpu_hours exact (modeled)" in ties.sentence()
+
+
+def test_a_timed_objective_ties_within_its_timings_spread():
+    # knee #1; #0 is within the val_loss noise and 4.8% faster: tied when timings spread 20%
+    # (±10%), not when they spread 2% (±1%); #2 is far off on val_loss either way
+    timed = [Objective(name="val_loss", direction="minimize"),
+             Objective(name="timed_tokens_per_s", direction="maximize")]
+
+    def t(number, loss, speed, spread):
+        return dataclasses.replace(rec(number, loss, 0.0), values={
+            "val_loss": loss, "timed_tokens_per_s": speed}, timing={"spread": spread})
+
+    for spread, tie in ((0.20, True), (0.02, False)):
+        recs = [t(0, 2.00, 21_000.0, spread), t(1, 1.99, 20_000.0, spread),
+                t(2, 2.60, 30_000.0, spread)]
+        ties = knee_ties(recs, timed, 0.02)
+        assert ties.knee in (0, 1) and not ties.unjudged
+        assert ties.relative == {"timed_tokens_per_s": pytest.approx(spread / 2)}
+        assert ties.tied == ((1 - ties.knee,) if tie else ())  # the other of #0, #1
+        assert "half the median range of its timings' repeats" in ties.sentence()

@@ -20,8 +20,8 @@ resumed study measures again only when its top trials changed.
 `tied` is the rule reports use: a difference in val_loss no larger than the measured sd is a tie.
 The knee (`tuner.study.ranking.study_knee`) is tied with the other Pareto-set trials that are
 within the noise of it on every objective whose noise is known (`knee_ties`: val_loss has a
-measured noise, a modeled objective none — only an equal value ties; the others are not
-judged). The pick stays the knee: a
+measured noise, a modeled objective none — only an equal value ties; a timed one the spread of
+its timings, `timed_noise`; the others are not judged). The pick stays the knee: a
 tie says the data cannot order those trials, not which to take. `combined_noise` pools two
 studies' measurements for `moetune compare`.
 
@@ -32,14 +32,15 @@ studies' measurements for `moetune compare`.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainers.result import json_safe, to_float
 from tuner.study import records
 from tuner.study.cores import gate_for
-from tuner.study.metrics import is_modeled
+from tuner.study.metrics import TIMED, is_modeled
 from tuner.study.ranking import knee, pareto_front
 from tuner.study.spec import StudySpec, max_corpus_bytes
 from tuner.study.trial_record import Objective, TrialRecord, trial_records
@@ -91,6 +92,30 @@ def objective_noise(sd: float | None, objectives: Sequence[Objective]) -> dict[s
             if o.name == NOISY_METRIC or is_modeled(o.name)}
 
 
+def timed_noise(recs: Sequence[TrialRecord], objectives: Sequence[Objective]) -> dict[str, float]:
+    """For a timed objective its measured noise, as a share of the value: half the median
+    relative range ((max - min) / median of a probe's repeats) of the timings behind the
+    feasible ``recs`` — a bound on how far a median of the repeats moves (two studies timing
+    one signature differed by up to 8.6% where this gave ~10%: benchmarks/RESULTS.md, "Timed
+    cost"); no entry without a timing."""
+    out: dict[str, float] = {}
+    for o in objectives:
+        if o.name not in TIMED:
+            continue
+        spreads = [float(r.timing["spread"]) for r in recs
+                   if r.feasible and isinstance(r.timing.get("spread"), int | float)
+                   and math.isfinite(r.timing["spread"])]
+        if spreads:
+            out[o.name] = statistics.median(spreads) / 2
+    return out
+
+
+def tied_relative(a: float, b: float, share: float) -> bool:
+    """Whether ``a`` and ``b`` are within ``share`` of the larger of them."""
+    return (math.isfinite(a) and math.isfinite(b)
+            and abs(a - b) <= share * max(abs(a), abs(b)) * (1 + 1e-9))
+
+
 @dataclass(frozen=True, kw_only=True)
 class KneeTies:
     """The knee (with one objective: the best trial) and the trials tied with it.
@@ -104,6 +129,7 @@ class KneeTies:
     noise: dict[str, float]
     unjudged: tuple[str, ...]  # objectives without a noise estimate
     measured: bool
+    relative: dict[str, float] = field(default_factory=dict)  # timed objectives: share of value
 
     @property
     def judged(self) -> bool:
@@ -119,8 +145,10 @@ class KneeTies:
         if not self.judged:
             return (f"Whether {others} are tied with {who} cannot be judged: noise is measured "
                     f"for {NOISY_METRIC} only, and no objective is {NOISY_METRIC}.")
-        within = ", ".join(f"±{sd:.3g} on {name}" if sd else f"{name} exact (modeled)"
-                           for name, sd in self.noise.items())
+        within = ", ".join([f"±{sd:.3g} on {name}" if sd else f"{name} exact (modeled)"
+                            for name, sd in self.noise.items()]
+                           + [f"±{r:.1%} on {name} (half the median range of its timings' "
+                              "repeats)" for name, r in self.relative.items()])
         rest = ""
         if self.unjudged:
             many = len(self.unjudged) > 1
@@ -152,11 +180,15 @@ def knee_ties(recs: Sequence[TrialRecord], objectives: Sequence[Objective],
     noise = objective_noise(sd, objectives)
     single = len(objectives) == 1
     pool = feasible if single else front
+    relative = timed_noise(feasible, objectives) if noise else {}
     ties = tuple(r.number for r in pool if r.number != k.number and noise
-                 and all(tied(r.values[o], k.values[o], s) for o, s in noise.items()))
+                 and all(tied(r.values[o], k.values[o], s) for o, s in noise.items())
+                 and all(tied_relative(r.values[o], k.values[o], share)
+                         for o, share in relative.items()))
     return KneeTies(knee=k.number, single=single, tied=ties, noise=noise,
-                    unjudged=tuple(o.name for o in objectives if o.name not in noise),
-                    measured=sd is not None)
+                    unjudged=tuple(o.name for o in objectives
+                                   if o.name not in noise and o.name not in relative),
+                    measured=sd is not None, relative=relative)
 
 
 def combined_noise(attrs: Sequence[Mapping[str, Any]]) -> tuple[float, int] | None:
