@@ -39,7 +39,6 @@ from tuner.study.noise import (
 )
 from tuner.study.ranking import to_minimization
 from tuner.study.resume import counts_toward_target
-from tuner.study.trial_record import Objective
 
 
 def tokens_per_trial(snap: Snapshot) -> int | None:
@@ -134,12 +133,8 @@ def judge(snaps: list[Snapshot], points: Sequence[np.ndarray], hvs: Sequence[flo
                            said)
     return _judge_hypervolume(names, points, hvs, reference_min, directions,
                               [o.name for o in objectives], noise, why_not, said,
-                              relative=timed_spread(snaps, objectives))
-
-
-def timed_spread(snaps: Sequence[Snapshot], objectives: Sequence[Objective]) -> dict[str, float]:
-    """The timed objectives' noise over both studies' trials (`tuner.study.noise.timed_noise`)."""
-    return timed_noise([r for s in snaps for r in s.records], objectives)
+                              relative=timed_noise([r for s in snaps for r in s.records],
+                                                   objectives))
 
 
 def _judge_best(names: list[str], points: Sequence[np.ndarray], direction: str, name: str,
