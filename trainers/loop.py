@@ -26,13 +26,13 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from trainers import attention
+from trainers import attention, fusion
 from trainers.data import Corpus, TrainStream, load_corpus, validation_batches
 from trainers.fp8 import Backend, fp8_backend
 from trainers.memory import SavedActivationMeter, training_state_bytes
 from trainers.model import ModelOutput, Transformer
 from trainers.model_args import ModelArgs
-from trainers.moe import max_vio
+from trainers.moe import max_vio, max_vio_tensor
 from trainers.mup import param_groups
 from trainers.presets import count_params
 from trainers.recipe import Recipe
@@ -161,6 +161,7 @@ class _Run:
     val_vio: float = 0.0
     spike_steps: list[int] = field(default_factory=list)
     loss_ema: float | None = None
+    metered_batch: int = 0  # the largest micro-batch the saved-tensor meter has measured (CUDA)
     snapshot: tuple[dict, dict] | None = None
     gate: StepGate = contextlib.nullcontext
 
@@ -186,6 +187,8 @@ class _Run:
         model = Transformer(args).to(device)
         model.set_precision(fp8=fp8)
         model.set_checkpointing(recipe.checkpoint_ratio)
+        if device.type == "cuda" and fusion.mode() == "blocks" and fp8 is None:
+            model.compile_blocks()
         model.train()
         # fused: one kernel over all parameters (CPU and CUDA), ~3x the per-tensor loop's speed
         # at proxy sizes; same update up to float rounding
@@ -213,8 +216,14 @@ class _Run:
             group["lr"] = lr * group["lr_mult"]
         batch = self.stream.next_batch(n_seqs).to(self.device)
         t0 = time.perf_counter()
-        loss, loads = self._forward_backward(batch)
-        grad_norm = self._clip()
+        ces, loads = self._forward_backward(batch)
+        grad_norm_t = self._clip()
+        # the step's one read-back: losses, gradient norm and each MoE layer's MaxVio together
+        # (one host synchronisation instead of one per figure; same float32 values)
+        figures = torch.stack([*(ce for ce, _ in ces), grad_norm_t.float(),
+                               *(max_vio_tensor(x) for x in loads)]).tolist()
+        loss = sum(v * share for v, (_, share) in zip(figures, ces))
+        grad_norm, vios = figures[len(ces)], figures[len(ces) + 1:]
         self.tokens += n_seqs * r.seq_len
         self.steps += 1
         if not (math.isfinite(loss) and math.isfinite(grad_norm)):
@@ -232,24 +241,39 @@ class _Run:
         self.train_time += time.perf_counter() - t0
         self.train_curve.append((self.tokens, loss))
         self.grad_norms.append(grad_norm)
-        self.batch_vios.append(sum(max_vio(x) for x in loads) / max(1, len(loads)))
+        self.batch_vios.append(sum(vios) / max(1, len(loads)))
 
-    def _forward_backward(self, batch: torch.Tensor) -> tuple[float, list[torch.Tensor]]:
-        """Gradient accumulation over micro-batches; returns the main next-token loss and loads."""
+    def _forward_backward(self, batch: torch.Tensor
+                          ) -> tuple[list[tuple[torch.Tensor, float]], list[torch.Tensor]]:
+        """Gradient accumulation over micro-batches; returns each micro-batch's main next-token
+        loss (a 0-dim tensor, not read back) with its share of the batch, and the loads."""
         self.optimizer.zero_grad(set_to_none=True)
         micro = self.recipe.micro_batch or len(batch)
-        total_ce, loads = 0.0, None
+        ces: list[tuple[torch.Tensor, float]] = []
+        loads = None
         for chunk in batch.split(micro):
-            with self._autocast(), self.meter.measure():
+            with self._autocast(), self._measure(len(chunk)):
                 out = self.model(chunk[:, :-1])
                 loss, ce = self._loss(out, chunk[:, 1:])
             (loss * (len(chunk) / len(batch))).backward()
-            total_ce += ce * len(chunk) / len(batch)
+            ces.append((ce.detach(), len(chunk) / len(batch)))
             chunk_loads = [x.float() for x in out.loads]
             loads = chunk_loads if loads is None else [a + b for a, b in zip(loads, chunk_loads)]
-        return total_ce, loads or []
+        return ces, loads or []
 
-    def _loss(self, out: ModelOutput, targets_BT: torch.Tensor) -> tuple[torch.Tensor, float]:
+    def _measure(self, micro_batch: int) -> contextlib.AbstractContextManager[Any]:
+        """The saved-tensor meter around a forward. On CUDA the allocator's peak is the memory
+        figure and the meter only fills `activation_bytes`, which depends on the micro-batch's
+        shape alone: it runs once per new largest micro-batch there, not every step (its
+        Python hook runs for every tensor autograd saves)."""
+        if self.device.type == "cuda":
+            if micro_batch <= self.metered_batch:
+                return contextlib.nullcontext()
+            self.metered_batch = micro_batch
+        return self.meter.measure()
+
+    def _loss(self, out: ModelOutput, targets_BT: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor]:
         """L = CE + λ/D Σ_k CE_k (MTP) + α · balance; returns (L, main CE)."""
         r = self.recipe
         ce = _cross_entropy(out.logits, targets_BT)
@@ -258,11 +282,11 @@ class _Run:
             mtp = sum(_cross_entropy(lg, targets_BT[:, k:])
                       for k, lg in enumerate(out.mtp_logits, start=1))
             loss = loss + r.mtp_lambda / len(out.mtp_logits) * mtp
-        return loss, ce.item()
+        return loss, ce
 
-    def _clip(self) -> float:
+    def _clip(self) -> torch.Tensor:
         clip = self.recipe.grad_clip or float("inf")
-        return float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
+        return torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
 
     def _is_spike(self, loss: float) -> bool:
         spike = (self.loss_ema is not None and self.steps > SPIKE_WARMUP_STEPS
@@ -359,6 +383,7 @@ class _Run:
                "attention": attention.describe(self.device.type, self.recipe.seq_len)}
         if self.device.type == "cuda":
             env["gpu"] = torch.cuda.get_device_name(self.device)
+            env["fusion"] = fusion.note()
         if self.fp8_note:
             env["fp8_backend"] = self.fp8_note
         return env

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainers import fusion
 from trainers.fp8 import Fp8Linear
 
 
@@ -17,5 +18,8 @@ class MLP(nn.Module):
         self.w3 = Fp8Linear(dim, inter_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.w2(F.silu(self.w1(x)) * self.w3(x))
+        if fusion.active(x):
+            out: torch.Tensor = self.w2(fusion.swiglu(self.w1(x), self.w3(x)))
+            return out
+        out = self.w2(F.silu(self.w1(x)) * self.w3(x))
         return out

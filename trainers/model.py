@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from trainers import fusion
 from trainers.attention import causal_attention
 from trainers.fp8 import Backend, Fp8Linear
 from trainers.mlp import MLP
@@ -33,6 +34,9 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Normalise in fp32 whatever the autocast dtype: small-norm tokens underflow in bf16.
+        if fusion.active(x):  # the same math as one fused kernel each way
+            out: torch.Tensor = fusion.rms_norm(x, self.weight, self.eps)
+            return out
         xf = x.float()
         y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         return (self.weight * y).to(x.dtype)
@@ -64,7 +68,11 @@ def _yarn_correction_range(args: ModelArgs, r: int) -> tuple[int, int]:
 def apply_rope(x: torch.Tensor, rope: Rope) -> torch.Tensor:
     """Rotate interleaved pairs (x0, x1), (x2, x3), … of x (B, T, H, R) by the angles e^{iθ}
     (T, R/2): one complex multiply, which on CPU is about 3x the speed of the same rotation
-    written with real strided ops (the pairs are interleaved, so x0 and x1 have stride 2)."""
+    written with real strided ops (the pairs are interleaved, so x0 and x1 have stride 2).
+    With `fusion.active`, the same rotation in real arithmetic, fused (`fusion.rope`)."""
+    if fusion.active(x):
+        out: torch.Tensor = fusion.rope(x, torch.view_as_real(rope))
+        return out
     pairs = x.float().reshape(*x.shape[:-1], -1, 2)
     if pairs.storage_offset() % 2 or any(s % 2 for s in pairs.stride()[:-1]):
         pairs = pairs.contiguous()  # a slice at an odd offset (odd head dims) has no complex view
@@ -183,6 +191,7 @@ class Transformer(nn.Module):
         self.norm = RMSNorm(args.dim, args.norm_eps)
         self.head = nn.Linear(args.dim, args.vocab_size, bias=False)
         self.mtp = nn.ModuleList(MTPModule(args) for _ in range(args.mtp_depth))
+        self._rope_cache: dict[tuple[int, str], Rope] = {}
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -203,6 +212,11 @@ class Transformer(nn.Module):
             if isinstance(m, (Fp8Linear, RoutedExperts)):
                 m.fp8 = fp8
 
+    def compile_blocks(self) -> None:
+        """`torch.compile` every block (main and MTP) whole: ``MOETUNE_FUSION=blocks``."""
+        for block in [*self.layers, *(m.block for m in self.mtp if isinstance(m, MTPModule))]:
+            block.compile()
+
     def set_checkpointing(self, ratio: float) -> list[int]:
         """Recompute `ratio` of the blocks in backward, spread evenly; returns their indices."""
         chosen = checkpointed_layers(len(self.layers), ratio)
@@ -214,8 +228,7 @@ class Transformer(nn.Module):
     def forward(self, tokens_BT: torch.Tensor, *, mtp: bool = True) -> ModelOutput:
         """`mtp=False` skips the MTP modules (evaluation only needs the main head)."""
         t = tokens_BT.shape[1]
-        angles = rope_frequencies(self.args, t).to(tokens_BT.device)
-        rope = torch.polar(torch.ones_like(angles), angles)  # (T, R/2), shared by every layer
+        rope = self._rope(t, tokens_BT.device)
         emb = self.embed(tokens_BT)
         h, balance = emb, emb.new_zeros(())
         loads: list[torch.Tensor] = []
@@ -234,6 +247,14 @@ class Transformer(nn.Module):
                 balance, loads = balance + bal, loads + [load]
             mtp_logits.append(self._logits(module.norm(h)))
         return ModelOutput(logits, mtp_logits, balance, loads)
+
+    def _rope(self, t: int, device: torch.device) -> Rope:
+        """e^{iθ} (T, R/2) on `device`, shared by every layer; computed once per length."""
+        key = (t, str(device))
+        if key not in self._rope_cache:
+            angles = rope_frequencies(self.args, t).to(device)
+            self._rope_cache[key] = torch.polar(torch.ones_like(angles), angles)
+        return self._rope_cache[key]
 
     def _run_block(self, block: Block, h: torch.Tensor, rope: Rope) -> BlockOutput:
         out: BlockOutput

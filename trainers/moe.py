@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainers import fusion
 from trainers.fp8 import Backend, fp8_linear
 from trainers.mlp import MLP
 from trainers.model_args import ModelArgs
@@ -95,7 +96,8 @@ class RoutedExperts(nn.Module):
         offs = counts_E.cumsum(0).to(torch.int32)
         gate_AI, up_AI = torch._grouped_mm(x_AD.to(dtype), self.w13_EDJ.to(dtype),
                                            offs=offs).chunk(2, dim=-1)
-        return torch._grouped_mm(F.silu(gate_AI) * up_AI, self.w2_EID.to(dtype), offs=offs)
+        h_AI = fusion.swiglu(gate_AI, up_AI) if fusion.active(x_AD) else F.silu(gate_AI) * up_AI
+        return torch._grouped_mm(h_AI, self.w2_EID.to(dtype), offs=offs)
 
     def _looped(self, x_AD: torch.Tensor, counts_E: torch.Tensor) -> torch.Tensor:
         outs, start = [], 0
@@ -146,17 +148,87 @@ class MoE(nn.Module):
         k = idx_NK.shape[1]
         flat_A = idx_NK.flatten()
         order_A = flat_A.argsort(stable=True)
-        token_A = order_A // k
-        counts_E = torch.bincount(flat_A, minlength=self.args.n_routed_experts)
-        # index_select, not x_ND[token_A]: its backward is an index_add_, about 8x the speed of
-        # the accumulating index_put_ that advanced indexing backs into on CPU
-        y_AD = self.experts(x_ND.index_select(0, token_A), counts_E)
-        y_AD = y_AD * weights_NK.flatten()[order_A].unsqueeze(-1).to(y_AD.dtype)
-        y_ND = torch.zeros_like(x_ND, dtype=y_AD.dtype).index_add_(0, token_A, y_AD)
+        counts_E = expert_counts(flat_A, self.args.n_routed_experts)
+        if fusion.active(x_ND):
+            y_ND = self._routed_by_permutation(x_ND, weights_NK, order_A, counts_E)
+        else:
+            token_A = order_A // k
+            # index_select, not x_ND[token_A]: its backward is an index_add_, about 8x the
+            # speed of the accumulating index_put_ that advanced indexing backs into on CPU
+            y_AD = self.experts(x_ND.index_select(0, token_A), counts_E)
+            y_AD = y_AD * weights_NK.flatten()[order_A].unsqueeze(-1).to(y_AD.dtype)
+            y_ND = torch.zeros_like(x_ND, dtype=y_AD.dtype).index_add_(0, token_A, y_AD)
         if self.shared is not None:
             y_ND = y_ND + self.shared(x_ND)
         balance = sequence_balance_loss(scores_NE.view(b, t, -1), idx_NK.view(b, t, k))
         return y_ND.view(b, t, d), balance, counts_E.detach()
+
+    def _routed_by_permutation(self, x_ND: torch.Tensor, weights_NK: torch.Tensor,
+                               order_A: torch.Tensor, counts_E: torch.Tensor) -> torch.Tensor:
+        """The fused paths' dispatch and combine: gathers both ways, no atomic scatter-adds.
+
+        Tokens are cast to the compute dtype before they are repeated K times (a quarter of the
+        bytes to move), the experts' rows are put back in token order by the inverse
+        permutation, and each token's K rows are combined by one batched weighted sum.
+        """
+        n, k = weights_NK.shape
+        dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") \
+            else x_ND.dtype
+        inverse_A = torch.empty_like(order_A).scatter_(
+            0, order_A, torch.arange(len(order_A), device=order_A.device))
+        x_AD = _SortedDispatch.apply(x_ND.to(dtype), order_A, inverse_A, k)
+        y_AD = self.experts(x_AD, counts_E)
+        y_NKD = _Unsort.apply(y_AD, inverse_A, order_A).view(n, k, -1)
+        # profiled on an H200 at proxy-l: cuBLAS runs this (1 x K) @ (K x D) batch with an
+        # sm80 wmma kernel, 30 ms of a 258 ms step; a fused multiply-and-sum is the next lever
+        return torch.bmm(weights_NK.unsqueeze(1).to(y_NKD.dtype), y_NKD).squeeze(1)
+
+
+class _SortedDispatch(torch.autograd.Function):
+    """Token rows repeated K times in expert order: out[a] = x[order[a] // K].
+
+    Backward puts the gradient rows back in token order (the inverse permutation, a gather) and
+    sums each token's K rows, instead of index_select's atomic index_add_.
+    """
+
+    @staticmethod
+    def forward(ctx, x_ND, order_A, inverse_A, k):
+        ctx.save_for_backward(inverse_A)
+        ctx.k = k
+        return x_ND.index_select(0, order_A // k)
+
+    @staticmethod
+    def backward(ctx, g_AD):
+        (inverse_A,) = ctx.saved_tensors
+        g_NKD = g_AD.index_select(0, inverse_A).view(-1, ctx.k, g_AD.shape[-1])
+        return g_NKD.sum(dim=1), None, None, None
+
+
+class _Unsort(torch.autograd.Function):
+    """Rows in expert order back to token order: out = y[inverse]; backward gathers by `order`."""
+
+    @staticmethod
+    def forward(ctx, y_AD, inverse_A, order_A):
+        ctx.save_for_backward(order_A)
+        return y_AD.index_select(0, inverse_A)
+
+    @staticmethod
+    def backward(ctx, g_AD):
+        (order_A,) = ctx.saved_tensors
+        return g_AD.index_select(0, order_A), None, None
+
+
+def expert_counts(flat_A: torch.Tensor, n_experts: int) -> torch.Tensor:
+    """Assignments per expert. On CUDA a scatter-add: bincount reads the largest index back to
+    the host to size its output, a synchronisation per call."""
+    if flat_A.is_cuda:
+        return bincount_free_counts(flat_A, n_experts)
+    return torch.bincount(flat_A, minlength=n_experts)
+
+
+def bincount_free_counts(flat_A: torch.Tensor, n: int) -> torch.Tensor:
+    return torch.zeros(n, dtype=torch.long, device=flat_A.device).scatter_add_(
+        0, flat_A, torch.ones_like(flat_A))
 
 
 def sequence_balance_loss(scores_BTE: torch.Tensor, idx_BTK: torch.Tensor) -> torch.Tensor:
@@ -168,7 +240,7 @@ def sequence_balance_loss(scores_BTE: torch.Tensor, idx_BTK: torch.Tensor) -> to
     b, t, e = scores_BTE.shape
     k = idx_BTK.shape[-1]
     seq_offset = torch.arange(b, device=idx_BTK.device).view(b, 1, 1) * e
-    hits_BE = torch.bincount((idx_BTK + seq_offset).flatten(), minlength=b * e).view(b, e)
+    hits_BE = expert_counts((idx_BTK + seq_offset).flatten(), b * e).view(b, e)
     f_BE = hits_BE * e / (k * t)
     p_BE = (scores_BTE / scores_BTE.sum(dim=-1, keepdim=True)).mean(dim=1)
     return (f_BE * p_BE).sum(dim=-1).mean()
@@ -176,5 +248,12 @@ def sequence_balance_loss(scores_BTE: torch.Tensor, idx_BTK: torch.Tensor) -> to
 
 def max_vio(load_E: torch.Tensor) -> float:
     """MaxVio = (max load − mean load) / mean load (Wang et al., 2024)."""
-    mean = load_E.float().mean()
-    return float((load_E.float().max() - mean) / mean) if mean > 0 else 0.0
+    return float(max_vio_tensor(load_E))
+
+
+def max_vio_tensor(load_E: torch.Tensor) -> torch.Tensor:
+    """`max_vio` as a 0-dim float32 tensor on load_E's device (0 for an empty load), so a
+    caller can read several back at once."""
+    load = load_E.float()
+    mean = load.mean()
+    return torch.where(mean > 0, (load.max() - mean) / mean, torch.zeros_like(mean))
