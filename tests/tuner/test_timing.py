@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -327,6 +328,10 @@ def test_a_study_times_each_signature_once_and_a_resume_reuses_it(ray_session, t
     ids = check(first)
     probed = [t.user_attrs[records.TIMING]["source"] for t in first.get_trials()]
     assert probed.count("probed") == len(ids)  # the others: from the study or the machine file
+    # the per-machine files were there for the trials, and are gone once the run ended
+    scope_dir = Path(tempfile.gettempdir()) / timing.CACHE_DIR / first.user_attrs[
+        records.TIMING_SCOPE]
+    assert probed and not scope_dir.exists()
     again = run(10, resume=True)
     assert check(again).items() >= ids.items()
     for t in again.get_trials()[6:]:

@@ -40,6 +40,7 @@ from tuner.study import database as db
 from tuner.study import lease as ls
 from tuner.study import resume as rs
 from tuner.study import storage as st
+from tuner.study import timing
 from tuner.study import warm_start as ws
 from tuner.study.noise import measure_noise
 from tuner.study.progress import StudyProgress, stderr_lines
@@ -190,6 +191,8 @@ def _run_missing(spec: StudySpec, study: Any, *, run_dir: Path, trainer: Trainer
             if db.fault_of(e) is None:
                 raise
         bar.close()
+        # the trials' per-machine timing files: every timing is in the storage by now
+        timing.forget_scope(searcher.timing_scope)
     return tally
 
 

@@ -114,6 +114,11 @@ class StudySearcher(Searcher):
 
     # -- Ray's Searcher API ------------------------------------------------------------------
 
+    @property
+    def timing_scope(self) -> str:
+        """The study's timing scope ("" for a study without a timed objective)."""
+        return self._timing_scope
+
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
                               **spec: Any) -> bool:
         return True  # the space comes from the spec, not from Tune's param_space

@@ -46,6 +46,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -336,6 +337,14 @@ class _MachineCache:
 
 def new_scope() -> str:
     return uuid.uuid4().hex
+
+
+def forget_scope(scope: str, cache_dir: Path | None = None) -> None:
+    """Remove this machine's files of a study's timing scope (the study's driver calls it when
+    its run ends: by then every timing is in the study's storage, which a resume reads)."""
+    if _SCOPE_RE.fullmatch(scope or ""):
+        shutil.rmtree((cache_dir or Path(tempfile.gettempdir()) / CACHE_DIR) / scope,
+                      ignore_errors=True)
 
 
 def step_timer_for(trainer: Any) -> type:
