@@ -111,3 +111,19 @@ def test_without_noise_ties_with_the_knee_cannot_be_judged(tmp_path):
     assert reports.trials_frame(study)["tied_knee"].isna().all()
     assert "cannot be judged" in pick_trial(study, Pick(kind="knee")).how
     assert "noise_repeats" in recommend(reports.take_snapshot(study)).ties
+
+
+def test_the_service_study_page_carries_the_same_ties():
+    """The service's study data (what its page draws) names the trials tied with the knee, by the
+    rule ranked.md uses, with the reports' sentence; no ties are claimed without noise."""
+    from tuner.app.service import studies
+
+    data = studies.detail(front_study(sd=0.02))
+    assert data["knee"] == 1 and data["knee_ties"]["knee"] == 1
+    assert data["knee_ties"]["tied"] == [0] and data["knee_ties"]["judged"]
+    assert "the knee #1 is tied with #0" in data["knee_ties"]["sentence"]
+    far = studies.detail(front_study(sd=0.001))["knee_ties"]
+    assert far["tied"] == [] and far["judged"]
+    unmeasured = studies.detail(front_study(sd=None))["knee_ties"]
+    assert unmeasured["tied"] == [] and not unmeasured["judged"]
+    assert "noise was not measured" in unmeasured["sentence"]

@@ -146,6 +146,9 @@ def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_p
         assert b.evaluate("window.__same_page === true")  # updated live, not reloaded
         assert b.evaluate("document.querySelectorAll('#trials tbody tr').length") >= 1
         assert b.evaluate("document.querySelectorAll('#front circle').length") >= 1
+        # the knee's ties as the reports say them (no noise measured in this study)
+        assert "noise was not measured" in b.evaluate(
+            "document.getElementById('ties').textContent")
         # the export form, as a user fills it in: the knee as a Megatron command line, saved
         # by the browser as a file (the page stays where it is)
         b.allow_downloads(tmp_path / "downloads")

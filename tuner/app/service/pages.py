@@ -85,7 +85,8 @@ def register(app: FastAPI, service: Service) -> None:
                 f"</p><p>{button('cancel', 'Cancel')} {button('resume', 'Resume')} "
                 f"{button('delete', 'Delete')} <a href='/api/v1/studies/{esc}/report'>Report</a>"
                 f"</p><div class='row'><div><h3>Pareto front</h3><svg id='front' width='420' "
-                f"height='300'></svg></div><div><h3>Learning curves (val_loss)</h3>"
+                f"height='300'></svg><p id='ties'></p></div>"
+                f"<div><h3>Learning curves (val_loss)</h3>"
                 f"<svg id='curves' width='420' height='300'></svg></div></div>"
                 f"<h3>Trials</h3><table id='trials'><thead></thead><tbody></tbody></table>"
                 f"{_export_form(esc, csrf)}"
@@ -228,16 +229,19 @@ const esc=s=>String(s??'').replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&
 const fmt=v=>v===null||v===undefined?'-':(typeof v==='number'?Number(v).toPrecision(4):esc(v));
 function scale(vals,lo,hi){const a=Math.min(...vals),b=Math.max(...vals),s=b>a?b-a:1;
 return v=>lo+(v-a)/s*(hi-lo);}
+const tiedWithKnee=(d,t)=>!!d.knee_ties&&d.knee_ties.tied.includes(t.number);
+const mark=(d,t)=>d.knee===t.number?' (knee)':tiedWithKnee(d,t)?' (tied with the knee)':'';
 function front(d){const svg=document.getElementById('front');const o=d.objectives;
 const pts=d.trials.filter(t=>t.feasible&&Object.values(t.values).every(v=>v!==null));
 if(!pts.length||o.length<2){svg.innerHTML='<text x="10" y="20">no feasible trial with two '+
 'objectives yet</text>';return;}
 const xs=pts.map(t=>t.values[o[0].name]),ys=pts.map(t=>t.values[o[1].name]);
 const X=scale(xs,40,400),Y=scale(ys,270,20);
-svg.innerHTML=pts.map(t=>{const f=d.front.includes(t.number),k=d.knee===t.number;
+svg.innerHTML=pts.map(t=>{const f=d.front.includes(t.number),k=d.knee===t.number,
+g=tiedWithKnee(d,t);
 return `<circle cx="${X(t.values[o[0].name])}" cy="${Y(t.values[o[1].name])}" r="${k?8:5}"
-fill="${f?'#d62728':'#1f77b4'}" stroke="${k?'#000':'none'}" stroke-width="2"><title>#${
-t.number}${k?' (knee)':''}</title></circle>`}).join('')+
+fill="${f?'#d62728':'#1f77b4'}" stroke="${k||g?'#000':'none'}" stroke-width="${k?2:1}"
+stroke-dasharray="${g?'2,2':''}"><title>#${t.number}${mark(d,t)}</title></circle>`}).join('')+
 `<text x="40" y="295">${esc(o[0].name)}</text><text x="2" y="14">${esc(o[1].name)}</text>`;}
 function curves(d){const svg=document.getElementById('curves');
 const cs=d.trials.filter(t=>t.curve.length);if(!cs.length){svg.innerHTML='';return;}
@@ -252,12 +256,14 @@ document.querySelector('#trials thead').innerHTML='<tr><th>#</th><th>outcome</th
 names.map(n=>`<th>${esc(n)}</th>`).join('')+params.map(p=>`<th>${esc(p)}</th>`).join('')+
 '<th>reason</th></tr>';
 document.querySelector('#trials tbody').innerHTML=d.trials.map(t=>`<tr><td>${t.number}${
-d.knee===t.number?' (knee)':''}</td><td>${esc(t.outcome)}</td>${names.map(n=>
+mark(d,t)}</td><td>${esc(t.outcome)}</td>${names.map(n=>
 `<td>${fmt(t.values[n])}</td>`).join('')}${params.map(p=>`<td>${fmt(t.params[p])}</td>`)
 .join('')}<td>${esc(t.reason.split('\\n').pop())}</td></tr>`).join('');}
 function show(d){document.getElementById('state').textContent=d.state;
 const p=d.progress;document.getElementById('progress').textContent=
-`${p.done}/${p.total} trials done, ${p.running} running`;front(d);curves(d);table(d);}
+`${p.done}/${p.total} trials done, ${p.running} running`;
+document.getElementById('ties').textContent=d.knee_ties?d.knee_ties.sentence:'';
+front(d);curves(d);table(d);}
 fetch('/api/v1/studies/'+encodeURIComponent(STUDY)).then(r=>r.json()).then(show);
 const es=new EventSource('/api/v1/studies/'+encodeURIComponent(STUDY)+'/events');
 es.addEventListener('progress',e=>show(JSON.parse(e.data)));

@@ -27,6 +27,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.study import records
+from tuner.study.noise import knee_ties, noise_sd
 from tuner.study.ranking import pareto_front, study_knee
 from tuner.study.resume import counts_toward_target
 from tuner.study.trial_record import Objective, TrialRecord, study_objectives, trial_record
@@ -135,7 +136,19 @@ def detail(study: optuna.Study) -> dict[str, Any]:
                    for r in recs],
         "front": [r.number for r in front],
         "knee": knee.number if knee is not None else None,
+        "knee_ties": _ties(read),
     }
+
+
+def _ties(read: _Read) -> dict[str, Any] | None:
+    """The trials tied with the knee within the measured noise, and the reports' sentence on it
+    (`tuner.study.noise.knee_ties`: the rule ranked.md, report.html and ``export --pick knee``
+    use); None without a feasible trial."""
+    ties = knee_ties(read.recs, read.objectives, noise_sd(read.attrs))
+    if ties is None:
+        return None
+    return {"knee": ties.knee, "tied": list(ties.tied), "judged": ties.judged,
+            "sentence": ties.sentence()}
 
 
 def _finite(values: dict[str, float]) -> dict[str, float | None]:
