@@ -31,6 +31,9 @@ another space is run again.
     python benchmarks/search/live_samplers.py --only quickstart/auto/0  # one study, to size it
     python benchmarks/search/live_samplers.py --results          # JSON -> PNG + RESULTS.md
     python benchmarks/search/live_samplers.py --smoke            # 2 short trials, tmp JSON
+    nice -n 15 python benchmarks/search/live_samplers.py --campaign quickstart-now
+        # the quickstart's space as the file holds it now, alone, in its own JSON and subsection
+        # (the first campaign's quickstart studies are pinned to the space they ran)
 """
 
 from __future__ import annotations
@@ -404,7 +407,7 @@ def results_lines(data: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     lines = [
         f"Measured {when} with real trainings, no surrogate. Command: "
         f"`{data['command']}` (resumable: each finished study is saved at once); data: "
-        "[`search/live_samplers.json`](search/live_samplers.json) (every trial's params and "
+        f"[`search/{OUT.name}`](search/{OUT.name}) (every trial's params and "
         f"val_loss, the best after each trial, the noise re-runs). Each study: `debug` proxy, "
         f"stdlib corpus, {cfg['n_trials']} trials × {cfg['tokens_per_trial']:,} tokens "
         f"= {cfg['n_trials'] * cfg['tokens_per_trial'] / 1e6:.2f} M tokens (equal for every "
@@ -552,6 +555,9 @@ def _agreement(summary: dict[str, Any], sur: dict[str, Any] | None) -> str:
                  f"{q['noise_sd']:.3f} for one run: the direction holds, but the margin the "
                  "surrogate predicts is about one run's noise, so real studies of this size "
                  "resolve it only in part. ")
+    elif "quickstart" in summary:
+        text += ("The surrogate has no replay of this space: its grid of recorded runs varies "
+                 "none of its systems knobs (batch size, fp32, recompute). ")
     if "deepseek_v3" in summary:
         d = summary["deepseek_v3"]
         text += (f"deepseek_v3: {d['verdict']} in best val_loss seen, {d['mean_verdict']} in "
@@ -585,7 +591,7 @@ def report(path: Path, *, results: bool) -> dict[str, Any]:
     data = json.loads(path.read_text())
     summary = summarise(data)
     if "quickstart" in summary and "surrogate" not in data:
-        data["surrogate"] = surrogate_same_budget(data["config"])
+        data["surrogate"] = surrogate_same_budget(data["config"]) if SURROGATE else {}
         path.write_text(json.dumps(data, indent=1) + "\n")
     data["summary"] = summary
     path.write_text(json.dumps(data, indent=1) + "\n")
@@ -594,6 +600,26 @@ def report(path: Path, *, results: bool) -> dict[str, Any]:
     if results and summary:
         write_results(results_lines(data, summary))
     return summary
+
+
+# Later campaigns, each in its own JSON and subsection: name -> (spaces, heading).
+# The surrogate's grid holds the first quickstart space's knobs only, so later campaigns of
+# other knobs have no replay beside them.
+CAMPAIGNS = {
+    "quickstart-now": (("quickstart",),
+                       "### Samplers on real trainings: the quickstart's current space "
+                       "(measured)"),
+}
+SURROGATE = True
+
+
+def _use_campaign(name: str) -> None:
+    global OUT, PNG, HEADING, SPACES, COMMAND, SURROGATE
+    SPACES, HEADING = CAMPAIGNS[name]
+    SURROGATE = False
+    OUT = HERE / f"live_samplers_{name}.json"
+    PNG = f"{OUT.stem}_best_vs_tokens.png"
+    COMMAND = f"nice -n 15 python benchmarks/search/live_samplers.py --campaign {name}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -605,7 +631,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="run every study again instead of resuming live_samplers.json")
     p.add_argument("--smoke", action="store_true",
                    help="2 trials of 2,048 tokens, seed 0, into a temporary JSON")
+    p.add_argument("--campaign", choices=sorted(CAMPAIGNS), default="",
+                   help="another campaign: its own JSON, spaces and RESULTS.md subsection")
     a = p.parse_args(argv)
+    if a.campaign:
+        _use_campaign(a.campaign)
     valid = {f"{s}/{m}/{seed}" for s in SPACES for m in METHODS for seed in CONFIG["seeds"]}
     only = [k for k in a.only.split(",") if k]
     if bad := sorted(set(only) - valid):
