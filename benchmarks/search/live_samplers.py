@@ -420,13 +420,7 @@ def results_lines(data: dict[str, Any], summary: dict[str, Any]) -> list[str]:
         f"{mach['torch']}, `nice -n 15`; val_loss does not depend on the load, the wall times "
         f"do: {sum(walls) / 60:.0f} min in all ("
         + ", ".join(f"{s} {by_space[s] / 60:.0f} min" for s in SPACES)
-        + "). fp8 is EMULATED on the CPU, so fp8 trials take longer (median trial wall time, "
-        + "; ".join(f"{sp}: bf16 {summary[sp]['trial_s']['median'].get('bf16', math.nan):.0f} s,"
-                    f" fp8 {summary[sp]['trial_s']['median'].get('fp8', math.nan):.0f} s, fp8 "
-                    f"{summary[sp]['trial_s']['fp8_share_of_trials']:.0%} of the trials and "
-                    f"{summary[sp]['trial_s']['fp8_share_of_time']:.0%} of the trial time"
-                    for sp in summary)
-        + "); their val_loss is the emulation's.",
+        + ")." + _fp8_sentence(summary),
         "",
         "- Spaces (every study of a space ran the same one, pinned from the campaign's first "
         "study of it): " + "; ".join(_space_line(sp, st) for sp in summary) + ".",
@@ -500,6 +494,19 @@ def results_lines(data: dict[str, Any], summary: dict[str, Any]) -> list[str]:
         f"![best val_loss vs tokens, real trainings](search/{PNG})",
     ]
     return lines
+
+
+def _fp8_sentence(summary: dict[str, Any]) -> str:
+    with_fp8 = [sp for sp in summary if summary[sp]["trial_s"]["fp8_share_of_trials"] > 0]
+    if not with_fp8:
+        return " No space here searches fp8."
+    return (" fp8 is EMULATED on the CPU, so fp8 trials take longer (median trial wall time, "
+            + "; ".join(f"{sp}: bf16 {summary[sp]['trial_s']['median'].get('bf16', math.nan):.0f}"
+                        f" s, fp8 {summary[sp]['trial_s']['median'].get('fp8', math.nan):.0f} s, "
+                        f"fp8 {summary[sp]['trial_s']['fp8_share_of_trials']:.0%} of the trials "
+                        f"and {summary[sp]['trial_s']['fp8_share_of_time']:.0%} of the trial time"
+                        for sp in with_fp8)
+            + "); their val_loss is the emulation's.")
 
 
 def same_space(a: dict[str, Any], b: dict[str, Any]) -> bool:
