@@ -100,6 +100,17 @@ _PRESETS: dict[str, Callable[[], ModelArgs]] = {
 }
 
 
+def at_width(a: ModelArgs, dim: int) -> ModelArgs:
+    """The proxy ``a`` at model width ``dim`` (FFN widths and heads in proportion), same depth,
+    experts, head dims, vocabulary, MTP and µP base: the axis µP transfers across."""
+    if dim < 1:
+        raise ValueError(f"at_width: dim must be >= 1, but got dim={dim!r}.")
+    return shrink(a, dim=dim, n_layers=a.n_layers, n_routed_experts=a.n_routed_experts,
+                  n_activated_experts=a.n_activated_experts,
+                  qk_nope_head_dim=a.qk_nope_head_dim, vocab_size=a.vocab_size,
+                  mtp_depth=a.mtp_depth, mup_base_dim=a.mup_base_dim)
+
+
 def preset_names() -> list[str]:
     return sorted(_PRESETS)
 

@@ -114,6 +114,17 @@ def shaped_train(model_args: ModelArgs, recipe: Recipe, *, on_eval: Any = None,
                                peak_memory_bytes=proxy_peak_bytes(recipe))
 
 
+def width_train(model_args: ModelArgs, recipe: Recipe, *, token_budget: int,
+                **kw: Any) -> TrainResult:
+    """A fake whose val_loss depends on the model's width like a real proxy's: lower for wider
+    models (+ 64 / dim), and with its best lr at 3e-3 under µP (``mup_base_dim`` set) but at
+    3e-3 · 64 / dim without it (standard parametrization: the optimum moves with width)."""
+    best_lr = 3e-3 if model_args.mup_base_dim else 3e-3 * 64 / model_args.dim
+    loss = (2.0 + (math.log10(recipe.lr) - math.log10(best_lr)) ** 2
+            + 0.5 * recipe.warmup_fraction + 64 / model_args.dim)
+    return make_result(recipe, token_budget=token_budget, val_loss=loss)
+
+
 # seed % 3 -> val_loss offset: seeds 0, 1, 2 of one recipe have a sample sd of exactly this
 SEED_NOISE_SD = 0.02
 _SEED_OFFSETS = (0.0, SEED_NOISE_SD, -SEED_NOISE_SD)

@@ -123,6 +123,8 @@ def test_cancelled_study_resumes_to_the_end(server):
     ({"spec": SPEC.format(name="x", n=2) + "[start]\nwarm_start = 'flow'\n"
       "warm_start_storage = 'postgresql://u:pw@h/db'\n"}, 422,
      ["start.warm_start_storage", "must be empty"]),
+    ({"spec": SPEC.format(name="x", n=2) + "[ladder]\nwidths = [32, 64]\n"}, 422,
+     ["ladder", "runs from the CLI"]),
     ({"nope": 1}, 422, ["spec"]),
 ])
 def test_bad_submissions_name_the_field_and_create_nothing(server, body, status, words):

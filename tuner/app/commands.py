@@ -146,9 +146,16 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
     signals = DeferredStop()
     try:
         with signals:
-            summary = run_study(spec, run_dir=run_dir, storage=args.storage, resume=resume,
-                                trainer=trainer, address=args.address,
-                                progress=not args.no_progress, interrupt=signals)
+            if spec.ladder.on and spec.ladder.rung == 0:  # the whole ladder, from its bottom
+                from tuner.study.ladder import run_ladder
+
+                rungs = run_ladder(spec, run_dir=run_dir, storage=args.storage,
+                                   trainer=trainer, address=args.address,
+                                   progress=not args.no_progress, interrupt=signals)
+            else:
+                summary = run_study(spec, run_dir=run_dir, storage=args.storage,
+                                    resume=resume, trainer=trainer, address=args.address,
+                                    progress=not args.no_progress, interrupt=signals)
     except (ClusterError, db.StorageError, rs.ResumeSpecError, st.SchemaError, ls.LeaseHeld,
             FileExistsError, SpecError) as e:
         # FileExistsError: another submit of the same name created the study after our look;
@@ -163,7 +170,46 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
         print(f"moetune: interrupted; `moetune resume {spec.name}` continues the study.",
               file=sys.stderr)
         return signals.exit_code()
+    if spec.ladder.on and spec.ladder.rung == 0:
+        return _report_ladder(spec, run_dir, rungs, args.storage)
     return _report_run(spec, run_dir, summary)
+
+
+def _report_ladder(spec: StudySpec, run_dir: Path, rungs: list[Any], storage: str) -> int:
+    """Each rung's line, the top rung's report (the answer), the ladder's transfer report."""
+    from tuner.study.ladder_spec import rung_name
+
+    widths = spec.ladder.widths
+    for i, summary in enumerate(rungs):
+        print(f"rung {i} (width {widths[i]}): study {summary.name}: "
+              f"{summary.done}/{summary.n_trials} trials done")
+    last = rungs[-1] if rungs else None
+    if last is not None:
+        print(f"storage {last.storage}")
+        _build_report(last.study, run_dir.parent / last.name if len(rungs) > 1 else run_dir)
+    _build_ladder_report(spec, run_dir, storage)
+    top = rung_name(spec.name, widths, len(widths) - 1)
+    if len(rungs) < len(widths) or last is None or last.done < last.n_trials:
+        print(f"moetune: ladder {spec.name} stopped before its top rung ({top}); "
+              f"`moetune resume {spec.name}` goes on.", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _build_ladder_report(spec: StudySpec, run_dir: Path, storage: str) -> None:
+    """The ladder's transfer report; a failure is a warning (the rungs are safe in storage)."""
+    try:
+        from reports.ladder import write_ladder_report
+
+        paths = write_ladder_report(spec, url=db.storage_url(run_dir, storage,
+                                                              spec.study.storage),
+                                    out=run_dir / "ladder")
+    except Exception as e:  # noqa: BLE001 - say why the report is missing, keep the exit code
+        print(f"warning: the ladder report could not be written: {type(e).__name__}: {e}",
+              file=sys.stderr)
+        return
+    for p in paths.values():
+        print(f"ladder report: {p}")
 
 
 def _check_not_held(spec: StudySpec, run_dir: Path, storage: str) -> None:

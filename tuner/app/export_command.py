@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from tuner.app.commands import open_study, where_options
 from tuner.app.errors import UsageError
@@ -190,6 +191,7 @@ def run_export(args: argparse.Namespace) -> int:
         target = parse_target(args)  # validates before the study is opened
         check_out(args.out)
         study = open_study(args.study, Path(args.root) / args.study, args.storage)
+        study, measured_at = _ladder_answer(study, Path(args.root) / args.study, args.storage)
         full, picked = export_study(study, pick, target)
         text = formats.render(args.format, full)
         side = formats.SIDECARS.get(args.format)
@@ -208,9 +210,36 @@ def run_export(args: argparse.Namespace) -> int:
         where = sidecar_path(args.out) if args.out else "written only with --out"
         print(f"moetune export: training-only fields, notes and warnings: {where}",
               file=sys.stderr)
+    if measured_at:
+        print(f"moetune export: {measured_at}", file=sys.stderr)
     print(f"moetune export: trial {picked.record.number}: {picked.how}; "
           f"{full.plan}; checkpoint_ratio {full.recipe.checkpoint_ratio:.3g}; "
           f"{full.cost['gpu_hours']:.4g} GPU-hours (modeled)", file=sys.stderr)
     if args.out is None:
         sys.stdout.write(text)
     return 0
+
+
+def _ladder_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, str]:
+    """A ladder's answer is its top rung: exporting the ladder (its bottom study) exports the
+    top rung's trial, from the same storage; a rung says the width it was measured at."""
+    from tuner.study import database as db
+    from tuner.study import storage as st
+    from tuner.study.ladder_spec import rung_name
+
+    spec = st.stored_spec(study)
+    lad = spec.ladder
+    if not lad.on:
+        return study, ""
+    if lad.rung == 0:
+        top = rung_name(spec.name, lad.widths, len(lad.widths) - 1)
+        store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
+        if top not in db.study_names(store):
+            raise LookupError(f"ladder {spec.name!r} has not reached its top rung ({top}, width "
+                              f"{lad.widths[-1]}) yet: `moetune resume {spec.name}` goes on, "
+                              f"or export a rung by its name.")
+        return (st.load_study(top, store),
+                f"ladder {spec.name}: the answer is its top rung {top}, measured at width "
+                f"{lad.widths[-1]} (rungs {list(lad.widths)})")
+    return study, (f"{spec.name} is rung {lad.rung} of ladder {spec.name.rsplit('.w', 1)[0]}: "
+                   f"measured at width {lad.width} (rungs {list(lad.widths)})")

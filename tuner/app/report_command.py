@@ -12,6 +12,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 from tuner.app.commands import open_study, where_options
 from tuner.app.errors import UsageError
@@ -79,7 +80,23 @@ def run_report(args: argparse.Namespace) -> int:
     print(reports.top_table(snap.frame, 5))
     for path in paths.values():
         print(f"  {path}")
+    _ladder_report(study, args, out)
     return 0
+
+
+def _ladder_report(study: Any, args: argparse.Namespace, out: Path) -> None:
+    """For a ladder (its bottom study), the transfer report beside the rung's own."""
+    from tuner.study import database as db
+    from tuner.study.storage import stored_spec
+
+    spec = stored_spec(study)
+    if not (spec.ladder.on and spec.ladder.rung == 0):
+        return
+    from reports.ladder import write_ladder_report
+
+    url = db.storage_url(Path(args.root) / args.study, args.storage, spec.study.storage)
+    for path in write_ladder_report(spec, url=url, out=out.parent / "ladder").values():
+        print(f"  {path}")
 
 
 def run_compare(args: argparse.Namespace) -> int:

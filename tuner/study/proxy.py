@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from trainers import ModelArgs, preset, shrink
+from trainers.presets import at_width
 from tuner.study.spec import StudySpec
 
 DEFAULT_PROXY = "proxy-s"
@@ -12,7 +13,8 @@ DEFAULT_PROXY = "proxy-s"
 
 def resolve_model_args(spec: StudySpec) -> ModelArgs:
     """``preset`` as is; ``full`` shrunk to the size of ``proxy`` (default proxy-s) keeping the
-    full config's proportions. ``data.vocab_size`` (when set) replaces the vocabulary."""
+    full config's proportions. ``data.vocab_size`` (when set) replaces the vocabulary. A rung of
+    a ``[ladder]`` takes that proxy to the rung's width (`trainers.presets.at_width`)."""
     m = spec.model
     if m.preset:
         args = preset(m.preset)
@@ -24,4 +26,7 @@ def resolve_model_args(spec: StudySpec) -> ModelArgs:
                       qk_nope_head_dim=size.qk_nope_head_dim, vocab_size=size.vocab_size)
     if spec.data.vocab_size:
         args = dataclasses.replace(args, vocab_size=spec.data.vocab_size)
+    if spec.ladder.on:  # a rung of a ladder: its width, µP based at the bottom rung's
+        base = spec.ladder.widths[0] if spec.ladder.mup else 0
+        args = at_width(dataclasses.replace(args, mup_base_dim=base), spec.ladder.width)
     return args

@@ -34,6 +34,7 @@ from trainers.presets import preset, preset_names
 from tuner.modeling.hardware import HARDWARE
 from tuner.modeling.targets import TARGETS
 from tuner.study.database import URL_PREFIXES, shown
+from tuner.study.ladder_spec import LadderError, LadderSection, parse_ladder
 from tuner.study.metrics import (
     DIRECTIONS,
     LOAD_DEPENDENT,
@@ -52,7 +53,7 @@ SCHEDULERS = ("auto", "asha", "none")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch: no "\n" at the end
 STDLIB_CORPUS = "stdlib"  # load_corpus's name for the built-in corpus, not a path
 SECTIONS = ("study", "model", "data", "budget", "objectives", "constraints", "pruning",
-            "resources", "full_run", "space", "start")
+            "resources", "full_run", "space", "start", "ladder")
 
 
 class SpecError(ValueError):
@@ -145,6 +146,8 @@ class StudySpec:
     full_run: FullRunSection = FullRunSection()
     # evaluated or learnt from first: baselines, enqueued points, a warm start (start_spec)
     start: StartSection = StartSection()
+    # the widths this study climbs, and which rung it is (ladder_spec)
+    ladder: LadderSection = LadderSection()
 
     @property
     def name(self) -> str:
@@ -166,7 +169,8 @@ class StudySpec:
             "resources": dataclasses.asdict(self.resources),
             "full_run": {k: v for k, v in dataclasses.asdict(self.full_run).items() if v},
             "space": self.space.to_dict(),
-        } | ({"start": self.start.to_dict()} if self.start.to_dict() else {})
+        } | ({"start": self.start.to_dict()} if self.start.to_dict() else {}) \
+          | ({"ladder": self.ladder.to_dict()} if self.ladder.on else {})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySpec:
@@ -257,9 +261,13 @@ def parse_spec(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySp
                             n_trials=study.n_trials, name_re=NAME_RE)
     except StartError as e:
         raise SpecError(str(e)) from None
+    try:
+        ladder = parse_ladder(d.get("ladder", {}), study_name=study.name, name_re=NAME_RE)
+    except LadderError as e:
+        raise SpecError(str(e)) from None
     return StudySpec(study=study, model=model, data=data, budget=budget, objectives=objectives,
                      constraints=constraints, pruning=pruning, resources=resources, space=space,
-                     full_run=full_run, start=start)
+                     full_run=full_run, start=start, ladder=ladder)
 
 
 def spec_warnings(spec: StudySpec) -> list[str]:

@@ -24,7 +24,8 @@ from typing import Any
 
 import optuna
 
-from trainers import ModelArgs, Recipe, load_corpus, shrink
+from trainers import ModelArgs, Recipe, load_corpus
+from trainers.presets import at_width
 from trainers.result import json_safe
 from tuner.modeling import scaling
 from tuner.study import records
@@ -39,10 +40,7 @@ def widen(a: ModelArgs, scale: float) -> ModelArgs:
     dim = int(round(a.dim * scale))
     if dim < 1:
         raise ValueError(f"scale: must make dim >= 1, but got scale={scale!r} for dim={a.dim}.")
-    return shrink(a, dim=dim, n_layers=a.n_layers, n_routed_experts=a.n_routed_experts,
-                  n_activated_experts=a.n_activated_experts,
-                  qk_nope_head_dim=a.qk_nope_head_dim, vocab_size=a.vocab_size,
-                  mtp_depth=a.mtp_depth, mup_base_dim=a.mup_base_dim)
+    return at_width(a, dim)
 
 
 def _ranks(xs: list[float]) -> list[float]:

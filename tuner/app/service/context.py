@@ -252,6 +252,11 @@ def _check_service_rules(table: dict[str, Any]) -> None:
     if isinstance(study, dict) and study.get("storage"):
         raise SubmitError("study.storage: must be empty on a service (the service's database "
                           "holds every study), but got a URL.", field="study.storage")
+    if table.get("ladder"):
+        raise SubmitError("ladder: a ladder runs from the CLI in this version (`moetune submit "
+                          "SPEC --storage URL` with the service's database, so its rung "
+                          "studies show here); the service's drivers run one study each, "
+                          "but got a [ladder] section.", field="ladder")
     start = table.get("start")
     if isinstance(start, dict) and start.get("warm_start_storage"):
         raise SubmitError("start.warm_start_storage: must be empty on a service (a study warm-"
