@@ -212,9 +212,11 @@ def markdown(data: dict[str, Any]) -> list[str]:
     else:
         out.append("lr is not searched: no learning-rate view.")
     out += ["", "## Export the answer", "",
-            f"The top rung's result is the ladder's answer, measured at width "
-            f"{data['widths'][-1]}:", "", "```",
-            f"moetune export {data['top']} --storage '{data['storage']}' --format megatron",
+            f"The top rung's result ({data['top']}) is the ladder's answer, measured at width "
+            f"{data['widths'][-1]}; exporting the ladder exports it (add `--root` or "
+            "`--storage` as for the bottom study, and your full run's numbers):", "", "```",
+            f"moetune export {data['ladder']} --target deepseek-v3-671b --gpus 2048 "
+            "--tokens 14.8e12 --format megatron",
             "```", ""]
     return out
 

@@ -134,7 +134,7 @@ def test_a_ladder_runs_its_rungs_in_one_storage_and_resumes(ray_session, tmp_pat
     paths = write_ladder_report(spec, url=url, out=tmp_path / "ladder")
     md = paths["ladder_md"].read_text()
     assert "lad.w64 → lad.w128: ρ = n/a (n = 1)" in md
-    assert "moetune export lad.w128" in md and paths["ladder_png"].stat().st_size > 0
+    assert "moetune export lad --target" in md and paths["ladder_png"].stat().st_size > 0
 
 
 def test_upper_rung_proposals_change_with_lower_rung_results(ray_session, tmp_path):
