@@ -201,10 +201,6 @@ def sweep_one(args: tuple[str, int, int, bool, float, int, int]) -> dict[str, An
 
 
 def campaign(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
-    import logging
-
-    import ray
-
     data = json.loads(path.read_text()) if path.exists() else {}
     # the seeds and learning rates may grow (each piece is keyed by them); nothing else
     if data and {**data.get("config", {}), "seeds": 0, "lrs": 0} != {**cfg, "seeds": 0, "lrs": 0}:
@@ -212,33 +208,10 @@ def campaign(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
     data["config"] = cfg
     data.setdefault("machine", {"machine": platform.machine(), "cores": os.cpu_count(),
                                 "python": platform.python_version()})
-    seeds = data.setdefault("seeds", {})
-    todo = [s for s in cfg["seeds"] if str(s) not in seeds]
-    if todo:
-        root = Path(tempfile.mkdtemp(prefix="moetune-bench-ladder-"))
-        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-        ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
-        try:
-            for s in todo:
-                print(f"A seed {s}: running", flush=True)
-                seeds[str(s)] = run_seed(cfg, s, root)
-                path.write_text(json.dumps(data, indent=1) + "\n")
-                print(f"A seed {s}: {json.dumps(summary_a(seeds[str(s)]))}", flush=True)
-        finally:
-            ray.shutdown()
-    noisy = data.setdefault("seeds_noise", {})
-    todo = [s for s in cfg["seeds"] if str(s) not in noisy]
-    if todo:
-        root = Path(tempfile.mkdtemp(prefix="moetune-bench-ladder-noise-"))
-        ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
-        try:
-            for s in todo:
-                print(f"A2 seed {s}: running", flush=True)
-                noisy[str(s)] = run_noise_ladder(cfg, s, root)
-                path.write_text(json.dumps(data, indent=1) + "\n")
-                print(f"A2 seed {s}: {json.dumps(summary_a2(data, s))}", flush=True)
-        finally:
-            ray.shutdown()
+    _per_seed(path, data, "seeds", "A", lambda s, root: run_seed(cfg, s, root),
+              lambda s: summary_a(data["seeds"][str(s)]))
+    _per_seed(path, data, "seeds_noise", "A2", lambda s, root: run_noise_ladder(cfg, s, root),
+              lambda s: summary_a2(data, s))
     sweep = data.setdefault("sweep", [])
     done = {(r["width"], r["mup"], r["lr"]) for r in sweep}
     jobs = [(cfg["preset"], cfg["widths"][0], w, mup, lr, cfg["tokens"], 0)
@@ -253,6 +226,30 @@ def campaign(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
     data["torch"] = __import__("torch").__version__
     path.write_text(json.dumps(data, indent=1) + "\n")
     return data
+
+
+def _per_seed(path: Path, data: dict[str, Any], key: str, label: str, run: Any,
+              summary: Any) -> None:
+    """Run ``run(seed, root)`` for every seed ``data[key]`` lacks, under one Ray, saving each."""
+    import logging
+
+    import ray
+
+    done = data.setdefault(key, {})
+    todo = [s for s in data["config"]["seeds"] if str(s) not in done]
+    if not todo:
+        return
+    root = Path(tempfile.mkdtemp(prefix=f"moetune-bench-ladder-{key}-"))
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        for s in todo:
+            print(f"{label} seed {s}: running", flush=True)
+            done[str(s)] = run(s, root)
+            path.write_text(json.dumps(data, indent=1) + "\n")
+            print(f"{label} seed {s}: {json.dumps(summary(s))}", flush=True)
+    finally:
+        ray.shutdown()
 
 
 def summary_a(rec: dict[str, Any]) -> dict[str, Any]:
