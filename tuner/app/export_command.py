@@ -224,13 +224,14 @@ def _ladder_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, str]:
     """A ladder's answer is its top rung: exporting the ladder (its bottom study) exports the
     top rung's trial, from the same storage; a rung says the width it was measured at."""
     from tuner.study import database as db
+    from tuner.study import records
     from tuner.study import storage as st
     from tuner.study.ladder_spec import rung_name
 
+    if not (study.user_attrs.get(records.SPEC) or {}).get("ladder"):
+        return study, ""  # not a ladder (a study without a stored spec is none either)
     spec = st.stored_spec(study)
     lad = spec.ladder
-    if not lad.on:
-        return study, ""
     if lad.rung == 0:
         top = rung_name(spec.name, lad.widths, len(lad.widths) - 1)
         store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))

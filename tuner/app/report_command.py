@@ -87,8 +87,11 @@ def run_report(args: argparse.Namespace) -> int:
 def _ladder_report(study: Any, args: argparse.Namespace, out: Path) -> None:
     """For a ladder (its bottom study), the transfer report beside the rung's own."""
     from tuner.study import database as db
+    from tuner.study import records
     from tuner.study.storage import stored_spec
 
+    if not (study.user_attrs.get(records.SPEC) or {}).get("ladder"):
+        return  # not a ladder (a study without a stored spec is none either)
     spec = stored_spec(study)
     if not (spec.ladder.on and spec.ladder.rung == 0):
         return
