@@ -3,6 +3,7 @@
     nice -n 15 python benchmarks/bench_ladder.py            # ~20 min on 2 cores; resumable
     python benchmarks/bench_ladder.py --results             # JSON -> PNG + RESULTS.md section
     python benchmarks/bench_ladder.py --smoke               # tiny, into a temp JSON
+    nice -n 15 python benchmarks/bench_ladder.py --wide     # part A at widths 32 -> 256 alone
 
 A. Per seed: a ladder (`[ladder] widths = 32, 64, 128` of the ``debug`` proxy, µP on, 12
    candidates drawn at random at the bottom, promote 0.25: 12 -> 3 -> 1) through the product's
@@ -50,6 +51,10 @@ CONFIG: dict[str, Any] = {
     "lrs": [1e-3, 2.5e-3, 6e-3, 1.5e-2, 3.5e-2, 8e-2, 0.2]}
 SMOKE = CONFIG | {"widths": [16, 32], "candidates": 3, "promote": 0.34, "tokens": 2_048,
                   "eval_every": 1_024, "seeds": [0], "lrs": [1e-3, 1e-2]}
+# part A alone over a wider span (a 256-wide training is ~3x a 128-wide one: no lr sweep there)
+WIDE = CONFIG | {"widths": [32, 64, 128, 256], "lrs": []}
+OUT_WIDE = HERE / "ladder_wide.json"
+HEADING_WIDE = "## A ladder of widths, 32 → 256 (real trainings)"
 SPACE = {"params": {
     "lr": {"type": "float", "low": 1e-3, "high": 8e-2, "log": True},
     "warmup_fraction": {"type": "float", "low": 0.0, "high": 0.3},
@@ -334,18 +339,18 @@ def plot(data: dict[str, Any], b: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=90)
 
 
-def results_lines(data: dict[str, Any]) -> list[str]:
+def results_lines(data: dict[str, Any], *, out: Path = OUT, command: str = "") -> list[str]:
     cfg = data["config"]
     a = [summary_a(data["seeds"][str(s)]) for s in cfg["seeds"] if str(s) in data["seeds"]]
-    b = summary_b(data)
     w = cfg["widths"]
     lines = [
         f"Measured {str(data['seeds'][str(cfg['seeds'][0])]['date'])[:10]} on this machine "
         f"({data['machine']['machine']}, {data['machine']['cores']} cores, torch "
         f"{data.get('torch', '?')}), real trainings of the `{cfg['preset']}` proxy at widths "
         f"{w} (same depth and experts; `trainers.presets.at_width`), {cfg['tokens']:,} tokens "
-        "per training, fp32, seq 128, constant batch. Command: `nice -n 15 python "
-        f"benchmarks/bench_ladder.py` (resumable); data [`ladder.json`](ladder.json).", "",
+        "per training, fp32, seq 128, constant batch. Command: "
+        f"`{command or 'nice -n 15 python benchmarks/bench_ladder.py'}` (resumable); data "
+        f"[`{out.name}`]({out.name}).", "",
         "### Compute to reach the top width's answer (target ≤ 1/3)", "",
         f"A ladder of {cfg['candidates']} random candidates (lr, warmup, batch), promote "
         f"{cfg['promote']}, µP base {w[0]}, run by `moetune`'s own ladder (Ray Tune, the real "
@@ -393,6 +398,9 @@ def results_lines(data: dict[str, Any]) -> list[str]:
                   f"{max(r2):.2f} (re-runs and tied candidates cost compute): at this proxy "
                   "size one training's noise is as large as the gaps between good candidates. "
                   "Both are measured here; neither meets ≤ 1/3 with 3/3 seeds reached."]
+    if not data.get("sweep"):
+        return lines + [""]
+    b = summary_b(data)
     lines += ["", "### µP vs standard parametrization: the best lr across widths", "",
               f"The same {len(cfg['lrs'])} learning rates "
               f"({', '.join(f'{x:g}' for x in cfg['lrs'])}) at each width, seed 0, batch 16, "
@@ -415,12 +423,12 @@ def results_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def write_results(lines: list[str]) -> None:
+def write_results(lines: list[str], heading: str = HEADING) -> None:
     import re
 
     text = RESULTS.read_text()
-    block = HEADING + "\n\n" + "\n".join(lines).rstrip() + "\n\n"
-    own = re.compile(rf"^{re.escape(HEADING)}\n.*?(?=^## |\Z)", re.S | re.M)
+    block = heading + "\n\n" + "\n".join(lines).rstrip() + "\n\n"
+    own = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
     text = own.sub(lambda _: block, text, count=1) if own.search(text) else (
         text.rstrip() + "\n\n" + block)
     RESULTS.write_text(text.rstrip() + "\n")
@@ -430,7 +438,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", action="store_true", help="no trainings: JSON -> RESULTS.md")
     p.add_argument("--smoke", action="store_true")
+    p.add_argument("--wide", action="store_true", help="part A at widths 32 -> 256 (own JSON)")
     a = p.parse_args(argv)
+    if a.wide:
+        data = campaign(OUT_WIDE, WIDE) if not a.results else json.loads(OUT_WIDE.read_text())
+        lines = results_lines(data, out=OUT_WIDE, command="nice -n 15 python "
+                              "benchmarks/bench_ladder.py --wide")
+        write_results(lines, HEADING_WIDE)
+        print("\n".join(lines))
+        return 0
     if a.smoke:
         path = Path(tempfile.mkdtemp(prefix="moetune-ladder-smoke-")) / "smoke.json"
         data = campaign(path, SMOKE)
