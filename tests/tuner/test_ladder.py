@@ -33,6 +33,7 @@ def ladder_table(name: str = "lad", n: int = 9, **ladder) -> dict:
     ({"widths": [4, 64]}, "ladder.widths", ">= 8"),
     ({"promote": 1.5}, "ladder.promote", "(0, 1]"),
     ({"mup": "yes"}, "ladder.mup", "true or false"),
+    ({"top_noise": 0}, "ladder.top_noise", "true or false"),
     ({"proposals": -1}, "ladder.proposals", ">= 0"),
     ({"rung": 3}, "ladder.rung", "[0, 2]"),
     ({"ladders": 1}, "ladder.ladders", "unknown key"),
@@ -62,6 +63,15 @@ def test_rung_specs_set_width_mup_and_the_link_below():
     assert top.start.warm_start == "lad.w64"
     off = spec_from_dict(ladder_table(mup=False))
     assert resolve_model_args(rung_spec(off, 2, [(0, {"lr": 1e-3})])).mup_base_dim == 0
+    # noise: every rung measures it, unless top_noise = false spares the top rung
+    noisy = spec_from_dict(ladder_table() | {"study": {"name": "lad", "n_trials": 9,
+                                                       "noise_repeats": 2}})
+    assert [rung_spec(noisy, i, [(0, {"lr": 1e-3})]).study.noise_repeats
+            for i in range(3)] == [2, 2, 2]
+    quiet = spec_from_dict(ladder_table(top_noise=False) | {
+        "study": {"name": "lad", "n_trials": 9, "noise_repeats": 2}})
+    assert [rung_spec(quiet, i, [(0, {"lr": 1e-3})]).study.noise_repeats
+            for i in range(3)] == [2, 2, 0]
     # a rung's stored spec reads back as the same rung
     assert spec_from_dict(top.to_dict()).to_dict() == top.to_dict()
 

@@ -19,7 +19,8 @@ val_loss for one objective, by non-dominated rank for several; the best ``ceil(p
 with it, so a cut never separates recipes the data cannot order.
 
 µP (`trainers.mup`, on by default) is based at the bottom width, so a learning rate means the
-same on every rung.
+same on every rung. ``top_noise = false`` skips the noise re-runs on the top rung, which decide
+no promotion (measured: benchmarks/RESULTS.md, "A ladder of widths, 32 → 256").
 """
 
 from __future__ import annotations
@@ -49,10 +50,12 @@ def rung_spec(ladder: StudySpec, rung: int, promoted: Promoted) -> StudySpec:
     if rung == 0:
         return dataclasses.replace(ladder, ladder=dataclasses.replace(lad, rung=0, promoted=()))
     name = rung_name(ladder.name, lad.widths, rung)
+    top_quiet = rung == len(lad.widths) - 1 and not lad.top_noise
     return dataclasses.replace(
         ladder,
         study=dataclasses.replace(ladder.study, name=name,
-                                  n_trials=len(promoted) + lad.proposals),
+                                  n_trials=len(promoted) + lad.proposals,
+                                  noise_repeats=0 if top_quiet else ladder.study.noise_repeats),
         start=StartSection(enqueue=tuple(p for _, p in promoted),
                            warm_start=rung_name(ladder.name, lad.widths, rung - 1)),
         ladder=dataclasses.replace(lad, rung=rung, promoted=tuple(n for n, _ in promoted)))

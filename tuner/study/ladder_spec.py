@@ -8,6 +8,9 @@
     mup = true                # µP with base width widths[0], so lr means the same on every rung
     proposals = 0             # new trials the sampler proposes at each upper rung, after the
                               # promoted ones (it sees every lower rung's trials)
+    top_noise = true          # [study] noise_repeats on the top rung too (the answer's own
+                              # noise for its report); false: only the rungs that promote
+                              # measure it (the top's re-runs decide no promotion)
 
 The bottom rung is the study ``[study] name`` with ``n_trials`` candidates; rung i > 0 is the
 study ``<name>.w<width>`` in the same storage. ``rung`` and ``promoted`` are written by the
@@ -34,6 +37,7 @@ class LadderSection:
     promote: float = 1 / 3
     mup: bool = True
     proposals: int = 0
+    top_noise: bool = True
     rung: int = 0
     promoted: tuple[int, ...] = ()
 
@@ -55,7 +59,8 @@ class LadderSection:
         if not self.on:
             return {}
         out: dict[str, Any] = {"widths": list(self.widths), "promote": self.promote,
-                               "mup": self.mup, "proposals": self.proposals}
+                               "mup": self.mup, "proposals": self.proposals,
+                               "top_noise": self.top_noise}
         if self.rung:
             out |= {"rung": self.rung, "promoted": list(self.promoted)}
         return out
@@ -75,7 +80,7 @@ def parse_ladder(table: Any, *, study_name: str, name_re: Any) -> LadderSection:
     """
     if not isinstance(table, Mapping):
         raise LadderError(f"ladder: must be a table, but got {table!r}.")
-    known = ("widths", "promote", "mup", "proposals", "rung", "promoted")
+    known = ("widths", "promote", "mup", "proposals", "top_noise", "rung", "promoted")
     for key in table:
         _require(key in known, f"ladder.{key}", f"unknown key; valid keys are {list(known)}",
                  table[key])
@@ -96,6 +101,9 @@ def parse_ladder(table: Any, *, study_name: str, name_re: Any) -> LadderSection:
     proposals = table.get("proposals", 0)
     _require(_is_int(proposals) and proposals >= 0, "ladder.proposals",
              "must be an integer >= 0", proposals)
+    top_noise = table.get("top_noise", True)
+    _require(isinstance(top_noise, bool), "ladder.top_noise", "must be true or false",
+             top_noise)
     rung = table.get("rung", 0)
     _require(_is_int(rung) and 0 <= rung < len(widths), "ladder.rung",
              f"must be an integer in [0, {len(widths) - 1}] (written by the ladder)", rung)
@@ -109,7 +117,8 @@ def parse_ladder(table: Any, *, study_name: str, name_re: Any) -> LadderSection:
              f"must leave room for the rung suffix: the top rung's study would be {top!r}, "
              "past 64 characters", study_name)
     return LadderSection(widths=tuple(widths), promote=float(promote), mup=mup,
-                         proposals=proposals, rung=rung, promoted=tuple(promoted))
+                         proposals=proposals, top_noise=top_noise, rung=rung,
+                         promoted=tuple(promoted))
 
 
 def _is_int(v: Any) -> bool:
