@@ -24,12 +24,13 @@ import datetime
 import json
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpu_sections import run_section  # noqa: E402  (benchmarks/ is sys.path[0])
 
 from trainers import Recipe, preset, train  # noqa: E402
 from trainers.fp8 import fp8_backend, fp8_linear  # noqa: E402
@@ -145,15 +146,7 @@ def main() -> None:
                  "torch": torch.__version__, "command": " ".join(sys.argv), "errors": {}}
 
     def section(name, fn):
-        t0 = time.perf_counter()
-        try:
-            res[name] = fn()
-        except Exception:
-            res["errors"][name] = traceback.format_exc()[-2000:]
-            print(f"[{name}] FAILED\n{res['errors'][name]}", flush=True)
-        res.setdefault("section_s", {})[name] = time.perf_counter() - t0
-        Path(a.out).write_text(json.dumps(res, indent=2))
-        print(f"[{name}] {time.perf_counter() - t0:.1f}s: {json.dumps(res.get(name))}", flush=True)
+        run_section(res, a.out, name, fn)
 
     section("fp8_backend", lambda: fp8_backend(DEVICE))
     section("bf16_matmul_flops", lambda: matmul_peak(512 if a.smoke else 8192))

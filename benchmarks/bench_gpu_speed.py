@@ -23,10 +23,12 @@ import os
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from gpu_sections import run_section  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -90,18 +92,8 @@ def main() -> None:
     here = str(ROOT)
 
     def section(key, fn):
-        if a.only and key not in a.only.split(","):
-            return
-        t0 = time.perf_counter()
-        try:
-            res[key] = fn()
-        except Exception:  # noqa: BLE001 - one failure must not lose the other sections
-            res["errors"][key] = traceback.format_exc()[-2500:]
-            print(f"[{key}] FAILED\n{res['errors'][key]}", flush=True)
-        res["section_s"][key] = time.perf_counter() - t0
-        Path(a.out).write_text(json.dumps(res, indent=2))
-        print(f"[{key}] {res['section_s'][key]:.1f}s {json.dumps(res.get(key))[:1500]}",
-              flush=True)
+        if not a.only or key in a.only.split(","):
+            run_section(res, a.out, key, fn)
 
     section("reference_bf16", lambda: child(ref, "eager", name, "bf16", tokens, warm, [0, 1],
                                             device, 240))
@@ -109,8 +101,7 @@ def main() -> None:
                                           device, 300))
     section("eager_bf16", lambda: child(here, "eager", name, "bf16", tokens, warm, [0],
                                         device, 240))
-    sys.path.insert(0, here)
-    import gpu_probe  # noqa: E402 - benchmarks/ sits on sys.path when run as a script
+    import gpu_probe
     gpu_probe.DEVICE = device
     section("profile_compile", lambda: _in_env("compile", lambda: gpu_probe.profile(
         name, 3, None)))
@@ -140,7 +131,6 @@ def _in_env(fusion: str, fn):
 
 
 def _fp8_linears(device: str) -> dict:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_gpu
     bench_gpu.DEVICE = device
     shapes = [(256, 128, 384)] if device == "cpu" else [(32768, 1024, 2632),

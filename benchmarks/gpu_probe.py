@@ -33,12 +33,13 @@ import statistics
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpu_sections import run_section  # noqa: E402  (benchmarks/ is sys.path[0])
 
 from trainers import Recipe, preset  # noqa: E402
 from trainers.loop import StepTimer  # noqa: E402
@@ -358,19 +359,8 @@ def main() -> None:
                                             [1, 2] if a.smoke else [1, 2, 4])),
     ]
     for name, fn in sections:
-        if only and name not in only:
-            continue
-        t0 = time.perf_counter()
-        try:
-            res[name] = fn()
-        except Exception:  # noqa: BLE001 - one section failing must not lose the others
-            res["errors"][name] = traceback.format_exc()[-3000:]
-            print(f"[{name}] FAILED\n{res['errors'][name]}", flush=True)
-        res["section_s"][name] = time.perf_counter() - t0
-        Path(a.out).write_text(json.dumps(res, indent=2))
-        print(f"[{name}] {res['section_s'][name]:.1f}s {json.dumps(res.get(name))[:3000]}",
-              flush=True)
-
+        if not only or name in only:
+            run_section(res, a.out, name, fn)
 
 if __name__ == "__main__":
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
