@@ -43,7 +43,6 @@ sys.path.insert(0, str(ROOT))
 
 OUT = HERE / "ladder.json"
 PNG = "ladder_lr_vs_width.png"
-RESULTS = HERE / "RESULTS.md"
 HEADING = "## A ladder of widths (real trainings)"
 CONFIG: dict[str, Any] = {
     "widths": [32, 64, 128], "candidates": 12, "promote": 0.25, "tokens": 60_000,
@@ -434,14 +433,9 @@ def results_lines(data: dict[str, Any], *, out: Path = OUT, command: str = "") -
 
 
 def write_results(lines: list[str], heading: str = HEADING) -> None:
-    import re
+    from benchmarks.results_md import write_section
 
-    text = RESULTS.read_text()
-    block = heading + "\n\n" + "\n".join(lines).rstrip() + "\n\n"
-    own = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
-    text = own.sub(lambda _: block, text, count=1) if own.search(text) else (
-        text.rstrip() + "\n\n" + block)
-    RESULTS.write_text(text.rstrip() + "\n")
+    write_section(heading, "\n".join(lines).rstrip())
 
 
 def main(argv: list[str] | None = None) -> int:
