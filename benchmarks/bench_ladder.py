@@ -77,10 +77,14 @@ def ladder_spec(cfg: dict[str, Any], seed: int, name: str, *, noise: bool = Fals
         "ladder": {"widths": cfg["widths"], "promote": cfg["promote"], "mup": True}})
 
 
-def flops(spec: Any, n: int) -> float:
+def flops(spec: Any, n: int, rung: int | None = None) -> float:
+    """6 × active parameters × tokens of ``n`` trainings of ``spec``'s model (at ``rung`` of its
+    ladder, when given)."""
     from trainers.presets import count_params
     from tuner.study.proxy import resolve_model_args
 
+    if rung is not None:
+        spec = dataclasses.replace(spec, ladder=dataclasses.replace(spec.ladder, rung=rung))
     return 6.0 * count_params(resolve_model_args(spec))[1] * spec.budget.tokens_per_trial * n
 
 
@@ -103,7 +107,7 @@ def run_seed(cfg: dict[str, Any], seed: int, root: Path) -> dict[str, Any]:
     for i, st in enumerate(studies):
         own = [r for r in trial_records(st) if not r.warm_start and r.values]
         used.append({"width": cfg["widths"][i], "trainings": len(own),
-                     "flops": flops(rung_spec(spec, i, [(0, {"lr": 1e-3})]), len(own)),
+                     "flops": flops(spec, len(own), rung=i),
                      "trials": [{"number": r.number, "params": r.params,
                                  "val_loss": r.values.get("val_loss")} for r in own]})
     answer = min((r for r in trial_records(studies[-1]) if not r.warm_start and r.feasible),
@@ -148,7 +152,7 @@ def run_noise_ladder(cfg: dict[str, Any], seed: int, root: Path) -> dict[str, An
     rung; its compute counts the noise re-runs too."""
     from trainers import train
     from tuner.study import records
-    from tuner.study.ladder import run_ladder, rung_spec
+    from tuner.study.ladder import run_ladder
     from tuner.study.trial_record import trial_records
 
     spec = ladder_spec(cfg, seed, f"ladn-s{seed}", noise=True)
@@ -161,8 +165,7 @@ def run_noise_ladder(cfg: dict[str, Any], seed: int, root: Path) -> dict[str, An
         reruns = max(0, int(noise.get("n") or 0) - len(noise.get("trials") or []))
         used.append({"width": cfg["widths"][i], "trainings": len(own), "noise_reruns": reruns,
                      "noise_sd": noise.get("sd"),
-                     "flops": flops(rung_spec(spec, i, [(0, {"lr": 1e-3})]),
-                                    len(own) + reruns)})
+                     "flops": flops(spec, len(own) + reruns, rung=i)})
     answer = min((r for r in trial_records(studies[-1]) if not r.warm_start and r.feasible),
                  key=lambda r: r.values["val_loss"])
     return {"seed": seed, "rungs": used, "answer": {"val_loss": answer.values["val_loss"],

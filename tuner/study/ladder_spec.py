@@ -111,7 +111,7 @@ def parse_ladder(table: Any, *, study_name: str, name_re: Any) -> LadderSection:
     _require(isinstance(promoted, list) and all(_is_int(n) and n >= 0 for n in promoted),
              "ladder.promoted", "must be a list of trial numbers (written by the ladder)",
              promoted)
-    top = rung_name(study_name.split(RUNG_SEP)[0] if rung else study_name, tuple(widths),
+    top = rung_name(study_name.rsplit(RUNG_SEP, 1)[0] if rung else study_name, tuple(widths),
                     len(widths) - 1)
     _require(bool(name_re.fullmatch(top)), "study.name",
              f"must leave room for the rung suffix: the top rung's study would be {top!r}, "
