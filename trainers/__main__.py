@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shrink-layers", type=int, help="... and this depth (default 4)")
     p.add_argument("--tokens", type=float, default=200_000, help="training token budget")
     p.add_argument("--eval-every", type=float, help="evaluation interval in tokens")
-    p.add_argument("--corpus", default="stdlib", help="stdlib, a text file/dir, or .bin/.npy")
+    p.add_argument("--corpus", default="stdlib",
+                   help="stdlib, a text file/dir, a Megatron PREFIX (.bin + .idx), or .npy")
     p.add_argument("--vocab-size", type=int, help="vocabulary of a token-id corpus")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from trainers import attention, fusion
-from trainers.data import Corpus, TrainStream, load_corpus, validation_batches
+from trainers.data import Blend, Corpus, Data, TrainStream, load_corpus, validation_batches
 from trainers.fp8 import Backend, fp8_backend
 from trainers.memory import SavedActivationMeter, training_state_bytes
 from trainers.model import ModelOutput, Transformer
@@ -46,7 +46,7 @@ SPIKE_WARMUP_STEPS = 10  # the running mean needs some steps before a spike mean
 SPIKE_EMA = 0.9
 
 
-def train(model_args: ModelArgs, recipe: Recipe, *, data: Corpus | str | Path | None = None,
+def train(model_args: ModelArgs, recipe: Recipe, *, data: Data | str | Path | None = None,
           token_budget: int, seed: int | None = None, on_eval: OnEval | None = None,
           eval_every_tokens: int | None = None, eval_sequences: int = 64,
           device: str | torch.device | None = None,
@@ -54,7 +54,7 @@ def train(model_args: ModelArgs, recipe: Recipe, *, data: Corpus | str | Path | 
     """Train `model_args` with `recipe` on `token_budget` tokens and measure the outcome.
 
     Args:
-        data: a `Corpus`, a corpus spec for `load_corpus`, or None for the stdlib corpus.
+        data: a `Corpus` or `Blend`, a spec for `load_corpus`, or None for the stdlib corpus.
         token_budget: training tokens; rounded down to a whole number of sequences.
         seed: overrides `recipe.seed` (model init and data order).
         on_eval: called as on_eval(tokens_seen, metrics) at each evaluation; returning "stop"
@@ -100,7 +100,7 @@ class StepTimer:
     BUDGET = 1 << 50  # tokens: never reached; keeps lr_at in its warmup
 
     def __init__(self, model_args: ModelArgs, recipe: Recipe, *,
-                 data: Corpus | str | Path | None = None,
+                 data: Data | str | Path | None = None,
                  device: str | torch.device | None = None) -> None:
         self._run = _Run.start(model_args, recipe, data, self.BUDGET // recipe.seq_len
                                * recipe.seq_len, None, None, 1, device)
@@ -135,7 +135,7 @@ class _Run:
 
     args: ModelArgs
     recipe: Recipe
-    corpus: Corpus
+    corpus: Data
     seed: int
     device: torch.device
     model: Transformer
@@ -166,10 +166,10 @@ class _Run:
     gate: StepGate = contextlib.nullcontext
 
     @classmethod
-    def start(cls, args: ModelArgs, recipe: Recipe, data: Corpus | str | Path | None,
+    def start(cls, args: ModelArgs, recipe: Recipe, data: Data | str | Path | None,
               token_budget: int, seed: int | None, eval_every_tokens: int | None,
               eval_sequences: int, device: str | torch.device | None) -> _Run:
-        corpus = data if isinstance(data, Corpus) else load_corpus(data)
+        corpus = data if isinstance(data, (Corpus, Blend)) else load_corpus(data)
         budget = _check_budget(token_budget, recipe.seq_len)
         eval_every = _check_eval_every(eval_every_tokens, budget)
         if corpus.vocab_size > args.vocab_size:

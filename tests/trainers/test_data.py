@@ -53,15 +53,12 @@ def test_text_file_and_directory(tmp_path):
     assert len(both.tokens) == 12000 and one.hash != both.hash
 
 
-def test_token_files_bin_and_npy(tmp_path):
+def test_token_file_npy(tmp_path):
     ids = (np.arange(5000) % 1000).astype(np.uint16)
-    ids.tofile(tmp_path / "t.bin")
     np.save(tmp_path / "t.npy", ids.astype(np.uint32))
-    b = load_corpus(tmp_path / "t.bin", vocab_size=1000)
     n = load_corpus(tmp_path / "t.npy", vocab_size=1000)
-    assert torch.equal(b.tokens.to(torch.int64), torch.arange(5000) % 1000)
     assert torch.equal(n.tokens.to(torch.int64), torch.arange(5000) % 1000)
-    assert b.tokens.dtype == torch.uint16 and n.tokens.dtype == torch.uint32
+    assert n.tokens.dtype == torch.uint32
 
 
 def test_npy_big_endian_and_2d_are_refused(tmp_path):
@@ -101,6 +98,7 @@ print("val_loss", r.val_loss)
     (lambda p: _ids(p, [1, 2, 300]), {"vocab_size": 256}, "holds id 300.*< vocab_size=256"),
     (lambda p: _ids(p, []), {"vocab_size": 256}, "is empty"),
     (lambda p: _odd_bytes(p), {"vocab_size": 256}, "not a multiple of 2"),
+    (lambda p: _raw_bin(p), {"vocab_size": 256}, r"ids\.bin' has no \.idx file beside it"),
 ])
 def test_bad_corpus_files_get_clear_errors(tmp_path, make, kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -115,12 +113,21 @@ def test_corpus_too_short_for_one_sequence(tmp_path):
 
 
 def _ids(p, values):
-    path = p / "ids.bin"
-    np.asarray(values, dtype=np.uint16).tofile(path)
+    path = p / "ids.npy"
+    np.save(path, np.asarray(values, dtype=np.uint16))
     return path
 
 
 def _odd_bytes(p):
-    path = p / "odd.bin"
-    path.write_bytes(b"\x01\x00\x02")
+    path = p / "odd.npy"
+    np.save(path, np.zeros(2, dtype=np.uint16))
+    path.write_bytes(path.read_bytes() + b"\x01")
+    return path
+
+
+def _raw_bin(p):
+    """Raw ids without an index: read as uint16 they could pass every check on wrong data (an
+    int32 dataset's ids split in halves), so a .bin is only read with its .idx."""
+    path = p / "ids.bin"
+    np.asarray([1, 2, 3], dtype=np.uint16).tofile(path)
     return path

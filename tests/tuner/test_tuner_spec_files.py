@@ -4,7 +4,6 @@ validation, read from the spec's folder whatever the current one, and stored abs
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import pytest
@@ -35,7 +34,13 @@ def write_spec(folder: Path, *, data: str = "", model: str = "", budget: str = "
 
 
 def token_file(path: Path, ids: list[int]) -> Path:
-    path.write_bytes(struct.pack(f"<{len(ids)}H", *ids))
+    """``path`` (PREFIX.bin) and its PREFIX.idx: a one-document Megatron dataset."""
+    import torch
+
+    from trainers.megatron import Writer
+
+    with Writer(path.with_suffix(""), dtype=torch.uint16) as w:
+        w.add_document(torch.tensor(ids))
     return path
 
 
@@ -68,7 +73,7 @@ def test_a_stored_spec_revalidates_from_any_folder(elsewhere: Path, tmp_path: Pa
     ('corpus = "bad.npy"\nvocab_size = 300', lambda d: (d / "bad.npy").write_bytes(b"x" * 64),
      ["bad.npy", "not a .npy"]),
     ('corpus = "odd.bin"\nvocab_size = 300', lambda d: (d / "odd.bin").write_bytes(b"x" * 4001),
-     ["odd.bin", "4001 bytes", "multiple of 2"]),
+     ["odd.bin", "has no .idx file beside it"]),
     ('corpus = "ids.bin"\nvocab_size = 300', lambda d: token_file(d / "ids.bin", [299, 300] * 999),
      ["ids.bin", "id 300", "vocab_size=300"]),
     ('corpus = "ids.bin"', lambda d: token_file(d / "ids.bin", [1, 2] * 999),
