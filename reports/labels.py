@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tuner.modeling.fp8_speed import BLOCKWISE_H100
 from tuner.study.metrics import TIMED, is_modeled
 
 MEMORY_METHODS = {
@@ -20,7 +21,10 @@ SPEED_WORDS = ("tokens_per_s", "throughput", "speed", "time", "mfu")
 def quantity_label(name: str, frame: pd.DataFrame) -> str:
     """Provenance of the column `name` across the trials in `frame`, in words."""
     if is_modeled(name):
-        return "modeled (full-scale cost model)"
+        fp8 = name == "full_gpu_hours" and bool(
+            frame.get("precision", pd.Series(dtype=object)).eq("fp8").any())
+        return "modeled (full-scale cost model" + (
+            f"; fp8 speed: modeled from {BLOCKWISE_H100.short})" if fp8 else ")")
     emulated = bool(frame.get("fp8_emulated", pd.Series(dtype=object)).eq(True).any())
     if "memory" in name:
         methods = sorted(set(frame.get("peak_memory_method", pd.Series(dtype=object)).dropna()))

@@ -89,7 +89,7 @@ def test_deepseek_v3_gpu_hours_at_the_stated_mfu():
 
     a, h800 = config("671B"), get_hardware("h800")
     hours = cm.gpu_hours(a, tokens=14.8e12, seq_len=4096, hw=h800, precision="fp8",
-                         mfu=DEFAULT_MFU)
+                         mfu=DEFAULT_MFU, ep=cm.DEEPSEEK_V3_EP)
     assert hours == pytest.approx(2.664e6, rel=0.01)
     # the stated MFU is the model's inverse, rounded; the independent check is that the
     # implied utilisation is a plausible one for a large MoE: 20-50% of the bf16 peak
@@ -97,13 +97,33 @@ def test_deepseek_v3_gpu_hours_at_the_stated_mfu():
     assert 0.2 < cm.reference_mfu(a, h800, precision="bf16") < 0.5
 
 
-def test_fp8_halves_the_time_of_block_matmuls_only():
+def test_fp8_speeds_up_the_block_matmuls_only_by_the_modeled_factor():
+    a, h100 = config("16B"), get_hardware("h100")
+    f = cm.flops_per_token(a, 4096, checkpoint_ratio=0.5)
+    fp8 = cm.run_fp8_speed(a, h100, "fp8", seq_len=4096, ep=8)
+    assert fp8 is not None
+    bf16_s = cm.gpu_seconds_per_token(f, h100, "bf16", 0.5)
+    fp8_s = cm.gpu_seconds_per_token(f, h100, "fp8", 0.5, fp8=fp8)
+    peak = h100.peak_tflops("bf16") * 1e12 * 0.5
+    saved = (f.block_matmul * (1 - 1 / fp8.train) + f.recompute * (1 - 1 / fp8.forward)) / peak
+    assert bf16_s - fp8_s == pytest.approx(saved, rel=1e-9)
+    assert 1.0 < fp8.train < 2.0  # a gain, and less than the peaks' ratio
+
+
+def test_fp8_needs_its_speed_and_fp8_tensor_cores():
+    f = cm.flops_per_token(TINY, 8)
+    with pytest.raises(ValueError, match="fp8: an fp8 recipe needs its modeled speed-up"):
+        cm.gpu_seconds_per_token(f, get_hardware("h100"), "fp8", 0.5)
+    with pytest.raises(ValueError, match="no fp8 tensor cores"):
+        cm.gpu_hours(TINY, tokens=1e6, seq_len=8, hw=get_hardware("a100"), precision="fp8",
+                     mfu=0.5)
+
+
+def test_fp32_runs_at_the_tf32_peak():
     a, h100 = config("16B"), get_hardware("h100")
     f = cm.flops_per_token(a, 4096)
-    bf16 = cm.gpu_seconds_per_token(f, h100, "bf16", 0.5)
-    fp8 = cm.gpu_seconds_per_token(f, h100, "fp8", 0.5)
-    saved = f.block_matmul / (h100.peak_tflops("bf16") * 1e12) / 0.5 * (1 - 989.4 / 1978.9)
-    assert bf16 - fp8 == pytest.approx(saved, rel=1e-9)
+    assert cm.gpu_seconds_per_token(f, h100, "fp32", 0.5) == pytest.approx(
+        2 * cm.gpu_seconds_per_token(f, h100, "bf16", 0.5), rel=1e-3)
 
 
 def test_step_time_times_steps_is_gpu_hours():

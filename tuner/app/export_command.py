@@ -215,6 +215,10 @@ def run_export(args: argparse.Namespace) -> int:
     print(f"moetune export: trial {picked.record.number}: {picked.how}; "
           f"{full.plan}; checkpoint_ratio {full.recipe.checkpoint_ratio:.3g}; "
           f"{full.cost['gpu_hours']:.4g} GPU-hours (modeled)", file=sys.stderr)
+    if full.recipe.precision == "fp8":
+        speed = full.cost["precision_speed"]
+        print(f"moetune export: {speed['source']}: block matmuls "
+              f"{speed['train_speedup']:.3g}x bf16 (modeled)", file=sys.stderr)
     if args.out is None:
         sys.stdout.write(text)
     return 0

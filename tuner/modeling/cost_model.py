@@ -20,9 +20,11 @@ FLOPs per token (training = 3 × forward; forward = 2 per matmul weight):
     matmuls   6 · (active matmul weights, embedding lookup excluded, head included)
     attention 3 · h·(qk_head + v_head)·s per layer (QKᵀ and AV, forward 2·h·(qk+v)·s/2 causal)
     recompute + r × one forward of the blocks for checkpoint ratio r (hardware FLOPs, not model)
-GPU-hours = tokens × Σ_part FLOPs_part / peak_part / MFU / 3600, where under fp8 the block
-matmuls run at the fp8 peak and the head, gate and attention core at bf16 (DeepSeek-V3 keeps
-them in BF16). ``MFU`` is thus the fraction of peak achieved on the FLOPs actually executed.
+GPU-hours = tokens × Σ_part FLOPs_part / rate_part / MFU / 3600. rate is the bf16 peak (TF32
+for fp32 recipes); under fp8 the block matmuls run at the bf16 peak × their modeled fp8
+speed-up (`tuner.modeling.fp8_speed`: per GEMM shape and pass, from published kernel figures)
+and the head, gate and attention core at bf16 (DeepSeek-V3 keeps them in BF16). ``MFU`` is thus
+the fraction of the bf16 (TF32) peak achieved, fp8's gain counted on top of it.
 
 Memory per GPU: see `activation_bytes_per_layer` (derived saved-tensor coefficients, the
 Korthikanti et al. 2022 method applied to MLA + SwiGLU + MoE) and `memory_per_gpu`.
@@ -33,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainers.model_args import ModelArgs
+from tuner.modeling.fp8_speed import Fp8Speed, fp8_speed
 from tuner.modeling.hardware import GIB, Hardware
 
 # DeepSeek-V3 technical report: 2.664M H800 GPU-hours of pre-training on 14.8T tokens of 4K
@@ -40,6 +43,7 @@ from tuner.modeling.hardware import GIB, Hardware
 DEEPSEEK_V3_PRETRAIN_GPU_HOURS = 2.664e6
 DEEPSEEK_V3_TOKENS = 14.8e12
 DEEPSEEK_V3_SEQ_LEN = 4096
+DEEPSEEK_V3_EP = 64  # technical report, section 3.2.1: 64-way expert parallelism over 8 nodes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,40 +216,73 @@ def non_embedding_flops_per_token(a: ModelArgs, seq_len: int) -> float:
     return f.model - 6.0 * a.vocab_size * a.dim
 
 
-def gpu_seconds_per_token(f: FlopsPerToken, hw: Hardware, precision: str, mfu: float) -> float:
-    """GPU-seconds per training token: Σ FLOPs_part / peak_part, divided by MFU.
+def gpu_seconds_per_token(f: FlopsPerToken, hw: Hardware, precision: str, mfu: float, *,
+                          fp8: Fp8Speed | None = None) -> float:
+    """GPU-seconds per training token: Σ FLOPs_part / rate_part, divided by MFU.
 
-    Under fp8 the block matmuls run at the fp8 peak; head, gate and attention core stay bf16.
+    fp32 runs everything at the TF32 peak, bf16 at the bf16 peak; fp8 runs the block matmuls
+    at the bf16 peak × ``fp8.train`` (their recomputed forward × ``fp8.forward``), head, gate
+    and attention core at bf16.
+
+    Raises:
+        ValueError: mfu outside (0, 1], fp8 without ``fp8`` or on a part without fp8 cores.
     """
     if not 0.0 < mfu <= 1.0:
         raise ValueError(f"mfu: must be in (0, 1], but got mfu={mfu!r}.")
-    block_peak = hw.peak_tflops(precision) * 1e12
-    other_peak = hw.peak_tflops("fp32" if precision == "fp32" else "bf16") * 1e12
-    # recomputed FLOPs have the same block/attention mix as the forward they repeat
-    return ((f.block_matmul + f.recompute) / block_peak
-            + (f.bf16_matmul + f.attention) / other_peak) / mfu
+    if precision != "fp8":
+        rate = hw.peak_tflops(precision) * 1e12  # fp32 → TF32; raises on an unknown name
+        return f.total / rate / mfu
+    hw.peak_tflops("fp8")  # a part without fp8 tensor cores cannot run the recipe
+    if fp8 is None:
+        raise ValueError("fp8: an fp8 recipe needs its modeled speed-up "
+                         "(tuner.modeling.fp8_speed.fp8_speed), but got fp8=None.")
+    bf16 = hw.peak_tflops("bf16") * 1e12
+    return (f.block_matmul / fp8.train + f.recompute / fp8.forward
+            + f.bf16_matmul + f.attention) / bf16 / mfu
+
+
+def run_fp8_speed(a: ModelArgs, hw: Hardware, precision: str, *, seq_len: int,
+                  micro_batch: int = 1, ep: int = 1, tp: int = 1) -> Fp8Speed | None:
+    """The modeled fp8 speed of ``a`` under a layout, or None for a recipe that is not fp8."""
+    if precision != "fp8":
+        return None
+    return fp8_speed(a, hw, tokens=seq_len * micro_batch, ep=ep, tp=tp)
 
 
 def gpu_hours(a: ModelArgs, *, tokens: float, seq_len: int, hw: Hardware, precision: str,
-              mfu: float, checkpoint_ratio: float = 0.0) -> float:
-    """Modeled GPU-hours to train ``tokens`` tokens (compute only; communication not modeled)."""
+              mfu: float, checkpoint_ratio: float = 0.0, micro_batch: int = 1, ep: int = 1,
+              tp: int = 1) -> float:
+    """Modeled GPU-hours to train ``tokens`` tokens (compute only; communication not modeled).
+
+    ``micro_batch``, ``ep`` and ``tp`` set the GEMM shapes an fp8 recipe's speed-up is
+    modeled at (`tuner.modeling.fp8_speed.block_gemms`); bf16 and fp32 do not depend on them.
+    """
     f = flops_per_token(a, seq_len, checkpoint_ratio=checkpoint_ratio)
-    return tokens * gpu_seconds_per_token(f, hw, precision, mfu) / 3600.0
+    fp8 = run_fp8_speed(a, hw, precision, seq_len=seq_len, micro_batch=micro_batch, ep=ep,
+                        tp=tp)
+    return tokens * gpu_seconds_per_token(f, hw, precision, mfu, fp8=fp8) / 3600.0
 
 
 def step_time_s(a: ModelArgs, *, global_batch: int, seq_len: int, gpus: int, hw: Hardware,
-                precision: str, mfu: float, checkpoint_ratio: float = 0.0) -> float:
+                precision: str, mfu: float, checkpoint_ratio: float = 0.0,
+                micro_batch: int = 1, ep: int = 1, tp: int = 1) -> float:
     """Modeled seconds per optimizer step of ``global_batch`` sequences on ``gpus`` GPUs."""
     f = flops_per_token(a, seq_len, checkpoint_ratio=checkpoint_ratio)
-    return global_batch * seq_len * gpu_seconds_per_token(f, hw, precision, mfu) / gpus
+    fp8 = run_fp8_speed(a, hw, precision, seq_len=seq_len, micro_batch=micro_batch, ep=ep,
+                        tp=tp)
+    return global_batch * seq_len * gpu_seconds_per_token(f, hw, precision, mfu, fp8=fp8) / gpus
 
 
 def reference_mfu(a: ModelArgs, hw: Hardware, *, precision: str = "fp8",
                   gpu_hours_reported: float = DEEPSEEK_V3_PRETRAIN_GPU_HOURS,
-                  tokens: float = DEEPSEEK_V3_TOKENS, seq_len: int = DEEPSEEK_V3_SEQ_LEN) -> float:
-    """The MFU at which `gpu_hours` reproduces a reported run (default: DeepSeek-V3 on H800)."""
+                  tokens: float = DEEPSEEK_V3_TOKENS, seq_len: int = DEEPSEEK_V3_SEQ_LEN,
+                  ep: int = DEEPSEEK_V3_EP) -> float:
+    """The MFU at which `gpu_hours` reproduces a reported run (default: DeepSeek-V3 on H800,
+    fp8 at its published 64-way expert parallelism, one 4K sequence per micro-batch)."""
     f = flops_per_token(a, seq_len)
-    return tokens * gpu_seconds_per_token(f, hw, precision, 1.0) / (gpu_hours_reported * 3600.0)
+    fp8 = run_fp8_speed(a, hw, precision, seq_len=seq_len, ep=ep)
+    seconds = gpu_seconds_per_token(f, hw, precision, 1.0, fp8=fp8)
+    return tokens * seconds / (gpu_hours_reported * 3600.0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,16 +23,18 @@ from trainers.presets import preset, preset_names
 from trainers.recipe import Recipe
 from trainers.schedules import STEP_BOUNDARIES, batch_size_at
 from tuner.modeling import cost_model as cm
-from tuner.modeling import references, scaling
+from tuner.modeling import fp8_speed, references, scaling
 from tuner.modeling.hardware import Hardware, get_hardware
 from tuner.modeling.layout_rules import layout_errors
 from tuner.modeling.targets import TARGETS, published_target
 
-# The MFU (on executed FLOPs) at which the cost model reproduces DeepSeek-V3's 2.664M H800
-# GPU-hours for 14.8T tokens with its fp8 recipe: cost_model.reference_mfu(671B, h800) = 0.237.
-DEFAULT_MFU = 0.237
+# The MFU (of the bf16 peak, fp8's modeled gain on top) at which the cost model reproduces
+# DeepSeek-V3's 2.664M H800 GPU-hours for 14.8T tokens with its fp8 recipe at its 64-way expert
+# parallelism: cost_model.reference_mfu(671B, h800) = 0.365.
+DEFAULT_MFU = 0.365
 MFU_SOURCE = ("cost_model.reference_mfu: reproduces DeepSeek-V3's 2.664M H800 pre-training "
-              "GPU-hours for 14.8T tokens (technical report, Table 1) with the fp8 recipe")
+              "GPU-hours for 14.8T tokens (technical report, Table 1) with the fp8 recipe, "
+              "fp8 speed modeled from published kernel figures (tuner.modeling.fp8_speed)")
 
 
 class ExportError(ValueError):
@@ -385,7 +387,9 @@ def _fixed_rules(proxy: Recipe, recipe: Recipe, t: FullRunTarget, choice: scalin
         R(field="precision", value=recipe.precision, kind="carried",
           rule="carried; fp8 maps to the blockwise recipe (1x128 activation tiles, 128x128 "
                "weight blocks, E4M3)" if recipe.precision == "fp8" else "carried",
-          source="DeepSeek-V3 technical report, section 3.3"),
+          source="DeepSeek-V3 technical report, section 3.3" + (
+              f"; fp8 speed: modeled from {fp8_speed.BLOCKWISE_H100.source}"
+              if recipe.precision == "fp8" else "")),
     ]
 
 
@@ -430,9 +434,10 @@ def full_run_cost(args: ModelArgs, recipe: Recipe, plan: cm.ParallelPlan, t: Ful
                             precision=recipe.precision,
                             checkpoint_ratio=recipe.checkpoint_ratio)
     f = cm.flops_per_token(args, t.seq_len, checkpoint_ratio=recipe.checkpoint_ratio)
-    hours = cm.gpu_hours(args, tokens=t.tokens, seq_len=t.seq_len, hw=t.hardware,
-                         precision=recipe.precision, mfu=t.mfu,
-                         checkpoint_ratio=recipe.checkpoint_ratio)
+    shape = {"seq_len": t.seq_len, "micro_batch": t.micro_batch, "ep": plan.ep, "tp": plan.tp}
+    hours = cm.gpu_hours(args, tokens=t.tokens, hw=t.hardware, precision=recipe.precision,
+                         mfu=t.mfu, checkpoint_ratio=recipe.checkpoint_ratio, **shape)
+    fp8 = cm.run_fp8_speed(args, t.hardware, recipe.precision, **shape)
     gib = 1.0 / cm.GIB
     return {
         "label": "modeled",
@@ -445,10 +450,13 @@ def full_run_cost(args: ModelArgs, recipe: Recipe, plan: cm.ParallelPlan, t: Ful
                             "capacity": t.hardware.memory_gib},
         "gpu_hours": hours, "wall_clock_days": hours / t.gpus / 24.0,
         "step_time_s_at_final_batch": cm.step_time_s(
-            args, global_batch=recipe.batch_end, seq_len=t.seq_len, gpus=t.gpus,
-            hw=t.hardware, precision=recipe.precision, mfu=t.mfu,
-            checkpoint_ratio=recipe.checkpoint_ratio),
+            args, global_batch=recipe.batch_end, gpus=t.gpus, hw=t.hardware,
+            precision=recipe.precision, mfu=t.mfu, checkpoint_ratio=recipe.checkpoint_ratio,
+            **shape),
         "mfu": t.mfu, "mfu_source": MFU_SOURCE if t.mfu == DEFAULT_MFU else "--mfu",
+        "precision_speed": (fp8.to_dict() if fp8 is not None else
+                            {"label": "modeled", "source": f"{recipe.precision} at the "
+                             f"{'TF32' if recipe.precision == 'fp32' else 'bf16'} peak"}),
         "not_modeled": "communication, pipeline bubbles, allocator fragmentation",
     }
 

@@ -1,9 +1,10 @@
 """Accelerators the full-scale cost model knows: memory and peak dense tensor-core rates, as data.
 
 Rates are NVIDIA's published *dense* (no 2:4 sparsity) peaks for the SXM parts, in TFLOP/s;
-memory is the capacity the CUDA driver reports (``nvidia-smi`` total, MiB → GiB), which is what
-an allocator can ever see. H800 is the export variant of H100 SXM: same compute, lower NVLink
-bandwidth (the cost model ignores interconnect, so the two differ only in name here).
+HBM bandwidth is the datasheet's; memory is the capacity the CUDA driver reports (``nvidia-smi``
+total, MiB → GiB), which is what an allocator can ever see. H800 is the export variant of H100
+SXM: same compute, lower NVLink bandwidth (the cost model ignores interconnect, so the two
+differ only in name here).
 
     >>> get_hardware("h800").peak_tflops("fp8")
     1978.9
@@ -26,6 +27,8 @@ class Hardware:
         memory_gib: device memory as the driver reports it (GiB).
         peak_bf16_tflops / peak_fp8_tflops / peak_tf32_tflops: dense tensor-core peaks;
             ``None`` where the part has no such tensor cores (A100 has no FP8).
+        mem_bw_tbps: HBM bandwidth (TB/s), which prices fp8's quantization casts
+            (`tuner.modeling.fp8_speed`).
         gpus_per_node: GPUs behind one NVLink switch (the planner keeps tensor parallelism inside).
         source: where the numbers come from.
     """
@@ -35,6 +38,7 @@ class Hardware:
     peak_bf16_tflops: float
     peak_fp8_tflops: float | None
     peak_tf32_tflops: float
+    mem_bw_tbps: float
     gpus_per_node: int = 8
     source: str = ""
 
@@ -63,15 +67,18 @@ _HOPPER = "NVIDIA H100 Tensor Core GPU datasheet (SXM, dense)"
 HARDWARE: dict[str, Hardware] = {
     "h800": Hardware(name="h800", memory_gib=79.65, peak_bf16_tflops=989.4,
                      peak_fp8_tflops=1978.9, peak_tf32_tflops=494.7,
+                     mem_bw_tbps=3.35,
                      source=f"{_HOPPER}; H800 = H100 SXM compute, reduced NVLink; 81559 MiB"),
     "h100": Hardware(name="h100", memory_gib=79.65, peak_bf16_tflops=989.4,
                      peak_fp8_tflops=1978.9, peak_tf32_tflops=494.7,
-                     source=f"{_HOPPER}; 81559 MiB"),
+                     mem_bw_tbps=3.35, source=f"{_HOPPER}; 81559 MiB"),
     "h200": Hardware(name="h200", memory_gib=140.4, peak_bf16_tflops=989.4,
                      peak_fp8_tflops=1978.9, peak_tf32_tflops=494.7,
+                     mem_bw_tbps=4.8,
                      source="NVIDIA H200 datasheet (SXM, dense; H100 compute); 143771 MiB"),
     "a100": Hardware(name="a100", memory_gib=80.0, peak_bf16_tflops=312.0,
                      peak_fp8_tflops=None, peak_tf32_tflops=156.0,
+                     mem_bw_tbps=2.039,
                      source="NVIDIA A100 datasheet (SXM 80GB, dense); 81920 MiB"),
 }
 
