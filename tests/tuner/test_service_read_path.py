@@ -16,6 +16,8 @@ from tuner.app.service.auth import CACHE_S, LOCAL, Auth
 from tuner.app.service.tokens import TokenStore
 from tuner.app.service.views import IDLE_S, MAX_AGE_S, TTL_S, ViewCache
 
+KEY = bytes(32)  # the CSRF key: these tests post no form
+
 
 class Clock:
     def __init__(self) -> None:
@@ -161,8 +163,9 @@ class CountingTokens(TokenStore):
 
 
 def request(token: str = "") -> Request:
-    headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
-    return Request({"type": "http", "headers": headers})
+    headers = [(b"host", b"127.0.0.1:8470")]
+    headers += [(b"authorization", f"Bearer {token}".encode())] if token else []
+    return Request({"type": "http", "method": "GET", "headers": headers})
 
 
 @pytest.fixture
@@ -174,7 +177,7 @@ def tokens(tmp_path):
 
 def test_a_token_is_read_from_the_database_once_per_cache_time(tokens):
     clock = Clock()
-    auth = Auth(tokens, clock=clock)
+    auth = Auth(tokens, KEY, clock=clock)
     assert auth.user(request()) == LOCAL  # no tokens yet: the loopback user
     alice = tokens.create("alice")
     assert auth.user(request()) == LOCAL  # the count read within CACHE_S still holds...
@@ -192,7 +195,7 @@ def test_a_token_is_read_from_the_database_once_per_cache_time(tokens):
 
 def test_an_unknown_token_is_refused_every_time(tokens):
     tokens.create("alice")
-    auth = Auth(tokens, clock=Clock())
+    auth = Auth(tokens, KEY, clock=Clock())
     for _ in range(3):
         with pytest.raises(HTTPException) as e:
             auth.user(request("not-a-token"))
@@ -202,7 +205,7 @@ def test_an_unknown_token_is_refused_every_time(tokens):
 
 def test_the_event_loop_resolves_a_known_token_without_the_database(tokens):
     alice = tokens.create("alice", admin=True)
-    auth = Auth(tokens, clock=Clock())
+    auth = Auth(tokens, KEY, clock=Clock())
 
     async def resolve() -> list:
         return [await auth.user_async(request(alice)) for _ in range(5)]

@@ -56,14 +56,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--root", default=os.environ.get("MOETUNE_ROOT", DEFAULT_ROOT))
     c.add_argument("--storage", default=os.environ.get("MOETUNE_STORAGE", ""))
     c.set_defaults(handler=token_create)
-    ls = tsub.add_parser("list", help="users that have tokens")
+    ls = tsub.add_parser("list", help="every token's user, role, creation, last use and "
+                         "revocation")
     ls.add_argument("--root", default=os.environ.get("MOETUNE_ROOT", DEFAULT_ROOT))
     ls.add_argument("--storage", default=os.environ.get("MOETUNE_STORAGE", ""))
     ls.set_defaults(handler=token_list)
+    r = tsub.add_parser("revoke", help="revoke USER's tokens and end their browser sessions "
+                        "(within 2 s on a running service); the service keeps requiring a "
+                        "token")
+    r.add_argument("user")
+    r.add_argument("--root", default=os.environ.get("MOETUNE_ROOT", DEFAULT_ROOT))
+    r.add_argument("--storage", default=os.environ.get("MOETUNE_STORAGE", ""))
+    r.set_defaults(handler=token_revoke)
 
 
 def service_url(root: Path, storage: str) -> str:
     return storage or f"sqlite:///{(root / SERVICE_DB).resolve()}"
+
+
+def _private_root(root: Path, storage: str) -> None:
+    """The root 0700 and what this process creates 0600 (`private.make_private`)."""
+    from tuner.app.service.private import make_private
+
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--root: must be a folder, but {str(root)!r} is a file.")
+    make_private(root, None if storage else (root / SERVICE_DB).resolve())
 
 
 def _token_store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -71,9 +88,7 @@ def _token_store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from tuner.study import database as db
 
     root = Path(args.root)
-    if root.exists() and not root.is_dir():
-        raise UsageError(f"--root: must be a folder, but {str(root)!r} is a file.")
-    root.mkdir(parents=True, exist_ok=True)
+    _private_root(root, args.storage)
     url = service_url(root, args.storage)
     try:
         return TokenStore(db.open_storage(url).engine)
@@ -94,8 +109,20 @@ def token_create(args: argparse.Namespace) -> int:
 
 
 def token_list(args: argparse.Namespace) -> int:
-    for user, admin, created in _token_store(args).users():
-        print(f"{user}\t{'admin' if admin else 'user'}\t{created}")
+    print("user\trole\tcreated\tlast used\trevoked")
+    for t in _token_store(args).users():
+        print(f"{t.user}\t{'admin' if t.admin else 'user'}\t{t.created_at}\t"
+              f"{t.last_used_at or 'never'}\t{t.revoked_at or '-'}")
+    return 0
+
+
+def token_revoke(args: argparse.Namespace) -> int:
+    try:
+        n = _token_store(args).revoke(args.user)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    print(f"revoked {n} token{'s' if n != 1 else ''} of {args.user} and ended their sessions; "
+          "a running service refuses them within 2 s.", file=sys.stderr)
     return 0
 
 
@@ -131,12 +158,13 @@ def serve(args: argparse.Namespace) -> int:
     from tuner.app.service.api import create_app
     from tuner.app.service.auth import Auth
     from tuner.app.service.context import Service, ServiceConfig
+    from tuner.app.service.private import csrf_key
     from tuner.app.service.scheduler import Scheduler
     from tuner.app.service.tokens import TokenStore
     from tuner.study import database as db
 
     root = Path(args.root).resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    _private_root(root, args.storage)
     url = service_url(root, args.storage)
     try:
         storage = db.open_storage(url)
@@ -153,7 +181,8 @@ def serve(args: argparse.Namespace) -> int:
                            max_running=args.max_running, local_ray=args.address is None)
     scheduler = Scheduler(storage=storage, storage_url=url, root=root, trainer=args.trainer,
                           max_running=args.max_running)
-    app = create_app(Service(config, storage, Auth(tokens), scheduler))
+    auth = Auth(tokens, csrf_key(root), open_allowed=is_loopback(args.host))
+    app = create_app(Service(config, storage, auth, scheduler))
     print(f"moetune service on http://{args.host}:{args.port}/ (storage {db.shown(url)}; "
           f"Ray {'at ' + args.address if args.address else 'local'})", file=sys.stderr,
           flush=True)

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from tuner.app.service.auth import COOKIE, SESSION_S
+from tuner.app.service.auth import COOKIE, SESSION_S, same_origin
 from tuner.app.service.context import Service, SubmitError
 from tuner.app.service.tokens import User
 
@@ -37,8 +37,10 @@ def register(app: FastAPI, service: Service) -> None:
     def page_user(request: Request) -> User | None:
         try:
             return service.auth.user(request)
-        except HTTPException:
-            return None
+        except HTTPException as e:
+            if e.status_code == 401:
+                return None  # sent to sign in
+            raise
 
     def layout(request: Request, title: str, body: str, who: User | None) -> HTMLResponse:
         csrf = html.escape(service.auth.csrf_token(request))
@@ -152,6 +154,9 @@ def register(app: FastAPI, service: Service) -> None:
 
     @app.post("/signin", include_in_schema=False)
     def signin(request: Request, token: str = Form("")) -> Response:
+        if same_origin(request) is False:  # another site signing the browser in as someone
+            raise HTTPException(403, "origin: sign in from this service's own page, but got "
+                                     f"Origin {request.headers.get('origin', 'none')!r}.")
         cookie = service.auth.sign_in(token.strip())
         if cookie is None:
             response = layout(request, "Sign in", _signin_form("unknown token"), None)
@@ -165,6 +170,7 @@ def register(app: FastAPI, service: Service) -> None:
     @app.post("/signout", include_in_schema=False)
     def signout(request: Request, csrf: str = Form("")) -> Response:
         service.auth.check_csrf(request, csrf)
+        service.auth.sign_out(request)
         response = RedirectResponse("/signin", status_code=303)
         response.delete_cookie(COOKIE)
         return response

@@ -1,0 +1,183 @@
+"""Tokens, sessions and the CSRF key without a server: revocation, sessions checked against the
+database, the service never falling back to open, changes from another origin refused, and the
+files private. A fake clock stands in for time."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+import sqlalchemy as sa
+from fastapi import HTTPException, Request
+
+from tuner.app.service.auth import CACHE_S, COOKIE, CSRF_HEADER, LOCAL, Auth
+from tuner.app.service.private import csrf_key, make_private
+from tuner.app.service.tokens import TokenStore
+
+KEY = b"k" * 32
+HOST = "127.0.0.1:8470"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def request(*, method: str = "GET", path: str = "/api/v1/studies", token: str = "",
+            cookie: str = "", host: str = HOST, **headers: str) -> Request:
+    raw = [(b"host", host.encode())]
+    if token:
+        raw.append((b"authorization", f"Bearer {token}".encode()))
+    if cookie:
+        raw.append((b"cookie", f"{COOKIE}={cookie}".encode()))
+    raw += [(k.replace("_", "-").encode(), v.encode()) for k, v in headers.items()]
+    return Request({"type": "http", "method": method, "path": path, "headers": raw,
+                    "query_string": b""})
+
+
+def status(auth: Auth, req: Request) -> int | str:
+    try:
+        return auth.user(req).name
+    except HTTPException as e:
+        return e.status_code
+
+
+@pytest.fixture
+def store(tmp_path):
+    return TokenStore(sa.create_engine(f"sqlite:///{tmp_path / 'service.db'}"))
+
+
+def test_revoking_the_last_token_leaves_the_service_closed(store):
+    clock = Clock()
+    auth = Auth(store, KEY, clock=clock)
+    assert auth.user(request()) == LOCAL  # never had a token: the loopback user
+    alice = store.create("alice")
+    clock.now += CACHE_S
+    assert status(auth, request(token=alice)) == "alice"
+    assert store.revoke("alice") == 1
+    assert status(auth, request(token=alice)) == "alice"  # cached within CACHE_S...
+    clock.now += CACHE_S
+    assert status(auth, request(token=alice)) == 401  # ...then refused
+    assert status(auth, request()) == 401  # no token: not the local admin
+    assert status(auth, request(method="POST")) == 401
+    fresh = Auth(store, KEY, clock=Clock())  # a restarted service reads the same
+    assert status(fresh, request()) == 401
+    with pytest.raises(ValueError, match="has none"):
+        store.revoke("alice")
+
+
+def test_beyond_loopback_never_serves_the_local_user(store):
+    auth = Auth(store, KEY, open_allowed=False, clock=Clock())
+    assert status(auth, request()) == 401  # no token exists, yet no way in
+
+
+def test_an_open_loopback_service_answers_loopback_names_only(store):
+    auth = Auth(store, KEY, clock=Clock())
+    assert status(auth, request(host="localhost:8470")) == "local"
+    assert status(auth, request(host="[::1]:8470")) == "local"
+    assert status(auth, request(host="evil.example:8470")) == 403  # DNS rebinding
+
+
+def test_token_list_shows_last_use_and_revocation(store):
+    alice = store.create("alice")
+    store.create("bob", admin=True)
+    assert [(t.user, t.last_used_at, t.revoked_at) for t in store.users()] == [
+        ("alice", "", ""), ("bob", "", "")]
+    assert store.user(alice).name == "alice"
+    store.revoke("bob")
+    a, b = store.users()
+    assert a.last_used_at and not a.revoked_at
+    assert b.admin and not b.last_used_at and b.revoked_at
+
+
+def test_a_session_is_checked_against_its_token_on_each_read(store):
+    clock = Clock()
+    alice = store.create("alice", admin=True)
+    auth = Auth(store, KEY, clock=clock)
+    cookie = auth.sign_in(alice)
+    assert cookie and alice not in cookie and auth.sign_in("wrong") is None
+    assert status(auth, request(cookie=cookie)) == "alice"
+    assert auth.user(request(cookie=cookie)).admin
+    # a cookie made up from a user name, an admin flag and a signature is no session
+    assert status(auth, request(cookie="mallory|1|9999999999|" + "0" * 64)) == 401
+    store.revoke("alice")
+    clock.now += CACHE_S
+    assert status(auth, request(cookie=cookie)) == 401  # revoked: the session ended with it
+
+
+def test_sign_out_ends_the_session(store):
+    bob = store.create("bob")
+    auth = Auth(store, KEY, clock=Clock())
+    cookie = auth.sign_in(bob)
+    assert status(auth, request(cookie=cookie)) == "bob"
+    auth.sign_out(request(cookie=cookie))
+    assert status(auth, request(cookie=cookie)) == 401  # at once here
+    other = Auth(store, KEY, clock=Clock())  # and in any other process reading the database
+    assert status(other, request(cookie=cookie)) == 401
+
+
+def test_the_database_holds_no_token_session_or_key(store, tmp_path):
+    alice = store.create("alice")
+    cookie = Auth(store, KEY, clock=Clock()).sign_in(alice)
+    db = (tmp_path / "service.db").read_bytes()
+    assert alice.encode() not in db and cookie.encode() not in db and KEY.hex().encode() not in db
+
+
+def test_a_cookie_authorizes_a_json_change_only_with_csrf_or_same_origin(store):
+    bob = store.create("bob")
+    auth = Auth(store, KEY, clock=Clock())
+    cookie = auth.sign_in(bob)
+    post = {"method": "POST", "path": "/api/v1/studies/x/resume", "cookie": cookie}
+    assert status(auth, request(**post)) == 403  # neither token nor origin
+    assert status(auth, request(**post, origin="http://evil.example")) == 403
+    assert status(auth, request(**post, origin="http://127.0.0.1:8471")) == 403  # same site
+    assert status(auth, request(**post, origin=f"http://{HOST}")) == "bob"
+    assert status(auth, request(**post, referer=f"http://{HOST}/studies/x")) == "bob"
+    csrf = auth.csrf_token(request(cookie=cookie))
+    assert status(auth, request(**post, **{CSRF_HEADER.replace("-", "_"): csrf})) == "bob"
+    assert status(auth, request(**post, **{CSRF_HEADER.replace("-", "_"): "0" * 64})) == 403
+    # a bearer token is not sent by a browser on its own; a foreign origin is refused anyway
+    assert status(auth, request(method="POST", token=bob)) == "bob"
+    assert status(auth, request(method="POST", token=bob, origin="http://evil.example")) == 403
+
+
+def test_an_old_database_is_migrated_and_loses_its_session_key(tmp_path):
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    with engine.begin() as con:
+        con.execute(sa.text("CREATE TABLE moetune_tokens (id INTEGER PRIMARY KEY, user "
+                            "VARCHAR(64) NOT NULL, digest VARCHAR(64) NOT NULL UNIQUE, admin "
+                            "BOOLEAN NOT NULL, created_at VARCHAR(32) NOT NULL)"))
+        con.execute(sa.text("CREATE TABLE moetune_service_secrets (name VARCHAR(32) PRIMARY "
+                            "KEY, value VARCHAR(128) NOT NULL)"))
+        con.execute(sa.text("INSERT INTO moetune_service_secrets VALUES ('session', 'ab12')"))
+    store = TokenStore(engine)
+    alice = store.create("alice")
+    assert store.user(alice).name == "alice" and store.users()[0].last_used_at
+    with engine.connect() as con:
+        assert con.execute(sa.text("SELECT * FROM moetune_service_secrets")).all() == []
+
+
+def test_the_root_and_its_files_are_private(tmp_path):
+    old = os.umask(0o022)
+    try:
+        root = tmp_path / "root"
+        root.mkdir(mode=0o755)
+        db = root / "service.db"
+        for suffix in ("", "-wal", "-shm"):
+            db.with_name(db.name + suffix).write_text("x")
+            db.with_name(db.name + suffix).chmod(0o644)
+        make_private(root, db)
+        assert stat.S_IMODE(root.stat().st_mode) == 0o700
+        for suffix in ("", "-wal", "-shm"):
+            assert stat.S_IMODE(db.with_name(db.name + suffix).stat().st_mode) == 0o600
+        (root / "new").write_text("x")  # what the process creates from now on
+        assert stat.S_IMODE((root / "new").stat().st_mode) == 0o600
+        key = csrf_key(root)
+        assert len(key) == 32 and csrf_key(root) == key
+        assert stat.S_IMODE((root / "csrf.key").stat().st_mode) == 0o600
+    finally:
+        os.umask(old)

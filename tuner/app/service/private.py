@@ -1,0 +1,54 @@
+"""The service's files are its user's alone: the root 0700, every file it creates 0600.
+
+`make_private` runs at the start of ``moetune serve`` and ``moetune token``: it sets the
+process' umask to 077 (so the database, its ``-wal``/``-shm`` files, run folders, reports and
+the files of a local Ray started by the service, whose processes inherit the umask, are created
+private), makes the root 0700 and tightens a SQLite database already there to 0600.
+
+`csrf_key` is the key that signs the forms' CSRF tokens: 32 random bytes in ``ROOT/csrf.key``
+(0600), made once. It is not in the database, so reading the database does not let anyone
+forge a form.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from pathlib import Path
+
+KEY_FILE = "csrf.key"
+_SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+
+def make_private(root: Path, sqlite_db: Path | None) -> None:
+    """umask 077 for this process, ``root`` (created if missing) 0700, and ``sqlite_db`` with
+    its side files 0600 where they exist."""
+    os.umask(0o077)
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o700)
+    if sqlite_db is not None:
+        for suffix in _SQLITE_SUFFIXES:
+            path = sqlite_db.with_name(sqlite_db.name + suffix)
+            if path.exists():
+                path.chmod(0o600)
+
+
+def csrf_key(root: Path) -> bytes:
+    """The CSRF key in ``root/csrf.key``, created 0600 on first use (a file another user can
+    read is made 0600 again)."""
+    path = root / KEY_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        if stat.S_IMODE(path.stat().st_mode) & 0o077:
+            path.chmod(0o600)
+        key = bytes.fromhex(path.read_text().strip())
+        if len(key) < 32:
+            raise ValueError(f"{path}: must hold at least 32 bytes as hex, but holds "
+                             f"{len(key)}; delete it to make a new key.") from None
+        return key
+    key = secrets.token_bytes(32)
+    with os.fdopen(fd, "w") as f:
+        f.write(key.hex() + "\n")
+    return key
