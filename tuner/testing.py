@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import math
 import os
+import random
 import time
 from typing import Any
 
@@ -183,6 +184,37 @@ def hang_train(model_args: ModelArgs, recipe: Recipe, **kw: Any) -> TrainResult:
     ``resources.trial_timeout_s`` ends it."""
     while True:
         time.sleep(1.0)
+
+
+# A known law: the optimum moves with the token budget D as lr* = 3e-3·(D/1e5)^LAW_LR_EXPONENT
+# and B* = 1024·(D/1e5)^LAW_BATCH_EXPONENT tokens per step, so a law study's fit can be checked
+# against the exponents it should recover.
+LAW_LR_EXPONENT = -0.2
+LAW_BATCH_EXPONENT = 0.3
+LAW_NOISE_SD = 0.01
+
+
+def law_optimum(tokens: float) -> tuple[float, float]:
+    """`law_train`'s true (lr*, B* in tokens) at a budget of ``tokens``."""
+    return (3e-3 * (tokens / 1e5) ** LAW_LR_EXPONENT,
+            1024.0 * (tokens / 1e5) ** LAW_BATCH_EXPONENT)
+
+
+def law_train(model_args: ModelArgs, recipe: Recipe, *, token_budget: int,
+              seed: int | None = None, on_eval: Any = None, **kw: Any) -> TrainResult:
+    """A fake whose val_loss is a bowl in log lr and log batch around `law_optimum` of its
+    budget, plus noise of sd `LAW_NOISE_SD` drawn from the recipe and the seed (the same run
+    always gives the same number, another seed another)."""
+    lr_star, b_star = law_optimum(token_budget)
+    batch = recipe.batch_end * recipe.seq_len
+    noise = random.Random(f"{recipe.lr!r}|{batch}|{seed}|{token_budget}").gauss(0.0,
+                                                                               LAW_NOISE_SD)
+    loss = (2.0 + 1.5 / math.log10(token_budget) + (math.log10(recipe.lr / lr_star)) ** 2
+            + 0.5 * (math.log10(batch / b_star)) ** 2 + noise)
+    if on_eval is not None:
+        on_eval(token_budget, {"val_loss": loss, "train_loss": loss + 0.1, "max_vio": 0.1,
+                               "step": 10, "tokens_per_s": 1e4})
+    return make_result(recipe, token_budget=token_budget, val_loss=loss, seed=seed or 0)
 
 
 # lr -> behaviour, so one study (with these lr values enqueued) exercises every outcome.

@@ -152,6 +152,12 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
                 rungs = run_ladder(spec, run_dir=run_dir, storage=args.storage,
                                    trainer=trainer, address=args.address,
                                    progress=not args.no_progress, interrupt=signals)
+            elif spec.law.on and spec.law.budget == 0:  # every budget, from the smallest
+                from tuner.study.law import run_law
+
+                rungs = run_law(spec, run_dir=run_dir, storage=args.storage, trainer=trainer,
+                                address=args.address, progress=not args.no_progress,
+                                interrupt=signals)
             else:
                 summary = run_study(spec, run_dir=run_dir, storage=args.storage,
                                     resume=resume, trainer=trainer, address=args.address,
@@ -172,7 +178,37 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
         return signals.exit_code()
     if spec.ladder.on and spec.ladder.rung == 0:
         return _report_ladder(spec, run_dir, rungs, args.storage)
+    if spec.law.on and spec.law.budget == 0:
+        return _report_law(spec, run_dir, rungs, args.storage)
     return _report_run(spec, run_dir, summary)
+
+
+def _report_law(spec: StudySpec, run_dir: Path, budgets: list[Any], storage: str) -> int:
+    """Each budget's line, each budget's own report, the law's report (the answer)."""
+    law = spec.law
+    for i, summary in enumerate(budgets):
+        print(f"budget {i} ({law.budgets[i]} tokens per trial): study {summary.name}: "
+              f"{summary.done}/{summary.n_trials} trials done")
+        _build_report(summary.study, run_dir if i == 0 else run_dir.parent / summary.name)
+    if budgets:
+        print(f"storage {budgets[-1].storage}")
+    try:
+        from reports.law import write_law_report
+
+        paths = write_law_report(spec, url=db.storage_url(run_dir, storage, spec.study.storage),
+                                 out=run_dir / "law")
+    except Exception as e:  # noqa: BLE001 - the budgets are safe in storage; say why, go on
+        print(f"warning: the law report could not be written: {type(e).__name__}: {e}",
+              file=sys.stderr)
+    else:
+        for p in paths.values():
+            print(f"law report: {p}")
+    last = budgets[-1] if budgets else None
+    if len(budgets) < len(law.budgets) or last is None or last.done < last.n_trials:
+        print(f"moetune: law {spec.name} stopped before its last budget; "
+              f"`moetune resume {spec.name}` goes on.", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _report_ladder(spec: StudySpec, run_dir: Path, rungs: list[Any], storage: str) -> int:

@@ -14,7 +14,8 @@ DEFAULT_PROXY = "proxy-s"
 def resolve_model_args(spec: StudySpec) -> ModelArgs:
     """``preset`` as is; ``full`` shrunk to the size of ``proxy`` (default proxy-s) keeping the
     full config's proportions. ``data.vocab_size`` (when set) replaces the vocabulary. A rung of
-    a ``[ladder]`` takes that proxy to the rung's width (`trainers.presets.at_width`)."""
+    a ``[ladder]`` takes that proxy to the rung's width (`trainers.presets.at_width`); a ``[law]``
+    with ``mup`` bases µP at the proxy's own width (`tuner.study.law_spec`)."""
     m = spec.model
     if m.preset:
         args = preset(m.preset)
@@ -29,4 +30,6 @@ def resolve_model_args(spec: StudySpec) -> ModelArgs:
     if spec.ladder.on:  # a rung of a ladder: its width, µP based at the bottom rung's
         base = spec.ladder.widths[0] if spec.ladder.mup else 0
         args = at_width(dataclasses.replace(args, mup_base_dim=base), spec.ladder.width)
+    if spec.law.on and spec.law.mup and not args.mup_base_dim:  # µP based at this width
+        args = dataclasses.replace(args, mup_base_dim=args.dim)
     return args

@@ -35,6 +35,7 @@ from tuner.modeling.hardware import HARDWARE
 from tuner.modeling.targets import TARGETS
 from tuner.study.database import URL_PREFIXES, shown
 from tuner.study.ladder_spec import LadderError, LadderSection, parse_ladder
+from tuner.study.law_spec import LawError, LawSection, parse_law
 from tuner.study.metrics import (
     DIRECTIONS,
     LOAD_DEPENDENT,
@@ -53,7 +54,7 @@ SCHEDULERS = ("auto", "asha", "none")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch: no "\n" at the end
 STDLIB_CORPUS = "stdlib"  # load_corpus's name for the built-in corpus, not a path
 SECTIONS = ("study", "model", "data", "budget", "objectives", "constraints", "pruning",
-            "resources", "full_run", "space", "start", "ladder")
+            "resources", "full_run", "space", "start", "ladder", "law")
 
 
 class SpecError(ValueError):
@@ -148,6 +149,8 @@ class StudySpec:
     start: StartSection = StartSection()
     # the widths this study climbs, and which rung it is (ladder_spec)
     ladder: LadderSection = LadderSection()
+    # the token budgets whose optima fit the lr and batch laws, and which one this is (law_spec)
+    law: LawSection = LawSection()
 
     @property
     def name(self) -> str:
@@ -170,7 +173,8 @@ class StudySpec:
             "full_run": {k: v for k, v in dataclasses.asdict(self.full_run).items() if v},
             "space": self.space.to_dict(),
         } | ({"start": self.start.to_dict()} if self.start.to_dict() else {}) \
-          | ({"ladder": self.ladder.to_dict()} if self.ladder.on else {})
+          | ({"ladder": self.ladder.to_dict()} if self.ladder.on else {}) \
+          | ({"law": self.law.to_dict()} if self.law.on else {})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySpec:
@@ -265,9 +269,34 @@ def parse_spec(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySp
         ladder = parse_ladder(d.get("ladder", {}), study_name=study.name, name_re=NAME_RE)
     except LadderError as e:
         raise SpecError(str(e)) from None
+    law = _law(d.get("law", {}), study.name, ladder, space, objectives)
     return StudySpec(study=study, model=model, data=data, budget=budget, objectives=objectives,
                      constraints=constraints, pruning=pruning, resources=resources, space=space,
-                     full_run=full_run, start=start, ladder=ladder)
+                     full_run=full_run, start=start, ladder=ladder, law=law)
+
+
+def _law(table: Any, name: str, ladder: LadderSection, space: SearchSpace,
+         objectives: tuple[tuple[str, Direction], ...]) -> LawSection:
+    """``[law]``, and what a law needs of the rest of the spec: lr searched, val_loss an
+    objective (the surface is fitted to it), no ladder beside it (one study, one kind of
+    fidelity)."""
+    try:
+        law = parse_law(table, study_name=name, name_re=NAME_RE)
+    except LawError as e:
+        raise SpecError(str(e)) from None
+    if not law.on:
+        return law
+    _require(not ladder.on, "law", "cannot be combined with [ladder] (a law varies the tokens "
+             "at one width, a ladder the width at one budget)", sorted(table))
+    _require("lr" in space.names(), "law",
+             "needs lr searched in [space] (the law fits the optimal lr)", list(space.names()))
+    _require("val_loss" in dict(objectives), "law",
+             "needs val_loss among the objectives (the optimum is val_loss's)", dict(objectives))
+    seq_len = space.largest("seq_len")
+    _require(law.tokens[0] >= seq_len, "law.tokens",
+             f"must each hold at least one sequence of the longest seq_len the space allows "
+             f"(seq_len={seq_len})", list(law.tokens))
+    return law
 
 
 def spec_warnings(spec: StudySpec) -> list[str]:

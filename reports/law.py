@@ -1,0 +1,228 @@
+"""A law study's report: each budget's optimum, the lr and batch laws, the held-out check, the
+full run's extrapolation beside the published laws and recipes.
+
+``law.md`` and ``law.png`` in budget 0's run folder (``law/``), from the budget studies' own data
+(`tuner.study.law_fit`). The figure: x (tokens, or compute C in standard parametrization)
+against lr* and B*: the budgets' optima with their bootstrap intervals, best-of-n beside them
+(hollow), the fitted law extended to the full run with its band there, DeepSeek LLM's law at
+the full run's C and the target's published recipe as points at the full run's x.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from tuner.modeling import power_law as pl
+from tuner.modeling.cost_model import non_embedding_flops_per_token
+from tuner.modeling.full_run import load_target
+from tuner.modeling.published_recipes import published_recipe
+from tuner.study.law_fit import LawFit, law_fit_at
+from tuner.study.spec import StudySpec
+
+
+def full_run_view(fit: LawFit, spec: StudySpec) -> dict[str, Any] | None:
+    """The laws at the spec's full run (``[full_run]``), with the published laws and recipe
+    there; None without a target or a law yet."""
+    target = spec.full_run_target
+    if not target or fit.lr_law is None:
+        return None
+    args, name = load_target(target)
+    m_full = non_embedding_flops_per_token(args, spec.full_run.seq_len)
+    tokens = float(spec.full_run.tokens)
+    x = fit.x(tokens, m_full)
+    out: dict[str, Any] = {"target": target, "tokens": tokens, "x": x,
+                           "compute": m_full * tokens,
+                           "lr": fit.lr_law.at(x), "lr_band": list(fit.lr_law.band(x)),
+                           "decades_past": fit.lr_law.decades_past(x),
+                           "deepseek_llm_lr": pl.deepseek_llm_lr(m_full * tokens),
+                           "deepseek_llm_batch": pl.deepseek_llm_batch(m_full * tokens)}
+    if fit.batch_law is not None:
+        out |= {"batch": fit.batch_law.at(x), "batch_band": list(fit.batch_law.band(x))}
+    rec = published_recipe(target)
+    if rec is not None:
+        out["published"] = {"name": rec.name, "lr": rec.lr, "batch": rec.batch_tokens,
+                            "source": rec.source}
+    return out
+
+
+def law_data(spec: StudySpec, url: str) -> dict[str, Any]:
+    """Everything ``law.md`` says, as numbers."""
+    fit = law_fit_at(spec, url)
+    return fit.to_dict() | {"full_run": full_run_view(fit, spec), "mup": spec.law.mup}
+
+
+def _g(v: Any, fmt: str = ".3g") -> str:
+    return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) \
+        else format(v, fmt)
+
+
+def _span(pair: Any, fmt: str = ".3g") -> str:
+    return "—" if not pair else f"{_g(pair[0], fmt)}–{_g(pair[1], fmt)}"
+
+
+def law_markdown(data: dict[str, Any]) -> str:
+    var = "D (tokens)" if data["variable"] == "tokens" else "C = M·D (FLOPs)"
+    lines = [f"# Law {data['name']}: the optimal lr and batch against {var}", ""]
+    lines += _answer(data) + [""]
+    lines += ["## Each budget's optimum, from all its trials", "",
+              "Surface: a quadratic in log lr and log batch fitted to every feasible trial; "
+              "interval: 95% of a parametric bootstrap; "
+              "near-optimal: where the surface stays within the noise of its minimum. "
+              "Best-of-n (the single best trial) beside it.", "",
+              "| budget | tokens | C (FLOPs) | trials | lr* [95%] | near-optimal lr | "
+              "B* tokens [95%] | loss* | best-of-n lr / B / loss | noise sd |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for b in data["budgets"]:
+        o, best = b["optimum"], b["best"]
+        tag = " (held out)" if b["held_out"] else ""
+        if o is None:
+            lines.append(f"| {b['index']}{tag} | {b['tokens']} | {_g(b['compute'])} | "
+                         f"{b['n_trials']} | no optimum: {b['error']} | | | | | |")
+            continue
+        sd = _g(b["noise_sd"]) + " measured" if b["noise_sd"] else \
+            _g(o["tolerance"]) + " (fit residual)"
+        batch = (f"{_g(o['batch'], '.0f')} [{_span(o['batch_interval'], '.0f')}]"
+                 if o["batch_placed"] else f"{_g(o['batch'], '.0f')} (not placed)")
+        edge = f" at the edge: {', '.join(o['at_edge'])}" if o["at_edge"] else ""
+        lines.append(
+            f"| {b['index']}{tag} | {b['tokens']} | {_g(b['compute'])} | {b['n_trials']} | "
+            f"{_g(o['lr'])} [{_span(o['lr_interval'])}]{edge} | {_span(o['near_lr'])} | "
+            f"{batch} | {_g(o['loss'], '.4f')} | {_g(best.get('lr'))} / "
+            f"{_g(best.get('batch'), '.0f')} / {_g(best.get('loss'), '.4f')} | {sd} |")
+    lines += [""] + _laws(data) + [""] + _held(data) + ["", "![lr* and B* against the budget]"
+                                                        "(law.png)", ""]
+    return "\n".join(lines)
+
+
+def _answer(data: dict[str, Any]) -> list[str]:
+    full = data.get("full_run")
+    if not full:
+        return ["No law yet (it needs 2 budgets with an optimum), or no [full_run] target: "
+                "no full-run answer."]
+    out = [f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens): lr "
+           f"{_g(full['lr'])} (band {_span(full['lr_band'])}), "
+           + (f"final batch {_g(full['batch'], '.4g')} tokens (band "
+              f"{_span(full['batch_band'], '.4g')}), " if "batch" in full else "")
+           + f"extrapolated {full['decades_past']:.1f} decades past the largest fitted budget."]
+    if data["mup"]:
+        out.append("The lr is µP's base lr (the proxy's width); the full run's hidden matrices "
+                   "train at lr / width_mult.")
+    pub = full.get("published")
+    out.append(f"Beside it: DeepSeek LLM's law at C = {full['compute']:.3g} gives lr "
+               f"{_g(full['deepseek_llm_lr'])}, batch {_g(full['deepseek_llm_batch'], '.4g')} "
+               f"tokens" + (f"; {pub['name']} published lr {_g(pub['lr'])}, batch "
+                            f"{_g(pub['batch'], '.4g')} tokens ({pub['source']})."
+                            if pub else "."))
+    return out
+
+
+def _laws(data: dict[str, Any]) -> list[str]:
+    lr, b = data["lr_law"], data["batch_law"]
+    if lr is None:
+        return ["## Laws", "", "Not fitted yet: fewer than 2 budgets have an optimum."]
+    x = "D" if data["variable"] == "tokens" else "C"
+    out = ["## Laws (fitted budgets only)", "",
+           f"- lr*({x}) = {lr['coef']:.3g}·{x}^{lr['exponent']:.3f}, exponent 95% "
+           f"[{lr['exponent_interval'][0]:.3f}, {lr['exponent_interval'][1]:.3f}]"]
+    if b is not None:
+        out.append(f"- B*({x}) = {b['coef']:.3g}·{x}^{b['exponent']:.3f} tokens, exponent 95% "
+                   f"[{b['exponent_interval'][0]:.3f}, {b['exponent_interval'][1]:.3f}]")
+    out.append("- Published, for comparison: DeepSeek LLM lr ∝ C^−0.125, B ∝ C^0.327 "
+               "(standard parametrization, across model sizes); Step Law lr ∝ N^−0.713·D^0.307, "
+               "B ∝ D^0.571 (at one N, the D exponents are the ones to compare).")
+    return out
+
+
+def _held(data: dict[str, Any]) -> list[str]:
+    h = data["held_out_check"]
+    if h is None:
+        return ["## Held-out budget", "", "Not run yet (or no held_out in [law])."]
+    out = ["## Held-out budget: predicted before it ran, then searched on its own", "",
+           "| | predicted [band] | measured optimum [95%] | predicted / measured |",
+           "|---|---|---|---|",
+           f"| lr | {_g(h['lr_predicted'])} [{_span(h['lr_band'])}] | {_g(h['lr_measured'])} "
+           f"[{_span(h['lr_interval'])}] | {h['lr_ratio']:.2f} |"]
+    if "batch_predicted" in h:
+        out.append(f"| B (tokens) | {_g(h['batch_predicted'], '.0f')} "
+                   f"[{_span(h['batch_band'], '.0f')}] | {_g(h['batch_measured'], '.0f')} "
+                   f"[{_span(h['batch_interval'], '.0f')}] | {h['batch_ratio']:.2f} |")
+    if "lr_today_rule" in h:
+        out.append(f"| lr, today's rule (smallest budget's best-of-n × (C ratio)^−0.125) | "
+                   f"{_g(h['lr_today_rule'])} | {_g(h['lr_measured'])} | "
+                   f"{h['lr_today_ratio']:.2f} |")
+    if "loss_gap" in h:
+        kind = "measured noise sd" if h["sd_measured"] else "sd of the fit's residuals"
+        out += ["", f"The predicted recipe's val_loss {h['loss_predicted_recipe']:.4f} against "
+                    f"the budget's optimum {h['loss_optimum']:.4f}: {h['loss_gap']:+.4f} "
+                    f"= {h['loss_gap_sd']:+.2f} sd ({kind} {h['sd']:.3g}) = "
+                    f"{h['loss_gap_pct']:+.2f}%."]
+    ratio = data.get("compute_ratio")
+    if ratio is not None:
+        out += ["", f"Compute of the fitted budgets against a direct search at the held-out "
+                    f"budget with as many trials: {ratio:.3f}."]
+    return out
+
+
+def law_figure(data: dict[str, Any], path: Path) -> Path:
+    """``law.png``: lr* and B* against the budget (module docstring)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    full = data.get("full_run")
+    xs = [(b["tokens"] if data["variable"] == "tokens" else b["compute"], b)
+          for b in data["budgets"] if b["optimum"]]
+    for ax, key, law, unit in ((axes[0], "lr", data["lr_law"], "lr*"),
+                               (axes[1], "batch", data["batch_law"], "B* (tokens)")):
+        for x, b in xs:
+            o = b["optimum"]
+            lo, hi = o[f"{key}_interval"]
+            color = "tab:red" if b["held_out"] else "tab:blue"
+            ax.errorbar([x], [o[key]], yerr=[[o[key] - lo], [hi - o[key]]], fmt="o",
+                        color=color, capsize=3,
+                        label="held-out optimum" if b["held_out"] else None)
+            if b["best"]:
+                ax.plot([x], [b["best"][key]], "o", mfc="none", color="gray")
+        if law is not None:
+            top = full["x"] if full else max(x for x, _ in xs) * 10
+            grid = np.logspace(math.log10(min(x for x, _ in xs)), math.log10(top), 60)
+            ax.plot(grid, law["coef"] * grid ** law["exponent"], color="tab:blue",
+                    label=f"fit: exponent {law['exponent']:.3f}")
+        if full and key in full:
+            lo, hi = full[f"{key}_band"]
+            ax.errorbar([full["x"]], [full[key]], yerr=[[full[key] - lo], [hi - full[key]]],
+                        fmt="s", color="tab:blue", capsize=3, label="law at the full run")
+            ax.plot([full["x"]], [full[f"deepseek_llm_{key}"]], "^", color="tab:green",
+                    label="DeepSeek LLM's law at the full run")
+            if "published" in full:
+                ax.plot([full["x"]], [full["published"][key]], "*", ms=12, color="tab:orange",
+                        label=f"{full['published']['name']} published")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("tokens D" if data["variable"] == "tokens" else "compute C (FLOPs)")
+        ax.set_ylabel(unit)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_title(f"law {data['name']}: optima (hollow: best-of-n)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_law_report(spec: StudySpec, *, url: str, out: Path) -> dict[str, Path]:
+    """Write ``law.md``, ``law.json`` and ``law.png`` under ``out``; their paths."""
+    import json
+
+    data = law_data(spec, url)
+    out.mkdir(parents=True, exist_ok=True)
+    md = out / "law.md"
+    md.write_text(law_markdown(data))
+    js = out / "law.json"
+    js.write_text(json.dumps(data, indent=2, default=float) + "\n")
+    return {"md": md, "json": js, "png": law_figure(data, out / "law.png")}

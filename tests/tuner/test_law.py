@@ -1,0 +1,132 @@
+"""A law study: the response surface and power laws recover a known optimum and law, the
+``[law]`` section's rules, and a whole law study with the known-law fake trainer."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tuner.modeling.power_law import fit_power_law
+from tuner.modeling.response_surface import SurfaceError, fit_optimum
+from tuner.study.law import budget_spec, predicted_point, snap
+from tuner.study.spec import SpecError, parse_spec
+from tuner.testing import LAW_BATCH_EXPONENT, LAW_LR_EXPONENT, law_optimum
+
+BATCHES = [2, 4, 8, 16, 32, 64]
+FITTED = [16_384, 49_152, 147_456, 524_288]
+
+
+def _trials(tokens: float, n: int, rng: np.random.Generator, sd: float = 0.01):
+    """Random (lr, batch tokens, loss) around `law_optimum` of ``tokens`` (law_train's bowl)."""
+    lr_star, b_star = law_optimum(tokens)
+    lr = 10 ** rng.uniform(math.log10(3e-4), math.log10(6e-2), n)
+    batch = rng.choice(BATCHES, n) * 128.0
+    loss = (2 + np.log10(lr / lr_star) ** 2 + 0.5 * np.log10(batch / b_star) ** 2
+            + rng.normal(0, sd, n))
+    return lr, batch, loss
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_surface_places_the_known_optimum_inside_its_interval(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    lr, batch, loss = _trials(147_456, 16, rng)
+    o = fit_optimum(lr, batch, loss)
+    lr_star, b_star = law_optimum(147_456)
+    assert o.lr_interval[0] <= lr_star <= o.lr_interval[1]
+    assert abs(math.log10(o.lr / lr_star)) < 0.1
+    assert o.batch_placed and o.batch_interval[0] <= b_star <= o.batch_interval[1]
+    assert o.near_lr[0] < o.lr < o.near_lr[1]
+
+
+def test_surface_beats_best_of_n_on_average() -> None:
+    """The winner's curse: over many noisy studies the surface's lr* is closer to the truth."""
+    lr_star = law_optimum(49_152)[0]
+    err_surface, err_best = [], []
+    for seed in range(20):
+        lr, batch, loss = _trials(49_152, 12, np.random.default_rng(seed), sd=0.05)
+        o = fit_optimum(lr, batch, loss, n_boot=20)
+        err_surface.append(abs(math.log10(o.lr / lr_star)))
+        err_best.append(abs(math.log10(lr[np.argmin(loss)] / lr_star)))
+    assert np.median(err_surface) < np.median(err_best)
+
+
+def test_surface_flags_an_optimum_beyond_the_range() -> None:
+    rng = np.random.default_rng(0)
+    lr = 10 ** rng.uniform(-4, -3, 10)  # every trial below the optimum near 3e-3
+    loss = 2 + np.log10(lr / 3e-3) ** 2
+    o = fit_optimum(lr, np.full(10, 1024.0), loss)
+    assert "lr" in o.at_edge and not o.batch_placed
+    assert o.lr == pytest.approx(lr.max())
+
+
+@pytest.mark.parametrize("lr, why", [([1e-3] * 4, "at least 6"), ([1e-3] * 8, "one value")])
+def test_surface_refuses_what_cannot_place_an_optimum(lr, why) -> None:
+    with pytest.raises(SurfaceError, match=why):
+        fit_optimum(lr, [1024.0] * len(lr), [2.0 + i for i in range(len(lr))])
+
+
+def test_power_law_recovers_the_exponents_within_their_intervals() -> None:
+    rng = np.random.default_rng(0)
+    optima = [fit_optimum(*_trials(t, 16, rng)) for t in FITTED]
+    lr = fit_power_law(FITTED, [o.lr for o in optima],
+                       [[10 ** s[0] for s in o.samples] for o in optima])
+    batch = fit_power_law(FITTED, [o.batch for o in optima],
+                          [[10 ** s[1] for s in o.samples] for o in optima])
+    assert lr.exponent_interval[0] <= LAW_LR_EXPONENT <= lr.exponent_interval[1]
+    assert batch.exponent_interval[0] <= LAW_BATCH_EXPONENT <= batch.exponent_interval[1]
+    held = 2_621_440
+    lo, hi = lr.band(held)
+    assert lo <= law_optimum(held)[0] <= hi
+    assert lr.decades_past(held) == pytest.approx(math.log10(held / FITTED[-1]))
+
+
+def _table(**law):
+    return {"study": {"name": "lw"}, "law": {"tokens": FITTED} | law,
+            "space": {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1,
+                                        "log": True},
+                                 "batch_end": {"type": "categorical", "choices": BATCHES}},
+                      "fixed": {"seq_len": 128, "batch_schedule": "constant"}}}
+
+
+@pytest.mark.parametrize("law, field, rule", [
+    ({"tokens": [1000, 2000, 4000]}, "law.tokens", "at least 4"),
+    ({"tokens": [1000, 3000, 2000, 40000]}, "law.tokens", "must increase"),
+    ({"tokens": [1000, 2000, 4000, 8000]}, "law.tokens", "1.5 decades"),
+    ({"tokens": [64, 2000, 4000, 80000]}, "law.tokens", "one sequence"),
+    ({"held_out": 1000}, "law.held_out", "above the largest"),
+    ({"trials": -1}, "law.trials", ">= 0"),
+    ({"mup": "yes"}, "law.mup", "true or false"),
+    ({"widths": [1]}, "law", "unknown key"),
+])
+def test_bad_law_sections_name_the_field_and_rule(law, field, rule) -> None:
+    with pytest.raises(SpecError, match=rf"^{field}: .*{rule}"):
+        parse_spec(_table(**law))
+
+
+def test_a_law_needs_lr_searched_and_no_ladder() -> None:
+    t = _table()
+    del t["space"]["params"]["lr"]
+    with pytest.raises(SpecError, match="needs lr searched"):
+        parse_spec(t)
+    with pytest.raises(SpecError, match="cannot be combined with"):
+        parse_spec(_table() | {"ladder": {"widths": [32, 64]}})
+
+
+def test_budget_specs_and_the_predicted_point() -> None:
+    spec = parse_spec(_table(held_out=2_621_440, trials=8))
+    assert spec.to_dict()["law"]["held_out"] == 2_621_440
+    names = [budget_spec(spec, i).name for i in range(5)]
+    assert names == ["lw", "lw.t49152", "lw.t147456", "lw.t524288", "lw.t2621440"]
+    b = budget_spec(spec, 2)
+    assert b.budget.tokens_per_trial == 147_456 and b.study.n_trials == 8
+    assert b.pruning.scheduler == "none" and b.law.budget == 2
+    point = predicted_point(spec, {"lr": 2e-3, "batch": 2500.0}, {"lr": 1e-2, "batch_end": 4})
+    assert point == {"lr": 2e-3, "batch_end": 16}  # 2500/128 = 19.5 -> 16 in log space
+    held = budget_spec(spec, 4, predicted={"lr": 2e-3}, point=point)
+    assert held.law.is_held_out and held.study.n_trials == 9
+    assert held.start.enqueue == (point,)
+    assert parse_spec(held.to_dict()).law.predicted == {"lr": 2e-3}  # stored spec round trip
+    dists = spec.space.distributions()
+    assert snap(dists["lr"], 1.0) == pytest.approx(0.1)
