@@ -11,7 +11,10 @@ each parameter gets
 the mean of its normalised importance and the 2.5–97.5 percentile interval (a 95% percentile
 interval). The resamples are drawn from a fixed seed, so a report is reproducible. A parameter
 that never varied (one value in every feasible trial, `tuner.study.diagnostics.unvaried_params`)
-gets no importance, only a line saying so: the study measured no effect of it.
+gets no importance, only a line saying so: the study measured no effect of it. An objective
+ranks only the parameters its metric can depend on (`tuner.study.metrics.depends_on`): a timed
+throughput the systems knobs, a modeled full-run cost the precision; the others get no share
+of it and a line saying why (any share they drew would be the noise of the fit).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 import optuna
 
 from reports.snapshot import Snapshot
+from tuner.study import metrics
 from tuner.study.diagnostics import unvaried_params
 
 MIN_TRIALS = 2
@@ -103,18 +107,34 @@ def param_importances(snapshot: Snapshot, *,
     if not params:
         result.notes.append("no parameter varied among the feasible trials: nothing to rank")
         return result
+    own = _params_per_objective(snapshot, params, result.notes)
     rng = np.random.default_rng(SEED)
     draws: dict[str, list[dict[str, float]]] = {o.name: [] for o in snapshot.objectives}
     for _ in range(resamples):
         sample = [trials[i] for i in rng.integers(0, len(trials), len(trials))]
         study = _feasible_study(snapshot, sample)
         for k, obj in enumerate(snapshot.objectives):
-            fit = _fit(study, sample, params, evaluator, k, obj.direction)
+            if not own[obj.name]:
+                continue
+            fit = _fit(study, sample, own[obj.name], evaluator, k, obj.direction)
             if isinstance(fit, str):
                 result.notes.append(f"{obj.name}: not computed ({fit})")
-                return _summarise(result, draws, params)
+                return _summarise(result, draws, own)
             draws[obj.name].append(fit)
-    return _summarise(result, draws, params)
+    return _summarise(result, draws, own)
+
+
+def _params_per_objective(snapshot: Snapshot, params: list[str],
+                          notes: list[str]) -> dict[str, list[str]]:
+    """Each objective's parameters: those its metric can depend on; a note names the rest."""
+    own: dict[str, list[str]] = {}
+    for obj in snapshot.objectives:
+        own[obj.name] = [p for p in params if metrics.depends_on(obj.name, p)]
+        left = [p for p in params if p not in own[obj.name]]
+        if left:
+            notes.append(f"{obj.name} does not depend on {', '.join(left)}: not ranked for it"
+                         + ("" if own[obj.name] else " (nothing left to rank)") + ".")
+    return own
 
 
 def _fit(study: optuna.Study, sample: Sequence[optuna.trial.FrozenTrial], params: list[str],
@@ -136,12 +156,13 @@ def _fit(study: optuna.Study, sample: Sequence[optuna.trial.FrozenTrial], params
 
 
 def _summarise(result: Importances, draws: dict[str, list[dict[str, float]]],
-               params: list[str]) -> Importances:
+               own: dict[str, list[str]]) -> Importances:
     """Mean and `LEVEL` percentile interval of each parameter's importance over the draws."""
     tail = 100 * (1 - LEVEL) / 2
     for obj, fits in draws.items():
         if not fits:
             continue
+        params = own[obj]
         table = np.array([[f[p] for p in params] for f in fits])  # (resamples, params)
         mean = table.mean(axis=0)
         low, high = np.percentile(table, [tail, 100 - tail], axis=0)

@@ -18,6 +18,7 @@ DIST = {
     "lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True),
     "warmup_fraction": optuna.distributions.FloatDistribution(0.0, 0.2),
     "precision": optuna.distributions.CategoricalDistribution(["bf16", "fp8"]),
+    "batch_end": optuna.distributions.CategoricalDistribution([4, 8, 16, 32]),
 }
 OBJECTIVES = [["val_loss", "minimize"], ["peak_memory_gb", "minimize"]]
 MEMORY_LIMIT = 4.0

@@ -80,3 +80,36 @@ def test_the_report_shows_the_interval_and_says_the_resample_count(tmp_path):
 
 def test_the_resample_count_is_bounded_by_the_work():
     assert [resample_count(n) for n in (2, 100, 200, 500, 10_000)] == [100, 100, 50, 20, 20]
+
+
+def test_a_timed_objective_ranks_only_the_systems_knobs():
+    # timed_tokens_per_s depends on batch and precision only; val_loss on lr. Before the
+    # restriction, lr and warmup drew shares of the throughput's importance from the fit's noise.
+    rng = random.Random(1)
+    study = new_study("timed", objectives=[["val_loss", "minimize"],
+                                           ["timed_tokens_per_s", "maximize"]])
+    for _ in range(40):
+        lr, batch = 10 ** rng.uniform(-4, -2), rng.choice([4, 8, 16, 32])
+        precision = rng.choice(["bf16", "fp8"])
+        speed = 1000.0 * batch ** 0.5 * (0.8 if precision == "fp8" else 1.0)
+        add(study, values=[2.0 + (math.log10(lr) + 3) ** 2 + rng.gauss(0, 0.05), speed],
+            params={"lr": lr, "warmup_fraction": rng.uniform(0, 0.2), "batch_end": batch,
+                    "precision": precision})
+    imp = param_importances(reports.take_snapshot(study), resamples=20)
+    assert set(imp.values["timed_tokens_per_s"]) == {"batch_end", "precision"}
+    assert set(imp.values["val_loss"]) == {"lr", "warmup_fraction", "batch_end", "precision"}
+    assert ("timed_tokens_per_s does not depend on lr, warmup_fraction: not ranked for it."
+            in imp.notes)
+
+
+def test_a_modeled_cost_ranks_only_the_precision():
+    rng = random.Random(2)
+    study = new_study("modeled", objectives=[["val_loss", "minimize"],
+                                             ["full_gpu_hours", "minimize"]])
+    for _ in range(20):
+        precision = rng.choice(["bf16", "fp8"])
+        add(study, values=[2.0 + rng.random(), 3e6 if precision == "bf16" else 2.7e6],
+            params={"lr": 10 ** rng.uniform(-4, -2), "warmup_fraction": rng.uniform(0, 0.2),
+                    "precision": precision})
+    imp = param_importances(reports.take_snapshot(study), resamples=20)
+    assert imp.values["full_gpu_hours"] == {"precision": pytest.approx(1.0)}

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from trainers.result import GIB
 from tuner.modeling.full_run import modeled_cost, target_of
+from tuner.study.timing import SYSTEMS_FIELDS
 
 if TYPE_CHECKING:
     from trainers import ModelArgs, Recipe, TrainResult
@@ -56,6 +57,8 @@ class Metric:
         worst: the value recorded for a run that produced no usable value (diverged, out of
             memory), as ``worst(ctx) -> float``; None = the worst finite value seen so far in
             the study for this objective (0.0 before any).
+        depends_on: the recipe fields the metric can depend on (its importances rank these
+            only); None = any field.
     """
 
     name: str
@@ -64,6 +67,7 @@ class Metric:
     label: str = "measured"
     description: str = ""
     worst: Callable[[MetricContext], float] | None = None
+    depends_on: frozenset[str] | None = None
 
 
 METRICS: dict[str, Metric] = {}
@@ -128,12 +132,16 @@ def _full_run_cost(result: TrainResult, ctx: MetricContext) -> tuple[float, floa
     return modeled_cost(ctx.recipe, ctx.model_args, target, result.token_budget)
 
 
+# The only proxy recipe field the full run's modeled cost reads: its batch, checkpoint ratio,
+# sequence length and micro batch are the target's (B_opt, the memory model, [full_run]).
+FULL_RUN_COST_FIELDS = frozenset({"precision"})
+
 for _m in (
     Metric(name="full_peak_memory_gb", fn=lambda r, c: _full_run_cost(r, c)[0],
-           direction="minimize", label="modeled",
+           direction="minimize", label="modeled", depends_on=FULL_RUN_COST_FIELDS,
            description="modeled per-GPU peak memory (GiB) of the spec's [full_run]"),
     Metric(name="full_gpu_hours", fn=lambda r, c: _full_run_cost(r, c)[1],
-           direction="minimize", label="modeled",
+           direction="minimize", label="modeled", depends_on=FULL_RUN_COST_FIELDS,
            description="modeled GPU-hours of the spec's [full_run]"),
 ):
     register_metric(_m)
@@ -145,7 +153,7 @@ def _timed(result: TrainResult, ctx: MetricContext) -> float:
 
 register_metric(Metric(
     name="timed_tokens_per_s", fn=_timed, direction="maximize",
-    label="measured", worst=lambda c: 0.0,
+    label="measured", worst=lambda c: 0.0, depends_on=SYSTEMS_FIELDS,
     description="training throughput of the trial's systems signature, timed alone on the "
                 "cores (median of repeats; the spread is stored with it)"))
 
@@ -176,6 +184,13 @@ def load_warning(name: str, role: str) -> str:
             "be the recipe's; timed_tokens_per_s (each systems signature timed alone on the "
             "cores) and the modeled full_gpu_hours / full_peak_memory_gb ([full_run]) carry no "
             "machine noise.")
+
+
+def depends_on(name: str, field: str) -> bool:
+    """Whether metric ``name`` can depend on recipe field ``field`` (`Metric.depends_on`; an
+    unregistered name or a metric that declares nothing: any field)."""
+    metric = METRICS.get(name)
+    return metric is None or metric.depends_on is None or field in metric.depends_on
 
 
 def is_modeled(name: str) -> bool:

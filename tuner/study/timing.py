@@ -64,7 +64,7 @@ from trainers.schedules import batch_size_at
 from tuner.study.cores import CoreLock, machine_lock
 
 if TYPE_CHECKING:
-    from trainers.data import Corpus
+    from trainers.data import Data
     from trainers.loop import StepTime
 
 METHOD = 1  # bump when the probe's procedure changes: older entries then no longer match
@@ -131,6 +131,13 @@ def what_key(model_args: ModelArgs, recipe: Recipe, token_budget: int) -> str:
                   "seq_len": recipe.seq_len, "micro_batch": recipe.micro_batch,
                   "precision": recipe.precision, "checkpoint_ratio": recipe.checkpoint_ratio,
                   "steps": run_steps(recipe, token_budget)})
+
+
+# The recipe fields `what_key` reads, directly or through `run_steps`: the systems knobs. A
+# timing depends on these and the model args, on no other recipe field.
+SYSTEMS_FIELDS = frozenset({"seq_len", "micro_batch", "precision", "checkpoint_ratio",
+                            "batch_schedule", "batch_start", "batch_end", "batch_ramp_fraction",
+                            "batch_multiple"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,7 +234,7 @@ def spread(values: Sequence[float]) -> float:
     return (max(values) - min(values)) / med if med > 0 else float("inf")
 
 
-def probe(model_args: ModelArgs, recipe: Recipe, *, token_budget: int, data: Corpus | None,
+def probe(model_args: ModelArgs, recipe: Recipe, *, token_budget: int, data: Data | None,
           device: str, timer: type, clock: str = "wall") -> dict[str, Any]:
     """Time the run's steps (module docstring); the caller holds the cores exclusive.
 
@@ -281,7 +288,7 @@ def probe(model_args: ModelArgs, recipe: Recipe, *, token_budget: int, data: Cor
 
 # -- the probe, exclusive and cached -----------------------------------------------------------
 
-def measure(model_args: ModelArgs, recipe: Recipe, *, token_budget: int, data: Corpus | None,
+def measure(model_args: ModelArgs, recipe: Recipe, *, token_budget: int, data: Data | None,
             device: str, timer: type, scope: str, cached: Iterable[Mapping[str, Any]] = (),
             lock: CoreLock | None = None,
             cache_dir: Path | None = None) -> tuple[dict[str, Any], str]:
