@@ -40,7 +40,6 @@ import ast
 import functools
 import hashlib
 import json
-import math
 import os
 import struct
 import sysconfig
@@ -51,6 +50,7 @@ from pathlib import Path
 import torch
 
 from trainers import megatron
+from trainers.blend import parse_blend
 
 VAL_FRACTION = 0.05
 STDLIB_MAX_BYTES = 8 << 20  # 8 MiB: plenty for proxies, read in well under a second
@@ -224,29 +224,6 @@ def _windows(tokens: torch.Tensor, starts: list[int], length: int) -> torch.Tens
     return torch.stack([tokens[s: s + length].to(torch.int64) for s in starts])
 
 
-def parse_blend(spec: str) -> list[tuple[float, str]] | None:
-    """``"W1 P1 W2 P2 ..."`` as ``[(w1, p1), ...]`` with the weights normalised; None when
-    ``spec`` is not a blend (one path, spaces allowed, or anything whose odd words are not all
-    numbers, as Megatron's ``get_blend_from_list`` decides).
-
-    Raises:
-        ValueError: a weight that is not finite and > 0.
-    """
-    words = spec.split()
-    if len(words) < 2 or len(words) % 2:
-        return None
-    try:
-        weights = [float(w) for w in words[0::2]]
-    except ValueError:
-        return None
-    for w in weights:
-        if not (math.isfinite(w) and w > 0):
-            raise ValueError(f"corpus: a blend's weights must be finite and > 0, but got {w} in "
-                             f"{spec!r}.")
-    total = sum(weights)
-    return [(w / total, p) for w, p in zip(weights, words[1::2])]
-
-
 def load_corpus(spec: str | Path | None = "stdlib", *, vocab_size: int | None = None,
                 max_bytes: int | None = None) -> Data:
     """Load a corpus by spec: "stdlib", a text file or directory, a Megatron dataset, a token
@@ -363,18 +340,23 @@ def _mapped_bytes(path: Path, *, name: str, digest: str | None) -> Corpus:
 @functools.lru_cache(maxsize=1)
 def stdlib_corpus() -> Corpus:
     """The running Python's standard-library source, sorted by path, capped at 8 MiB."""
+    return _bytes_corpus(b"".join(stdlib_documents()), name="stdlib")
+
+
+def stdlib_documents() -> list[bytes]:
+    """The files of the stdlib corpus, in order, the last one cut at the 8 MiB cap."""
     root = Path(sysconfig.get_paths()["stdlib"])
     chunks, size = [], 0
     for f in sorted(root.rglob("*.py")):
         rel = f.relative_to(root).parts
         if rel[0] in ("site-packages", "dist-packages") or "test" in rel or "tests" in rel:
             continue
-        data = f.read_bytes()
+        data = f.read_bytes()[: STDLIB_MAX_BYTES - size]
         chunks.append(data)
         size += len(data)
         if size >= STDLIB_MAX_BYTES:
             break
-    return _bytes_corpus(b"".join(chunks)[:STDLIB_MAX_BYTES], name="stdlib")
+    return chunks
 
 
 def _bytes_corpus(data: bytes, name: str) -> Corpus:

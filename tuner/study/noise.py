@@ -42,7 +42,7 @@ from tuner.study import records
 from tuner.study.cores import gate_for
 from tuner.study.metrics import TIMED, is_modeled
 from tuner.study.ranking import knee, pareto_front
-from tuner.study.spec import StudySpec, max_corpus_bytes
+from tuner.study.spec import StudySpec, load_data
 from tuner.study.trial_record import Objective, TrialRecord, trial_records
 
 Log = Callable[[str], None]
@@ -256,11 +256,8 @@ def _retrain(top: Sequence[TrialRecord], spec: StudySpec, *, trainer: Callable[.
     # (`moetune export`'s parser), which must not load torch
     import torch
 
-    from trainers import load_corpus
-
     say = log or (lambda line: None)
-    data = load_corpus(spec.data.corpus, vocab_size=spec.data.vocab_size or None,
-                       max_bytes=max_corpus_bytes(spec.data))
+    data = load_data(spec.data)
     device = "cuda" if spec.resources.gpus_per_trial > 0 and torch.cuda.is_available() else "cpu"
     before = torch.get_num_threads()
     torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))

@@ -11,12 +11,13 @@ from typing import Any
 import optuna
 import torch
 
-from trainers import ModelArgs, Recipe, load_corpus, train
+from trainers import ModelArgs, Recipe, train
 from trainers.result import json_safe, to_float
 from tuner.study import records
 from tuner.study.cores import gate_for
 from tuner.study.metrics import LOAD_DEPENDENT
 from tuner.study.progress import Log, elapsed, eval_lines
+from tuner.study.spec import load_data
 from tuner.study.storage import stored_spec
 
 
@@ -46,7 +47,7 @@ def rerun_trial(study: optuna.Study, number: int, *, device: str | None = None,
     spec = stored_spec(study)
     say = log or (lambda line: None)
     t0 = time.monotonic()
-    data = load_corpus(spec.data.corpus, vocab_size=spec.data.vocab_size or None)
+    data = load_data(spec.data)
     stored_hash = t.user_attrs.get(records.CORPUS_HASH)
     tokens = spec.budget.tokens_per_trial
     # the thread count the trial recorded, else what the spec gave each trial

@@ -444,6 +444,8 @@ def _job(spec: StudySpec, searcher: StudySearcher) -> TrialJob:
     return TrialJob(model_args=searcher.model_args.to_dict(), corpus=spec.data.corpus,
                     vocab_size=spec.data.vocab_size,
                     max_corpus_bytes=max_corpus_bytes(spec.data),
+                    tokenizer=spec.data.tokenizer, text_field=spec.data.text_field,
+                    eod_token=spec.data.eod_token,
                     token_budget=spec.budget.tokens_per_trial,
                     eval_every_tokens=spec.budget.eval_every_tokens, seed=spec.study.seed,
                     cpus_per_trial=spec.resources.cpus_per_trial,

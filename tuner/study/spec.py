@@ -92,6 +92,11 @@ class DataSection:
     vocab_size: int = 0  # 0 = the corpus' own; else must equal it (256 for byte corpora)
     # a larger corpus is refused before any trial runs (every worker maps it)
     max_corpus_gb: float = 8.0
+    # "" = none; a tokenizer.json path, or "bpe:N" (N tokens trained on the corpus): text is
+    # tokenized once per machine into a cached Megatron dataset (tuner.corpus)
+    tokenizer: str = ""
+    text_field: str = "text"  # the field of a .jsonl line / the column of a .parquet file
+    eod_token: str = ""  # "" = the tokenizer's end-of-document token, found by its name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -236,11 +241,7 @@ def parse_spec(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySp
     study = _section(StudySection, d["study"], "study")
     _check_study(study)
     model = _model(d.get("model", {}), base_dir)
-    data = _section(DataSection, d.get("data", {}), "data")
-    _require(isinstance(data.vocab_size, int) and data.vocab_size >= 0, "data.vocab_size",
-             "must be an integer >= 0 (0 = the corpus' own)", data.vocab_size)
-    _require(data.max_corpus_gb > 0, "data.max_corpus_gb", "must be > 0 (GB)",
-             data.max_corpus_gb)
+    data = _data(d.get("data", {}), base_dir)
     budget = _section(BudgetSection, d.get("budget", {}), "budget")
     pruning = _section(PruningSection, d.get("pruning", {}), "pruning")
     budget, pruning = _relative_defaults(budget, pruning, d)
@@ -253,8 +254,6 @@ def parse_spec(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySp
     full_run = _full_run(d.get("full_run", {}), base_dir)
     _check_modeled_metrics(model, full_run, objectives, constraints)
     space = _space(d.get("space"), base_dir)
-    if data.corpus != STDLIB_CORPUS:
-        data = dataclasses.replace(data, corpus=_absolute(data.corpus, base_dir))
     # trainers.train's rule: the budget must hold one whole sequence
     seq_len = space.largest("seq_len")
     _require(budget.tokens_per_trial >= seq_len, "budget.tokens_per_trial",
@@ -500,14 +499,74 @@ def _check_budget(b: BudgetSection, p: PruningSection) -> None:
              p.reduction_factor)
 
 
-def _check_corpus(data: DataSection, seq_len: int) -> None:
-    from trainers.data import load_corpus  # torch: only commands that check inputs need it
+def _data(table: Mapping[str, Any], base_dir: Path | None) -> DataSection:
+    """``[data]``, its paths absolute (each path of a blend ``"W1 P1 W2 P2"``)."""
+    from trainers.blend import parse_blend  # light: no torch, no tokenizers
+    from tuner.corpus.documents import CorpusError
+    from tuner.corpus.tokenizer import bpe_size
+
+    data = _section(DataSection, table, "data")
+    _require(isinstance(data.vocab_size, int) and data.vocab_size >= 0, "data.vocab_size",
+             "must be an integer >= 0 (0 = the corpus' own)", data.vocab_size)
+    _require(data.max_corpus_gb > 0, "data.max_corpus_gb", "must be > 0 (GB)",
+             data.max_corpus_gb)
+    _require(bool(data.text_field), "data.text_field", "must not be empty", data.text_field)
+    try:
+        bpe = bpe_size(data.tokenizer) if data.tokenizer else None
+        blend = parse_blend(data.corpus)
+    except CorpusError as e:
+        raise SpecError(f"data.{e.field}: {e}") from None
+    except ValueError as e:
+        raise SpecError(f"data.corpus: {str(e).removeprefix('corpus: ')}") from None
+    if data.tokenizer and bpe is None:
+        data = dataclasses.replace(data, tokenizer=_absolute(data.tokenizer, base_dir))
+    if data.corpus == STDLIB_CORPUS:
+        return data
+    if blend is not None:  # each path absolute; the weights as written
+        words = data.corpus.split()
+        return dataclasses.replace(data, corpus=" ".join(
+            f"{w} {_absolute(p, base_dir)}" for w, p in zip(words[0::2], words[1::2])))
+    return dataclasses.replace(data, corpus=_absolute(data.corpus, base_dir))
+
+
+def load_data(data: DataSection, *, progress: bool = False) -> Any:
+    """The corpus ``[data]`` names, as every trial loads it (`tuner.corpus.load`: text with a
+    tokenizer is tokenized into the cache the first time on a machine, with a progress bar
+    when ``progress``); a `trainers.data.Corpus` or `Blend`.
+
+    Raises:
+        SpecError: ``data.<key>: <the file, the rule, the value>``.
+    """
+    from tuner.corpus.build import load  # torch: only commands that check inputs need it
+    from tuner.corpus.documents import CorpusError
 
     try:
-        corpus = load_corpus(data.corpus, vocab_size=data.vocab_size or None,
-                             max_bytes=max_corpus_bytes(data))
+        return load(data.corpus, tokenizer=data.tokenizer, text_field=data.text_field,
+                    eod_token=data.eod_token, vocab=data.vocab_size,
+                    max_bytes=max_corpus_bytes(data), progress=progress)
+    except CorpusError as e:
+        raise SpecError(f"data.{e.field}: {str(e).removeprefix('corpus: ')}") from None
     except (ValueError, OSError) as e:
         raise SpecError(f"data.corpus: {str(e).removeprefix('corpus: ')}") from None
+
+
+def data_vocab_size(data: DataSection) -> int:
+    """The proxy's vocabulary that ``[data]`` states: ``vocab_size``, else the tokenizer's
+    (N of ``bpe:N``; a tokenizer.json's largest id + 1), else 0 (the preset's own)."""
+    from tuner.corpus.tokenizer import bpe_size
+
+    if data.vocab_size or not data.tokenizer:
+        return data.vocab_size
+    bpe = bpe_size(data.tokenizer)
+    if bpe is not None:
+        return bpe
+    from tuner.corpus.tokenizer import load_tokenizer, vocab_size
+
+    return vocab_size(load_tokenizer(data.tokenizer))
+
+
+def _check_corpus(data: DataSection, seq_len: int) -> None:
+    corpus = load_data(data, progress=True)
     # load_corpus ignores vocab_size for "stdlib" but rejects it for a text file; one rule
     # for every corpus: the model's vocabulary is the corpus' own
     _require(data.vocab_size in (0, corpus.vocab_size), "data.vocab_size",

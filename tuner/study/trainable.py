@@ -27,8 +27,9 @@ import ray
 import torch
 from ray import tune
 
-from trainers import ModelArgs, Recipe, TrainResult, load_corpus
+from trainers import ModelArgs, Recipe, TrainResult
 from trainers.result import to_float
+from tuner.corpus.build import load
 from tuner.study import timing
 from tuner.study.cores import gate_for
 from tuner.study.outcome import TrialReport
@@ -54,6 +55,11 @@ class TrialJob:
     corpus: str
     vocab_size: int
     max_corpus_bytes: int  # checked again here: a folder may have grown since the spec check
+    # text with a tokenizer: tokenized into this machine's cache by the first trial that needs
+    # it (tuner.corpus); the others, and later trials, map the cached dataset
+    tokenizer: str = ""
+    text_field: str = "text"
+    eod_token: str = ""
     token_budget: int
     eval_every_tokens: int
     seed: int
@@ -87,8 +93,9 @@ def train_and_report(config: dict[str, Any], *, job: TrialJob, trainer: Trainer,
     try:
         recipe = Recipe.from_dict(config["recipe"])
         model_args = ModelArgs.from_dict(job.model_args)
-        data = load_corpus(job.corpus, vocab_size=job.vocab_size or None,
-                           max_bytes=job.max_corpus_bytes)
+        data = load(job.corpus, tokenizer=job.tokenizer, text_field=job.text_field,
+                    eod_token=job.eod_token, vocab=job.vocab_size,
+                    max_bytes=job.max_corpus_bytes)
         env["corpus_hash"] = data.hash
         request = config.get(TIMING_KEY)
         if request:

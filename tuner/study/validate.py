@@ -24,13 +24,14 @@ from typing import Any
 
 import optuna
 
-from trainers import ModelArgs, Recipe, load_corpus
+from trainers import ModelArgs, Recipe
 from trainers.presets import at_width
 from trainers.result import json_safe
 from tuner.modeling import scaling
 from tuner.study import records
 from tuner.study.cores import gate_for
 from tuner.study.progress import Log, elapsed, eval_lines, stderr_lines
+from tuner.study.spec import load_data
 from tuner.study.storage import stored_spec
 from tuner.study.trial_record import TrialRecord, trial_records
 
@@ -118,7 +119,7 @@ def validate_study(study: optuna.Study, *, top: int, scale: float = 2.0,
     if trainer is None:
         from trainers import train
         trainer = train
-    data = load_corpus(spec.data.corpus, vocab_size=spec.data.vocab_size or None)
+    data = load_data(spec.data)
     tokens = int(spec.budget.tokens_per_trial * token_scale)
     rows = _retrain(chosen, scale=scale, tokens=tokens, trainer=trainer, data=data,
                     device=device, say=say, t0=t0)
