@@ -4,7 +4,10 @@ Besides the warnings of `build_full_run` (numbers the proxy could not inform, nu
 published practice), the export warns when a searched parameter of the chosen trial sits in the
 outer edge of its search range (`tuner.study.diagnostics`; a log range measured in log space),
 with how many finished trials sit there too: the optimum may lie beyond the range. Parameters
-the study did not search are named once, since their values were fixed, not tuned.
+the study did not search are named once, since their values were fixed, not tuned. In a study
+with a timed objective, a systems knob the export carries (the precision) was chosen by the
+proxy's speed on the study's device: the export says so, with the knob's modeled cost on the
+target (`tuner.export.device`).
 
     >>> full, picked = export_study(study, Pick(kind="knee"), target)  # doctest: +SKIP
     >>> print(tuner.export.formats.render("megatron", full))          # doctest: +SKIP
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuner.export.device import timed_choice_warnings
 from tuner.export.pick import Pick, Picked, finished_trials, pick_trial
 from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run
 from tuner.study import diagnostics, records
@@ -35,7 +39,8 @@ def export_study(study: Any, pick: Pick, target: FullRunTarget) -> tuple[FullRun
         full.warnings.append(f"transfer check (moetune validate, {check.get('scale')}x width): "
                              f"trial {check.get('chosen_trial')} did not stay on top; Spearman "
                              f"{check.get('spearman')}.")
-    full.warnings.extend(edge_warnings(study, picked) + unsearched_warnings(picked))
+    full.warnings.extend(edge_warnings(study, picked) + unsearched_warnings(picked)
+                         + timed_choice_warnings(study, picked, full, target))
     return full, picked
 
 

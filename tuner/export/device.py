@@ -1,0 +1,58 @@
+"""A systems knob chosen by timing the proxy on one device, carried to a full run on another.
+
+A study with a timed objective or constraint (`tuner.study.metrics.TIMED`) ranks its systems
+knobs by how fast the proxy ran on the study's device. Where the export carries such a knob to
+the full run unchanged (a rule of kind ``carried``: the precision), the choice rested on that
+device's speed, not the target's: on a CPU fp32 times faster than bf16, on an H800 bf16 costs
+half of fp32. `timed_choice_warnings` says so, with the modeled cost of each value the study
+tried for that knob on the target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from tuner.export.pick import Picked, finished_trials
+from tuner.modeling.full_run import FullRun, FullRunTarget, modeled_cost
+from tuner.study import metrics, records
+from tuner.study.timing import SYSTEMS_FIELDS
+from tuner.study.trial_record import study_objectives
+
+
+def timed_names(study: Any) -> list[str]:
+    """The study's timed objectives and constraints, by metric name."""
+    names = [o.name for o in study_objectives(study)]
+    names += [metrics.constraint_target(k)[0]
+              for k in (study.user_attrs.get(records.CONSTRAINTS) or {})]
+    return sorted({n for n in names if n in metrics.TIMED})
+
+
+def timed_choice_warnings(study: Any, picked: Picked, full: FullRun,
+                          target: FullRunTarget) -> list[str]:
+    """One warning per searched systems knob the export carries unchanged, in a timed study."""
+    timed = timed_names(study)
+    if not timed:
+        return []
+    r = picked.record
+    carried = {rule.field for rule in full.rules if rule.kind == "carried"}
+    knobs = [p for p in r.params if p in SYSTEMS_FIELDS and p in carried]
+    device = r.device or "the proxy's device"
+    out = []
+    for knob in knobs:
+        tried = sorted({t.params[knob] for t in finished_trials(study) if knob in t.params},
+                       key=str)
+        costs = []
+        for value in tried:
+            recipe = dataclasses.replace(r.recipe, **{knob: value})
+            hours = modeled_cost(recipe, r.model_args, target, r.token_budget)[1]
+            if math.isfinite(hours):
+                costs.append(f"{value} {hours / 1e6:.3g}M")
+        out.append(
+            f"{knob} {r.params[knob]!r} was chosen on {', '.join(timed)}, timed on {device}, "
+            f"not on the target's {target.hardware.name}: the speed that chose it is that "
+            f"device's. On {target.hardware.name} the cost model gives "
+            f"{', '.join(costs) or 'no value that fits'} GPU-hours (modeled); rank on "
+            "full_gpu_hours to choose by the full run's cost.")
+    return out
