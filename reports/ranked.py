@@ -23,6 +23,7 @@ from reports.recommend import recommend
 from reports.snapshot import Snapshot
 from reports.start import markdown as start_md
 from reports.transfer import validation_lines
+from tuner.modeling.vocab_share import vocab_share
 from tuner.study.metrics import TIMED
 from tuner.study.reasons import group_of
 
@@ -132,6 +133,7 @@ def _summary(snapshot: Snapshot, prog: Progress) -> list[str]:
     counts = df["outcome"].value_counts()
     parts = ", ".join(f"{counts[k]} {k}" for k in counts.index)
     out.append(f"- {len(df)} trial(s): {parts or 'none'}; {int(df['feasible'].sum())} feasible.")
+    out += _vocab_line(snapshot)
     if prog.kind == "hypervolume" and prog.values and prog.reference is not None:
         names = [o.name for o in snapshot.objectives]
         out.append(f"- Hypervolume of the feasible Pareto set: {prog.values[-1]:.6g}, "
@@ -139,6 +141,16 @@ def _summary(snapshot: Snapshot, prog: Progress) -> list[str]:
     elif prog.kind == "best" and prog.values:
         out.append(f"- Best `{snapshot.objectives[0].name}`: {prog.values[-1]:.6g}.")
     return out
+
+
+def _vocab_line(snapshot: Snapshot) -> list[str]:
+    """How much of the proxy is its vocabulary (`tuner.modeling.vocab_share`), at the first
+    trial on record's sequence length."""
+    rec = next((r for r in snapshot.records if r.model_args_dict and r.recipe_dict), None)
+    if rec is None:
+        return []
+    text = vocab_share(rec.model_args, rec.recipe.seq_len).sentence()
+    return [f"- Vocabulary: {text[0].upper()}{text[1:]}."]
 
 
 def _feasible_sections(snapshot: Snapshot) -> list[str]:

@@ -31,9 +31,12 @@ def export_study(study: Any, pick: Pick, target: FullRunTarget) -> tuple[FullRun
     r = picked.record
     info |= {"trial": r.number, "values": r.values}
     full = build_full_run(r.recipe, r.model_args, target, proxy_tokens=r.token_budget,
-                          proxy_info=info)
+                          proxy_info=info, law=law)
     if not r.feasible:
         full.warnings.insert(0, f"trial {r.number} violates a study constraint.")
+    from tuner.modeling.vocab_share import vocab_notes  # the vocabulary the proxy was tuned at
+
+    full.warnings.extend(vocab_notes(r.model_args, full.model_args, r.recipe.seq_len))
     check = info["validation"]
     if check and not check.get("chosen_stays_on_top", True):
         full.warnings.append(f"transfer check (moetune validate, {check.get('scale')}x width): "
