@@ -31,7 +31,7 @@ def export_study(study: Any, pick: Pick, target: FullRunTarget) -> tuple[FullRun
     r = picked.record
     info |= {"trial": r.number, "values": r.values}
     full = build_full_run(r.recipe, r.model_args, target, proxy_tokens=r.token_budget,
-                          proxy_info=info, law=law)
+                          proxy_info=info)
     if not r.feasible:
         full.warnings.insert(0, f"trial {r.number} violates a study constraint.")
     from tuner.modeling.vocab_share import vocab_notes  # the vocabulary the proxy was tuned at
