@@ -26,6 +26,7 @@ from tuner.app.errors import UsageError
 
 DEFAULT_PORT = 8470
 SERVICE_DB = "service.db"
+RAY_TOKEN_FILE = "ray.token"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -150,8 +151,35 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def local_ray_env(root: Path) -> dict[str, str]:
+    """The environment that binds a local Ray, started by ``ray.init()`` in this process, to
+    loopback and turns its token authentication on, with the token in ``ROOT/ray.token``
+    (0600). Read by Ray when it is imported, so set before.
+
+    - ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: Ray then takes the loopback address as the node's
+      (``ray/_private/services.py``, ``get_node_ip_address``, in Ray 2.60.0), and its GCS,
+      raylet, object manager, workers and runtime-env agent listen on 127.0.0.1 only (seen with
+      ``ss -ltnp``; tested in ``tests/tuner/test_service_attacks.py``). Nothing of it can be
+      reached from another machine; a local Ray has no other node to reach.
+    - ``RAY_AUTH_MODE=token`` with ``RAY_AUTH_TOKEN_PATH``: every Ray RPC needs the token, so
+      another local user cannot submit work to this Ray either (Ray's default token file,
+      ``~/.ray/auth_token``, would be created 0644).
+    """
+    from tuner.app.service.private import secret_file
+
+    token = root / RAY_TOKEN_FILE
+    secret_file(token)
+    return {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(token)}
+
+
 def serve(args: argparse.Namespace) -> int:
     check_args(args)
+    root = Path(args.root).resolve()
+    _private_root(root, args.storage)
+    if args.address is None:
+        assert "ray" not in sys.modules, "Ray reads these settings when it is imported"
+        os.environ.update(local_ray_env(root))
     import ray
     import uvicorn
 
@@ -163,8 +191,6 @@ def serve(args: argparse.Namespace) -> int:
     from tuner.app.service.tokens import TokenStore
     from tuner.study import database as db
 
-    root = Path(args.root).resolve()
-    _private_root(root, args.storage)
     url = service_url(root, args.storage)
     try:
         storage = db.open_storage(url)

@@ -27,7 +27,13 @@ from starlette.types import Receive, Scope, Send
 from tuner.app.service import pages
 from tuner.app.service.body_limit import BodyLimit
 from tuner.app.service.context import Service, SubmitError
-from tuner.app.service.studies import ENDED
+from tuner.app.service.faults import (
+    RETRY_AFTER_S,
+    STORAGE_ERRORS,
+    disk_full,
+    storage_error_detail,
+)
+from tuner.app.service.studies import ENDED, TransitionError
 from tuner.app.service.tokens import User
 
 STREAM_INTERVAL_S = 0.5  # with views at most 1 s old, a page sees progress within 1.5 s
@@ -71,9 +77,18 @@ def create_app(service: Service) -> FastAPI:
     async def submit_error(request: Request, exc: SubmitError) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "field": exc.field}, status_code=422)
 
+    @app.exception_handler(TransitionError)
+    async def transition_error(request: Request, exc: TransitionError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)  # a race: try again
+
+    for error in STORAGE_ERRORS:
+        app.add_exception_handler(error, _storage_down)
+    app.add_exception_handler(OSError, _os_error)
+    app.add_exception_handler(Exception, _internal_error)  # JSON, not Starlette's plain text
+
     @app.get("/api/v1/studies", summary="every study, with state and progress")
     def list_studies(who: Who) -> list[dict[str, Any]]:
-        return [service.view(n, "summary") for n in service.names()]
+        return service.summaries()
 
     @app.post("/api/v1/studies", status_code=201, summary="queue a study from a spec")
     def submit(body: SubmitBody, who: Who) -> dict[str, Any]:
@@ -137,6 +152,23 @@ def create_app(service: Service) -> FastAPI:
     pages.register(app, service)
     _mount_dashboard(app, service)
     return app
+
+
+async def _storage_down(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"detail": storage_error_detail(exc)}, status_code=503,
+                        headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
+async def _os_error(request: Request, exc: Exception) -> Response:
+    if disk_full(exc):
+        return await _storage_down(request, exc)
+    return await _internal_error(request, exc)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    # the exception itself goes to the service's log (Starlette re-raises it after this)
+    return JSONResponse({"detail": f"internal error ({type(exc).__name__}); the service "
+                                   "logged it."}, status_code=500)
 
 
 def _mount_dashboard(app: FastAPI, service: Service) -> None:

@@ -21,7 +21,7 @@ from tuner.app.service.studies import (
     ACTIVE,
     ENDED,
     detail,
-    now,
+    enqueue,
     service_record,
     set_state,
     summary,
@@ -36,6 +36,7 @@ from tuner.study.samplers import make_sampler
 from tuner.study.spec import NAME_RE, SpecError, check_inputs, parse_spec
 
 MAX_SPEC_BYTES = 256 * 1024
+MARKER = ".moetune-service"  # in a run folder the service made; delete removes only those
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +88,20 @@ class Service:
     # -- lookups ---------------------------------------------------------------------------
 
     def names(self) -> list[str]:
-        return sorted(study_names(self.storage))
+        """The studies the API lists: every one in the storage whose name the service can
+        address (another tool may have put a study of any name in a shared database)."""
+        return sorted(n for n in study_names(self.storage) if NAME_RE.fullmatch(n))
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """Every listed study's summary; one deleted meanwhile is left out."""
+        out = []
+        for name in self.names():
+            try:
+                out.append(self.view(name, "summary"))
+            except HTTPException as e:
+                if e.status_code != 404:
+                    raise
+        return out
 
     def study(self, name: str) -> optuna.Study:
         """The study ``name``; 404 if there is none (a name that is not a study name too)."""
@@ -145,14 +159,26 @@ class Service:
         if spec.name in study_names(self.storage):
             raise SubmitError(f"study.name: must be a new study name, but {spec.name!r} "
                               "exists; choose another name.", field="study.name")
+        folder = self.config.root / spec.name
+        if folder.exists() or folder.is_symlink():
+            raise SubmitError(f"study.name: must name no folder already in the service's "
+                              f"root, but {spec.name!r} does (a study run from the command "
+                              "line, or someone's files); choose another name.",
+                              field="study.name")
         if spec.start.warm_start:  # refused now, not when its driver starts
             try:
                 ws.open_source(spec, url=self.config.storage_url,
                                run_dir=self.config.root / spec.name)
             except ws.WarmStartError as e:
                 raise SubmitError(str(e), field="start.warm_start") from None
-        study = st.create_study(spec, self.storage, make_sampler(spec))
-        set_state(study, "queued", owner=user.name, submitted_at=now())
+        folder.mkdir(parents=True)
+        try:
+            (folder / MARKER).write_text(f"{spec.name}\n")  # delete removes marked folders only
+            study = st.create_study(spec, self.storage, make_sampler(spec))
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)  # nothing is left of a failed submit
+            raise
+        enqueue(study, user.name)
         self.scheduler.wake()
         return spec.name
 
@@ -189,9 +215,10 @@ class Service:
         name = study.study_name
         optuna.delete_study(study_name=name, storage=self.storage)
         self.forget(name)
-        folder = (self.config.root / name).resolve()
-        if folder.parent == self.config.root.resolve() and folder.is_dir():
-            shutil.rmtree(folder)
+        folder = self.config.root / name
+        if (not folder.is_symlink() and folder.is_dir() and (folder / MARKER).is_file()
+                and folder.resolve().parent == self.config.root.resolve()):
+            shutil.rmtree(folder)  # made by this service at submit; anything else is kept
 
     def report(self, study: optuna.Study) -> Path:
         """Build the study's report under its run folder; returns report.html."""

@@ -14,6 +14,7 @@ end state there; the service never needs the actor's return value.
 from __future__ import annotations
 
 import importlib
+import logging
 import traceback
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import ray
 
 NAMESPACE = "moetune"
+log = logging.getLogger(__name__)
 
 
 def actor_name(study: str) -> str:
@@ -28,33 +30,57 @@ def actor_name(study: str) -> str:
 
 
 def run_driver(name: str, storage_url: str, root: str, trainer: str) -> str:
-    """Drive study ``name`` to its end inside the actor; returns the end state."""
-    from tuner.app.service.studies import set_state
+    """Drive study ``name`` to its end inside the actor; returns the end state, or
+    `studies.STORAGE_UNREACHABLE` when the storage stopped answering (then the scheduler
+    records the end once it answers again)."""
+    from tuner.app.service.faults import storage_down
+    from tuner.app.service.studies import (
+        STORAGE_UNREACHABLE,
+        TransitionError,
+        service_record,
+        set_state,
+    )
     from tuner.study import database as db
     from tuner.study import storage as st
     from tuner.study.control import StorageStopFlag, stop_requested
     from tuner.study.runner import run_study
     from tuner.study.spec import check_inputs
 
-    study = st.load_study(name, db.open_storage(storage_url))
+    study = None
     try:
+        study = st.load_study(name, db.open_storage(storage_url))
         spec = st.stored_spec(study)
         check_inputs(spec)
         module, _, attr = trainer.partition(":")
         train = getattr(importlib.import_module(module), attr)
-        set_state(study, "running")
+        if service_record(study)["state"] == "starting":  # not when a cancel came meanwhile
+            set_state(study, "running")
         summary = run_study(spec, run_dir=Path(root) / name, storage=storage_url, resume=True,
                             trainer=train, progress=False, stop=StorageStopFlag(study))
+        if summary.done >= summary.n_trials:
+            state = "finished"
+        else:
+            state = "cancelled" if stop_requested(study) else "interrupted"
+        set_state(study, state)
+        return state
+    except TransitionError:
+        return "superseded"  # the scheduler moved the study meanwhile: its move stands
     except Exception as e:  # noqa: BLE001 - recorded against the study, which may be resumed
         lines = "".join(traceback.format_exception_only(e)).strip().splitlines()
-        set_state(study, "failed", error=lines[-1] if lines else type(e).__name__)
+        error = lines[-1] if lines else type(e).__name__
+        if storage_down(e):
+            log.warning("study %s: the storage stopped answering (%s); the driver ends",
+                        name, type(e).__name__)
+            error = f"{STORAGE_UNREACHABLE}: the driver ended; resume the study"
+        if study is None:
+            return STORAGE_UNREACHABLE if storage_down(e) else "failed"  # deleted, or no db
+        try:
+            set_state(study, "failed", error=error)
+        except Exception as again:  # noqa: BLE001 - the driver ends either way
+            log.warning("study %s: its failure could not be recorded (%s)", name,
+                        type(again).__name__)
+            return STORAGE_UNREACHABLE if storage_down(again) else "superseded"
         return "failed"
-    if summary.done >= summary.n_trials:
-        state = "finished"
-    else:
-        state = "cancelled" if stop_requested(study) else "interrupted"
-    set_state(study, state)
-    return state
 
 
 @ray.remote(num_cpus=0, max_restarts=0)
@@ -62,9 +88,10 @@ class StudyDriver:
     """One study's driver; it ends itself when the study ends."""
 
     def run(self, name: str, storage_url: str, root: str, trainer: str) -> str:
-        state = run_driver(name, storage_url, root, trainer)
-        ray.actor.exit_actor()
-        return state  # not reached: exit_actor ends the actor process
+        try:
+            return run_driver(name, storage_url, root, trainer)
+        finally:
+            ray.actor.exit_actor()  # whatever happened: a driver never outlives its run
 
 
 def start(name: str, *, storage_url: str, root: Path, trainer: str) -> None:

@@ -7,7 +7,8 @@ private), makes the root 0700 and tightens a SQLite database already there to 06
 
 `csrf_key` is the key that signs the forms' CSRF tokens: 32 random bytes in ``ROOT/csrf.key``
 (0600), made once. It is not in the database, so reading the database does not let anyone
-forge a form.
+forge a form. The local Ray's authentication token is made the same way (`secret_file`,
+``ROOT/ray.token``; `tuner.app.serve_command`).
 """
 
 from __future__ import annotations
@@ -35,20 +36,27 @@ def make_private(root: Path, sqlite_db: Path | None) -> None:
 
 
 def csrf_key(root: Path) -> bytes:
-    """The CSRF key in ``root/csrf.key``, created 0600 on first use (a file another user can
-    read is made 0600 again)."""
-    path = root / KEY_FILE
+    """The CSRF key in ``root/csrf.key``, created 0600 on first use."""
+    return secret_file(root / KEY_FILE)
+
+
+def secret_file(path: Path) -> bytes:
+    """32 random bytes kept as hex in ``path`` (0600), made on first use; a file another user
+    can read is made 0600 again."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         if stat.S_IMODE(path.stat().st_mode) & 0o077:
             path.chmod(0o600)
-        key = bytes.fromhex(path.read_text().strip())
+        try:
+            key = bytes.fromhex(path.read_text().strip())
+        except ValueError:
+            key = b""
         if len(key) < 32:
-            raise ValueError(f"{path}: must hold at least 32 bytes as hex, but holds "
-                             f"{len(key)}; delete it to make a new key.") from None
+            raise ValueError(f"{path}: must hold 32 bytes as hex, but holds something else; "
+                             "delete it to make a new one.") from None
         return key
     key = secrets.token_bytes(32)
     with os.fdopen(fd, "w") as f:
-        f.write(key.hex() + "\n")
+        f.write(key.hex())
     return key

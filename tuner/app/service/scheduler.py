@@ -3,23 +3,31 @@ queue again a study whose driver vanished (its actor died with a node, or with t
 a restarted service), so nothing claims to run that does not and nothing is left half done.
 Everything it knows it reads from the storage on each pass, so a restarted service simply
 carries on.
+
+When the storage stops answering, a pass fails and the loop keeps trying; the drivers end on
+their own (`driver.run_driver`). The first passes after it answers again mark a study whose
+driver vanished during or just after the outage ``failed`` with ``storage unreachable`` (no
+slot held, `resume` continues it), rather than queueing it again behind the user's back.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 import optuna
 
 from tuner.app.service import driver
-from tuner.app.service.studies import ACTIVE, service_record, set_state
+from tuner.app.service.faults import storage_down
+from tuner.app.service.studies import ACTIVE, STORAGE_UNREACHABLE, service_record, set_state
 from tuner.study import storage as st
 from tuner.study.database import study_names
 
 log = logging.getLogger(__name__)
 MAX_RESTARTS = 3
+OUTAGE_GRACE_S = 120.0  # a driver found gone this soon after an outage ended on it
 
 
 class Scheduler:
@@ -37,6 +45,7 @@ class Scheduler:
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="moetune-scheduler",
                                         daemon=True)
+        self._outage_at: float | None = None  # when a pass last found the storage down
 
     def start(self) -> None:
         self._thread.start()
@@ -54,8 +63,14 @@ class Scheduler:
         while not self._stop.is_set():
             try:
                 self.tick()
-            except Exception:  # noqa: BLE001 - a failed pass is logged; the next one retries
-                log.exception("scheduler pass failed")
+            except Exception as e:  # noqa: BLE001 - a failed pass is logged; the next retries
+                if storage_down(e):
+                    if self._outage_at is None:
+                        log.warning("the storage does not answer (%s); retrying every %.0f s",
+                                    type(e).__name__, self._interval_s)
+                    self._outage_at = time.monotonic()
+                else:
+                    log.exception("scheduler pass failed")
             self._wake.wait(self._interval_s)
             self._wake.clear()
 
@@ -67,7 +82,7 @@ class Scheduler:
             state = service_record(study)["state"]
             if state in ACTIVE and not driver.is_running(name):
                 if state != "starting" or _stale_start(study):
-                    _driver_lost(study)
+                    _driver_lost(study, after_outage=self._after_outage())
                     continue
             if state in ACTIVE:
                 active += 1
@@ -80,13 +95,24 @@ class Scheduler:
                          trainer=self._trainer)
 
 
-def _driver_lost(study: optuna.Study) -> None:
+    def _after_outage(self) -> bool:
+        """Whether the storage was down within `OUTAGE_GRACE_S` (a driver gone now ended on
+        it)."""
+        return (self._outage_at is not None
+                and time.monotonic() - self._outage_at < OUTAGE_GRACE_S)
+
+
+def _driver_lost(study: optuna.Study, *, after_outage: bool = False) -> None:
     """A driver that vanished (its node, or the local Ray of a restarted service, went away):
     queue the study again, up to `MAX_RESTARTS` times, so it finishes from what the storage
-    holds; a cancel that was under way ends as cancelled."""
+    holds; a cancel that was under way ends as cancelled; a driver that ended because the
+    storage did not answer leaves its study failed, for its owner to resume."""
     rec = service_record(study)
     if rec["state"] == "stopping":
         set_state(study, "cancelled")
+    elif after_outage:
+        set_state(study, "failed", error=f"{STORAGE_UNREACHABLE}: its driver ended while the "
+                  "database did not answer; resume it (finished trials are kept)")
     elif int(rec.get("restarts", 0)) < MAX_RESTARTS:
         set_state(study, "queued", restarts=int(rec.get("restarts", 0)) + 1,
                   error="its driver was lost; queued again (finished trials are kept)")

@@ -10,10 +10,14 @@ A study the service runs carries a SERVICE attribute (`tuner.study.records`):
     stopping     cancel was asked; the driver is stopping its trials
     cancelled    stopped on request; `resume` queues it again
     finished     n_trials counted
-    failed       the driver stopped on an error (``error`` says which)
-    interrupted  the driver was lost (its Ray actor died); `resume` queues it again
+    failed       the driver stopped on an error (``error`` says which; ``storage
+                 unreachable`` when the driver lost the database); `resume` queues it again
+    interrupted  the driver was lost too often (its Ray actor died); `resume` queues it again
 
-The storage is the truth: a restarted service reads these back and carries on.
+The allowed moves are `TRANSITIONS`, written once: `set_state` refuses any other (a driver and
+the scheduler that both think they own a study cannot overwrite each other's end state). A new
+study enters the machine by `enqueue`. The storage is the truth: a restarted service reads these
+back and carries on.
 """
 
 from __future__ import annotations
@@ -36,6 +40,24 @@ STATES = ("queued", "starting", "running", "stopping", "cancelled", "finished", 
           "interrupted")
 ACTIVE = ("starting", "running", "stopping")  # a driver holds the study
 ENDED = ("cancelled", "finished", "failed", "interrupted")  # may be deleted or resumed
+# state -> the states it may move to (who moves it: S scheduler, D driver, U a user's request)
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "queued": ("starting", "cancelled"),  # S starts it; U cancels it
+    # D runs it; U cancels; D fails; S queues it again when the driver was lost, or marks it
+    # failed (storage unreachable) or interrupted (lost too often)
+    "starting": ("running", "stopping", "failed", "queued", "interrupted"),
+    "running": ("stopping", "finished", "cancelled", "interrupted", "failed", "queued"),
+    "stopping": ("cancelled", "finished", "interrupted", "failed"),
+    "cancelled": ("queued",),  # U resumes
+    "failed": ("queued",),
+    "interrupted": ("queued",),
+    "finished": (),
+}
+STORAGE_UNREACHABLE = "storage unreachable"  # a failed study's error when its driver lost it
+
+
+class TransitionError(ValueError):
+    """A move `TRANSITIONS` does not allow (the study is left as it was)."""
 
 
 def now() -> str:
@@ -52,10 +74,28 @@ def _service_record(attrs: dict[str, Any]) -> dict[str, Any]:
     return dict(rec) if rec else {"owner": "", "state": "external", "submitted_at": ""}
 
 
+def enqueue(study: optuna.Study, owner: str) -> None:
+    """A study just created by the service enters the machine, queued for ``owner``."""
+    assert records.SERVICE not in study.user_attrs, study.study_name
+    study.set_user_attr(records.SERVICE, {"owner": owner, "state": "queued",
+                                          "submitted_at": now(), "error": ""})
+
+
 def set_state(study: optuna.Study, state: str, **fields: Any) -> None:
-    """Move the study to ``state`` (one of `STATES`), stamping the time it entered it."""
+    """Move the study to ``state``, stamping the time it entered it.
+
+    Raises:
+        TransitionError: `TRANSITIONS` has no move from the study's state to ``state`` (a
+            study run from the command line, ``external``, has none at all).
+    """
     assert state in STATES, state
-    rec = service_record(study) | fields | {"state": state}
+    rec = service_record(study)
+    if state not in TRANSITIONS.get(rec["state"], ()):
+        raise TransitionError(f"state: {study.study_name!r} may not move from "
+                              f"{rec['state']} to {state}.")
+    rec = rec | fields | {"state": state}
+    if state == "finished" and "error" not in fields:
+        rec["error"] = ""  # an earlier "driver was lost" is history once the study finished
     stamp = {"starting": "started_at", "cancelled": "ended_at", "finished": "ended_at",
              "failed": "ended_at", "interrupted": "ended_at"}.get(state)
     if stamp:

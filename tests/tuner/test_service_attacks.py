@@ -1,0 +1,204 @@
+"""A `moetune serve` bound beyond loopback, probed as an attacker would: the files it creates,
+what its local Ray listens on, forged and foreign-origin sessions, sign-out, and revoking every
+token while it runs (it must stay closed). One real server process with the fake trainers."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+from service_process import SPEC, Server
+from test_service_auth import Browser
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc and `ss` (Linux)")
+
+
+def moetune(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tuner", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def exposed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("exposed") / "root"
+    tokens = {}
+    for user, admin in (("ops", True), ("eve", False)):
+        out = moetune("token", "create", user, "--root", str(root), *(["--admin"] * admin))
+        assert out.returncode == 0, out.stderr
+        tokens[user] = out.stdout.strip()
+    srv = Server(root, extra=("--host", "0.0.0.0")).start()
+    yield srv, tokens
+    srv.stop()
+
+
+def sign_in(srv: Server, token: str) -> Browser:
+    b = Browser(srv.url)
+    status, _, headers = b.request("POST", "/signin", {"token": token})
+    assert status == 303, status
+    b.cookie = headers["set-cookie"].split(";")[0]
+    return b
+
+
+def test_the_root_and_every_file_in_it_are_private(exposed):
+    srv, tokens = exposed
+    status, _ = srv.call("POST", "/api/v1/studies", {"spec": SPEC.format(name="files", n=2)},
+                         token=tokens["eve"])
+    assert status == 201
+    srv.wait_state("files", ("finished",), token=tokens["eve"])
+    assert stat.S_IMODE(srv.root.stat().st_mode) == 0o700
+    seen = [p for p in srv.root.rglob("*") if not p.is_symlink()]
+    assert {"service.db", "csrf.key", "ray.token"} <= {p.name for p in seen}
+    assert list(srv.root.glob("files/ray/*"))  # the study's run folder was written
+    loose = [f"{p} {oct(stat.S_IMODE(p.stat().st_mode))}" for p in seen
+             if stat.S_IMODE(p.stat().st_mode) & 0o077]
+    assert loose == []
+    db = (srv.root / "service.db").read_bytes()
+    for secret in ((srv.root / "csrf.key").read_text(), (srv.root / "ray.token").read_text(),
+                   *tokens.values()):
+        assert secret.encode() not in db
+
+
+def _listening(pids: set[str]) -> list[tuple[str, str]]:
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        pid = re.search(r"pid=(\d+),", line)
+        if pid and pid.group(1) in pids:
+            found.append((line.split()[3], re.search(r'\(\("([^"]+)"', line).group(1)))
+    return found
+
+
+@pytest.mark.skipif(subprocess.run(["which", "ss"], capture_output=True).returncode != 0,
+                    reason="`ss` (iproute2) is not installed")
+def test_the_local_ray_listens_on_loopback_only_and_wants_its_token(exposed):
+    srv, _ = exposed
+    assert srv.proc is not None
+    pids = set(subprocess.run(["pgrep", "-s", str(srv.proc.pid)], capture_output=True,
+                              text=True).stdout.split())
+    sockets = _listening(pids)
+    names = {name for _, name in sockets}
+    assert {"gcs_server", "raylet"} <= names, sockets  # Ray's own servers were seen...
+    beyond = [(addr, name) for addr, name in sockets
+              if not addr.endswith(f":{srv.port}") and not re.match(
+                  r"^(127\.[\d.]+|\[::ffff:127\.[\d.]+\]|\[::1\]):\d+$", addr)]
+    assert beyond == []  # ...and none, but the HTTP port asked for, beyond loopback
+    raylet = next(p for p in pids if Path(f"/proc/{p}/comm").exists()
+                  and Path(f"/proc/{p}/comm").read_text().strip() == "raylet")
+    env = dict(kv.split("=", 1) for kv in
+               Path(f"/proc/{raylet}/environ").read_text().split("\0") if "=" in kv)
+    assert env["RAY_AUTH_MODE"] == "token"
+    assert env["RAY_AUTH_TOKEN_PATH"] == str(srv.root / "ray.token")
+
+
+def test_a_made_up_session_cookie_is_nobody(exposed):
+    srv, _ = exposed
+    forged = "mallory|1|9999999999|" + "0" * 64
+    status, _ = srv.call("DELETE", "/api/v1/studies/files",
+                         headers={"Cookie": f"moetune_session={forged}"})
+    assert status == 401
+
+
+def test_a_cookie_from_another_origin_changes_nothing(exposed):
+    srv, tokens = exposed
+    b = sign_in(srv, tokens["eve"])
+    status, _ = srv.call("POST", "/api/v1/studies", {"spec": SPEC.format(name="xorigin", n=2)},
+                         headers={"Cookie": b.cookie, "Origin": "http://evil.example"})
+    assert status == 403
+    status, _ = srv.call("POST", "/api/v1/studies", {"spec": SPEC.format(name="xorigin", n=2)},
+                         headers={"Cookie": b.cookie})  # no Origin, no CSRF header
+    assert status == 403
+    # a form-encoded post from a page elsewhere, as a browser sends it
+    status, _ = srv.call("POST", "/api/v1/studies/files/resume", raw=b"x=1",
+                         headers={"Cookie": b.cookie, "Origin": "http://evil.example",
+                                  "Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 403
+    assert srv.call("GET", "/api/v1/studies/xorigin", token=tokens["eve"])[0] == 404
+    # the same cookie from the service's own page origin is the user
+    status, body = srv.call("GET", "/api/v1/whoami", headers={"Cookie": b.cookie})
+    assert status == 200 and body["user"] == "eve"
+    status, _ = srv.call("POST", "/api/v1/studies", {"spec": SPEC.format(name="xorigin", n=1)},
+                         headers={"Cookie": b.cookie, "Origin": srv.url})
+    assert status == 201
+    # signing a browser in from another site (login CSRF) is refused
+    status, _ = srv.call("POST", "/signin", raw=urllib.parse.urlencode(
+        {"token": tokens["eve"]}).encode(), headers={
+            "Origin": "http://evil.example",
+            "Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 403
+
+
+def test_sign_out_ends_the_session_on_the_server(exposed):
+    srv, tokens = exposed
+    b = sign_in(srv, tokens["eve"])
+    status, page, _ = b.request("GET", "/submit")
+    csrf = re.search(r"name='csrf' value='([0-9a-f]+)'", page).group(1)
+    assert b.request("POST", "/signout", {"csrf": csrf})[0] == 303
+    # the browser forgets the cookie; one kept by an attacker is dead too
+    assert srv.call("GET", "/api/v1/whoami", headers={"Cookie": b.cookie})[0] == 401
+
+
+def _wait_status(srv: Server, expect: int, **kw) -> int:
+    deadline = time.monotonic() + 10
+    status = 0
+    while time.monotonic() < deadline:
+        status = srv.call(**kw)[0]
+        if status == expect:
+            return status
+        time.sleep(0.25)
+    return status
+
+
+def test_revoking_every_token_keeps_the_service_closed(exposed):
+    """Last: it revokes every token of the module's server."""
+    srv, tokens = exposed
+    b = sign_in(srv, tokens["ops"])
+    assert srv.call("GET", "/api/v1/whoami", token=tokens["eve"])[0] == 200
+    for user in ("eve", "ops"):
+        out = moetune("token", "revoke", user, "--root", str(srv.root))
+        assert out.returncode == 0, out.stderr
+    assert _wait_status(srv, 401, method="GET", path="/api/v1/whoami", token=tokens["ops"]) == 401
+    assert srv.call("GET", "/api/v1/whoami", token=tokens["eve"])[0] == 401
+    assert srv.call("GET", "/api/v1/whoami", headers={"Cookie": b.cookie})[0] == 401
+    assert srv.call("GET", "/api/v1/studies")[0] == 401  # no token: not the local admin
+    status, _ = srv.call("POST", "/api/v1/studies", {"spec": SPEC.format(name="open", n=1)})
+    assert status == 401
+    listed = moetune("token", "list", "--root", str(srv.root)).stdout
+    rows = [line.split("\t") for line in listed.splitlines()[1:]]
+    assert [r[0] for r in rows] == ["ops", "eve"] and all(r[4] != "-" for r in rows)
+    assert all(r[3] != "never" for r in rows)  # both were used before they were revoked
+    out = moetune("token", "revoke", "eve", "--root", str(srv.root))
+    assert out.returncode == 2 and "has none" in out.stderr
+    assert os.path.exists(srv.root / "service.db")
+
+
+def test_a_password_in_the_specs_storage_is_not_pickled(tmp_path):
+    """Ray Tune pickles the searcher into tuner.pkl; a spec that names its database
+    (``[study] storage``) goes with it, masked."""
+    import pickle
+
+    from trainers import ModelArgs
+    from tuner.study import database as db
+    from tuner.study import storage as st
+    from tuner.study.samplers import make_sampler
+    from tuner.study.searcher import StudySearcher
+    from tuner.study.spec import spec_from_dict
+
+    secret = "Pw-in-the-spec-71c2"
+    spec = spec_from_dict({
+        "study": {"name": "named", "n_trials": 2,
+                  "storage": f"postgresql://moetune:{secret}@db.example:5432/moetune"},
+        "budget": {"tokens_per_trial": 300, "eval_every_tokens": 100},
+        "space": {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-2}}}})
+    study = st.create_study(spec, db.open_storage(db.storage_url(tmp_path)), make_sampler(spec))
+    blob = pickle.dumps(StudySearcher(study=study, spec=spec, model_args=ModelArgs(),
+                                      n_to_run=2))
+    assert secret.encode() not in blob
+    assert pickle.loads(blob)._spec.study.storage.startswith("postgresql://moetune:***@")
+    assert spec.study.storage.endswith("@db.example:5432/moetune")  # the live spec keeps it
