@@ -23,6 +23,7 @@ password: a secret never reaches a Ray file, and nothing reads the searcher back
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from search_spaces.loader import SearchSpace
 from trainers import ModelArgs, Recipe
 from trainers.result import json_safe, thin_curve, to_float
 from tuner.study import records, timing
+from tuner.study.database import shown
 from tuner.study.metrics import names_timed
 from tuner.study.outcome import Outcome, TrialReport, constraint_names, decide
 from tuner.study.reasons import Reason
@@ -231,9 +233,13 @@ class StudySearcher(Searcher):
 
     def __getstate__(self) -> dict[str, Any]:
         """Everything but the study (its storage URL may carry a password), the callback and the
-        stop flag (in-process only, and it may hold the study too)."""
+        stop flag (in-process only, and it may hold the study too); the spec goes with its
+        ``study.storage`` masked (a spec may name its database, password and all)."""
+        spec = self._spec
+        masked = dataclasses.replace(spec, study=dataclasses.replace(
+            spec.study, storage=shown(spec.study.storage)))
         return {**self.__dict__, "_study": None, "_on_change": None, "_live": {},
-                "_stopping": None}
+                "_stopping": None, "_spec": masked}
 
     def save(self, checkpoint_path: str) -> None:
         """Nothing to save: the Optuna storage is the searcher's state (no pickle resume)."""
