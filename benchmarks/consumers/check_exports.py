@@ -213,9 +213,105 @@ def check_hf(runs: list[tuple[str, FullRun]]) -> list[tuple[str, str, str]]:
     return results
 
 
-# -- torchtitan ----------------------------------------------------------------------------------
+# -- torchtitan 0.3 (Python config module) ---------------------------------------------------
 
-def check_torchtitan(site: Path, runs: list[tuple[str, FullRun]]) -> list[tuple[str, str, str]]:
+def stub_torchtitan_imports() -> None:
+    """torchtitan 0.3.0 imports its logging and data back ends at config-load time; they play
+    no part in the config, and the full install would replace transformers' huggingface_hub."""
+    sys.meta_path.insert(0, _Stand({"tensorboard", "wandb", "datasets"}))
+
+
+def torchtitan_checks(run: FullRun, cfg: Any, text: str) -> dict[str, bool]:
+    """What the loaded config must hold for the run to mean what the recipe means, by name."""
+    from torchtitan.models.common import RMSNorm
+    from torchtitan.models.common.moe import MoE, TokenChoiceTopKRouter
+    r, a, p = run.recipe, run.model_args, run.plan
+    t, par, model = cfg.training, cfg.parallelism, cfg.model_spec.model
+    group = cfg.optimizer.param_groups[0].optimizer_kwargs
+    routers = [c for _, c, _, _ in model.traverse(TokenChoiceTopKRouter.Config)]
+    coeffs = {c.load_balance_coeff for _, c, _, _ in model.traverse(MoE.Config)}
+    warm = cfg.lr_scheduler.warmup_steps
+    mtp = len(model.mtp_layers)
+    return {
+        "lr": group["lr"] == r.lr and group["weight_decay"] == r.weight_decay,
+        "adam betas": tuple(group["betas"]) == (r.beta1, r.beta2),
+        "warmup tokens": (warm - 1) * t.global_batch_size < run.steps.warmup_samples
+        <= warm * t.global_batch_size,
+        "tokens": abs(t.steps * t.global_batch_size * t.seq_len - run.target.tokens)
+        <= t.global_batch_size * t.seq_len,
+        "architecture": model.dim == a.dim and len(model.layers) == a.n_layers
+        and all(x.num_experts == a.n_routed_experts and x.top_k == a.n_activated_experts
+                and x.score_func == a.score_func and x.route_scale == a.route_scale
+                and (x.num_expert_groups or 1) == a.n_expert_groups for x in routers),
+        "gamma": coeffs == {r.bias_update_speed if a.gate_bias else None},
+        "norm_eps": {c.eps for _, c, _, _ in model.traverse(RMSNorm.Config)} == {a.norm_eps},
+        "mtp": mtp == a.mtp_depth or (p.pp > 1 and "# NOTE: MTP" in text),
+        "group score": a.n_expert_groups == 1 or a.gate_bias
+        or "group-limited routing: torchtitan" in text,
+        "layout": par.data_parallel_shard_degree * par.tensor_parallel_degree
+        * par.pipeline_parallel_degree == run.target.gpus
+        and (par.data_parallel_shard_degree * par.tensor_parallel_degree)
+        % par.expert_parallel_degree == 0,  # parallel_dims.py: efsdp = fsdp * tp // ep
+    }
+
+
+def _pipeline_ok(cfg: Any, names: set[str]) -> None:
+    """pipeline_parallel.py: every stage's modules exist; enough microbatches per step."""
+    p, t = cfg.parallelism, cfg.training
+    assert t.global_batch_size % (t.local_batch_size * p.data_parallel_shard_degree) == 0
+    if p.pipeline_parallel_degree > 1:
+        parts = p.module_fqns_per_model_part
+        assert len(parts) == p.pipeline_parallel_degree, f"{len(parts)} stages"
+        missing = sorted({m for part in parts for m in part} - names)
+        assert not missing, f"no such modules {missing}"
+        micro = t.local_batch_size // p.pipeline_parallel_microbatch_size
+        assert micro >= p.pipeline_parallel_degree, f"{micro} microbatches"
+
+
+def check_torchtitan(runs: list[tuple[str, FullRun]]) -> list[tuple[str, str, str]]:
+    """torchtitan 0.3.0's ConfigManager on each exported module, then its own model build on
+    the meta device (``update_from_config`` + ``build``), ParallelDims and the batch rules."""
+    import torch
+    import torchtitan
+    import torchtitan.components.quantization.float8 as float8
+    from torchtitan.config.manager import ConfigManager
+    from torchtitan.distributed.parallel_dims import ParallelDims
+
+    from tuner.export.formats import torchtitan as tt_format
+    float8.has_cuda_capability = lambda *a: True  # Hopper, as the h800 target
+    version = getattr(torchtitan, "__version__", "?")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        sys.path.insert(0, tmp)
+        for i, (case, run) in enumerate(runs):
+            name = f"moetune_case{i}"
+            text = formats.render("torchtitan", run, stem=name)
+            (Path(tmp) / f"{name}.py").write_text(text)
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    cfg = ConfigManager().parse_args(["--module", name,
+                                                      "--config", tt_format.FUNCTION])
+                p = cfg.parallelism
+                ParallelDims(dp_replicate=p.data_parallel_replicate_degree,
+                             dp_shard=p.data_parallel_shard_degree, cp=1,
+                             tp=p.tensor_parallel_degree, pp=p.pipeline_parallel_degree,
+                             ep=p.expert_parallel_degree, world_size=run.target.gpus)
+                cfg.model_spec.model.update_from_config(config=cfg)
+                with torch.device("meta"):
+                    names = {n for n, _ in cfg.model_spec.model.build().named_modules()}
+                _pipeline_ok(cfg, names)
+                failed = [k for k, ok in torchtitan_checks(run, cfg, text).items() if not ok]
+                outcome = f"FAIL {', '.join(failed)}" if failed else "OK"
+            except (Exception, SystemExit) as exc:  # noqa: BLE001
+                outcome = f"FAIL {type(exc).__name__}: {exc}"
+            results.append((f"torchtitan {version}", case, outcome))
+    return results
+
+
+# -- torchtitan 0.2.2 (legacy TOML) ------------------------------------------------------------
+
+def check_torchtitan_toml(site: Path,
+                          runs: list[tuple[str, FullRun]]) -> list[tuple[str, str, str]]:
     sys.path.insert(0, str(site))
     from torchtitan.config.manager import ConfigManager
     from torchtitan.distributed.parallel_dims import ParallelDims
@@ -223,7 +319,7 @@ def check_torchtitan(site: Path, runs: list[tuple[str, FullRun]]) -> list[tuple[
     with tempfile.TemporaryDirectory() as tmp:
         for case, run in runs:
             path = Path(tmp) / "job.toml"
-            path.write_text(formats.render("torchtitan", run))
+            path.write_text(formats.render("torchtitan-toml", run))
             try:
                 with contextlib.redirect_stdout(io.StringIO()):
                     cfg = ConfigManager().parse_args(["--job.config_file", str(path)])
@@ -241,7 +337,7 @@ def check_torchtitan(site: Path, runs: list[tuple[str, FullRun]]) -> list[tuple[
                 outcome = "OK"
             except (Exception, SystemExit) as exc:  # noqa: BLE001
                 outcome = f"FAIL {type(exc).__name__}: {exc}"
-            results.append(("torchtitan", case, outcome))
+            results.append(("torchtitan 0.2.2", case, outcome))
     return results
 
 
@@ -249,10 +345,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--megatron", type=Path)
     ap.add_argument("--deepseek", type=Path)
-    ap.add_argument("--torchtitan", type=Path)
+    ap.add_argument("--torchtitan", action="store_true",
+                    help="check the torchtitan format with the torchtitan (0.3) importable here")
+    ap.add_argument("--torchtitan-toml", type=Path, metavar="SITE",
+                    help="check the torchtitan-toml format with torchtitan 0.2.2 in SITE")
     ap.add_argument("--no-hf", action="store_true")
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT",
+                    help="only the cases whose name contains TEXT (repeatable)")
     a = ap.parse_args(argv)
-    runs = cases()
+    if a.torchtitan and a.torchtitan_toml:
+        ap.error("--torchtitan and --torchtitan-toml: both import a package named torchtitan; "
+                 "run them one at a time")
+    runs = [(c, r) for c, r in cases() if not a.only or any(x in c for x in a.only)]
     stub_triton()
     results: list[tuple[str, str, str]] = []
     try:
@@ -261,7 +365,10 @@ def main(argv: list[str] | None = None) -> int:
         if not a.no_hf:
             results += check_hf(runs)
         if a.torchtitan:
-            results += check_torchtitan(a.torchtitan, runs)
+            stub_torchtitan_imports()
+            results += check_torchtitan(runs)
+        if a.torchtitan_toml:
+            results += check_torchtitan_toml(a.torchtitan_toml, runs)
         if a.megatron:
             results += check_megatron(a.megatron, runs)
     except Exception:  # noqa: BLE001 - a consumer that does not even import

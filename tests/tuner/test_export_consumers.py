@@ -12,9 +12,13 @@ sources; these tests keep the same rules enforced without them.
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import json
 import re
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
 import optuna
 import pytest
@@ -213,9 +217,9 @@ def test_hf_export_builds_the_router_it_names_and_runs(name, cls, normalised):
 # -- torchtitan ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, gpus, fixed", LAYOUTS)
-def test_torchtitan_keeps_the_pipeline_busy(name, gpus, fixed):
+def test_torchtitan_toml_keeps_the_pipeline_busy(name, gpus, fixed):
     run = full_run(name, gpus, Recipe(), **fixed)
-    doc = tomllib.loads(formats.render("torchtitan", run))
+    doc = tomllib.loads(formats.render("torchtitan-toml", run))
     t, par = doc["training"], doc["parallelism"]
     dp = par["data_parallel_shard_degree"] * par["data_parallel_replicate_degree"]
     assert t["global_batch_size"] % (t["local_batch_size"] * dp) == 0  # train.py
@@ -226,13 +230,62 @@ def test_torchtitan_keeps_the_pipeline_busy(name, gpus, fixed):
     assert doc["model"]["flavor"] == name
 
 
-def test_torchtitan_config_manager_parses_the_export(tmp_path):
-    manager = pytest.importorskip("torchtitan.config.manager")
-    path = tmp_path / "job.toml"
-    path.write_text(formats.render("torchtitan", full_run("671B", 2048, Recipe(),
-                                                          tp=1, pp=16, ep=64)))
-    cfg = manager.ConfigManager().parse_args(["--job.config_file", str(path)])
-    assert cfg.parallelism.pipeline_parallel_degree == 16
+def _torchtitan_03() -> None:
+    try:
+        version = importlib.metadata.version("torchtitan")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("torchtitan is not installed (.ci/run installs torchtitan==0.3.0)")
+    if not version.startswith("0.3"):
+        pytest.skip(f"torchtitan {version} installed; the config-module checks pin 0.3.x")
+
+
+CHECK = Path(__file__).resolve().parents[2] / "benchmarks" / "consumers" / "check_exports.py"
+
+
+TORCHTITAN_CASES = ["671B 2048 GPUs tp=1 pp=16 ep=64 linear-fp8",
+                    "236B 2048 GPUs planner step-bf16", "16B 64 GPUs planner constant-bf16"]
+
+
+def test_torchtitan_config_manager_loads_the_module_and_it_means_the_recipe():
+    """torchtitan 0.3's own ConfigManager, model build (meta) and ParallelDims, in a child
+    process: the check stands in for Triton and torchtitan's logging back ends, which must not
+    leak into this one."""
+    _torchtitan_03()
+    only = [w for case in TORCHTITAN_CASES for w in ("--only", case)]
+    out = subprocess.run([sys.executable, str(CHECK), "--torchtitan", "--no-hf", *only],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "3 of 3 checks passed" in out.stdout
+
+
+def test_torchtitan_checks_fail_on_torchtitan_s_own_config():
+    """The named checks bite: torchtitan's unmodified deepseek_v3_671b config is not the run
+    (its LR, gamma 1e-3, norm eps 1e-5, warmup and steps are torchtitan's defaults)."""
+    _torchtitan_03()
+    code = (f"import sys; sys.path.insert(0, {str(CHECK.parent)!r}); import check_exports as ce; "
+            "ce.stub_triton(); ce.stub_torchtitan_imports(); "
+            "from torchtitan.models.deepseek_v3.config_registry import deepseek_v3_671b; "
+            "case, run = ce.cases()[1]; "
+            "print(sorted(k for k, ok in ce.torchtitan_checks(run, deepseek_v3_671b(), '')"
+            ".items() if not ok))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    failed = out.stdout.strip().splitlines()[-1]
+    for check in ("gamma", "norm_eps", "lr", "tokens", "warmup tokens", "layout"):
+        assert f"'{check}'" in failed, (check, failed)
+
+
+def test_torchtitan_module_names_its_launch_and_refuses_a_bad_module_name():
+    run = full_run("671B", 2048, Recipe(), tp=1, pp=16, ep=64)
+    text = formats.render("torchtitan", run, stem="run_671b")
+    launch = next(line for line in text.splitlines() if "launch:" in line)
+    assert "--module run_671b --config moetune_config" in launch
+    assert "def moetune_config() -> Trainer.Config:" in text
+    compile(text, "run_671b.py", "exec")  # valid Python
+    rule = "must be a Python identifier (letters, digits, '_'), but got 'run-671b'"
+    with pytest.raises(ValueError, match=re.escape(rule)):
+        formats.render("torchtitan", run, stem="run-671b")
 
 
 # -- the CLI: named targets, refusals naming the consumer's rule, warnings in the file -----------

@@ -14,7 +14,7 @@ from trainers.model_args import ModelArgs
 from trainers.presets import PUBLISHED_CONFIGS
 from trainers.recipe import Recipe
 from tuner.export import formats
-from tuner.export.formats import deepseek, hf, megatron, torchtitan
+from tuner.export.formats import deepseek, hf, megatron, torchtitan, torchtitan_toml
 from tuner.modeling.full_run import FullRunTarget, build_full_run, load_target
 from tuner.modeling.hardware import get_hardware
 
@@ -69,7 +69,7 @@ MEGATRON_INT_FLAGS = frozenset("""
 # torchtitan/config/job_config.py)
 TORCHTITAN_KEYS = {
     "job": {"description"}, "model": {"name", "flavor", "converters"},
-    "optimizer": {"name", "lr", "eps", "weight_decay"},
+    "optimizer": {"name", "lr", "beta1", "beta2", "eps", "weight_decay"},
     "lr_scheduler": {"warmup_steps", "decay_ratio", "decay_type", "min_lr_factor"},
     "training": {"local_batch_size", "global_batch_size", "seq_len", "max_norm", "steps",
                  "mixed_precision_param"},
@@ -197,7 +197,7 @@ def test_megatron_mup_uses_decoupled_lr():
 @pytest.mark.parametrize("recipe", [Recipe(precision="fp8"), Recipe(decay="wsd")])
 def test_torchtitan_toml_parses_with_known_sections(recipe):
     run = full_run(recipe)
-    doc = tomllib.loads(formats.render("torchtitan", run))
+    doc = tomllib.loads(formats.render("torchtitan-toml", run))
     for table, keys in doc.items():
         assert table in TORCHTITAN_KEYS and set(keys) <= TORCHTITAN_KEYS[table], table
     assert doc["training"]["global_batch_size"] == run.recipe.batch_end
@@ -215,10 +215,17 @@ def test_torchtitan_toml_parses_with_known_sections(recipe):
         assert doc["quantize"]["linear"]["float8"]["recipe_name"] == "rowwise"
 
 
-def test_torchtitan_checkpoint_ratio_mapping():
-    assert torchtitan._ac(0.0) == {"mode": "none"}
-    assert torchtitan._ac(1.0) == {"mode": "full"}
-    assert torchtitan._ac(0.25) == {"mode": "selective", "selective_ac_option": "4"}
+def test_torchtitan_toml_checkpoint_ratio_mapping():
+    assert torchtitan_toml._ac(0.0) == {"mode": "none"}
+    assert torchtitan_toml._ac(1.0) == {"mode": "full"}
+    assert torchtitan_toml._ac(0.25) == {"mode": "selective", "selective_ac_option": "4"}
+
+
+def test_torchtitan_checkpoint_ratio_mapping_says_what_stands_in():
+    assert torchtitan._ac(0.0) == ("None", "")
+    assert torchtitan._ac(1.0) == ("FullAC.Config()", "")
+    expr, note = torchtitan._ac(0.25)
+    assert expr == "SelectiveAC.Config()" and "no per-block AC ratio" in note
 
 
 def test_unknown_format_lists_the_valid_ones(fp8_run):

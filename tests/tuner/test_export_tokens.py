@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tomllib
 
 import pytest
@@ -77,6 +78,15 @@ def torchtitan_trained(text: str) -> tuple[int, int, int]:
     return t["steps"] * step, warmup * step, step
 
 
+def torchtitan_module_trained(text: str) -> tuple[int, int, int]:
+    """The same from the config function's assignments (torchtitan >= 0.3)."""
+    def value(key: str) -> int:
+        return int(re.search(rf"{re.escape(key)}\s*=\s*(\d+)", text).group(1))
+
+    step = value("config.training.global_batch_size") * value("config.training.seq_len")
+    return value("config.training.steps") * step, value("warmup_steps") * step, step
+
+
 def native_trained(text: str) -> tuple[int, int, int]:
     d = json.loads(text)
     recipe, budget = Recipe.from_dict(d["recipe"]), d["target"]["tokens"]
@@ -89,7 +99,7 @@ def native_trained(text: str) -> tuple[int, int, int]:
 
 
 READERS = {"native": native_trained, "megatron": megatron_trained,
-           "torchtitan": torchtitan_trained}
+           "torchtitan": torchtitan_module_trained, "torchtitan-toml": torchtitan_trained}
 RECIPES = [Recipe(batch_schedule="constant", batch_start=32, warmup_fraction=0.143),
            Recipe(batch_schedule="linear", warmup_fraction=0.05, decay="wsd"),
            Recipe(batch_schedule="step", warmup_fraction=0.138, decay="cosine")]
@@ -108,7 +118,7 @@ def test_exported_file_trains_the_requested_tokens_and_warmup_share(fmt, recipe)
     run = full_run(recipe)
     tokens, warmup, step = READERS[fmt](formats.render(fmt, run))
     assert abs(tokens - TOKENS) <= step, (tokens, TOKENS)
-    if fmt == "torchtitan":  # the warmup rule's steps, at torchtitan's constant batch
+    if fmt == "torchtitan-toml":  # the warmup rule's steps, at torchtitan's constant batch
         assert warmup == run.steps.warmup * step
     else:
         assert abs(warmup - run.recipe.warmup_fraction * TOKENS) <= step
@@ -129,7 +139,7 @@ def test_torchtitan_at_the_audited_size_trains_14_8t_tokens_not_32t():
     # the audit's case: a tuned step schedule, exported to a file whose batch is constant
     run = full_run(Recipe(batch_schedule="step", warmup_fraction=0.138), tokens=int(14.8e12),
                    tp=None, pp=None, ep=None)
-    text = formats.render("torchtitan", run)
+    text = formats.render("torchtitan-toml", run)
     tokens, warmup, step = torchtitan_trained(text)
     assert abs(tokens - 14.8e12) <= step
     assert warmup == run.steps.warmup * step  # the warmup rule's steps
@@ -162,7 +172,8 @@ def _described(run) -> dict[str, str]:
     return {"native": native["schedule"]["batch"], "rule": rules["batch_ramp_fraction"],
             "megatron_ramp": str(megatron_batches(meg)[-1][0]),
             "native_ramp": str(native["schedule"]["ramp_samples"]),
-            "torchtitan": formats.render("torchtitan", run).split("\n[")[0]}
+            "torchtitan": formats.render("torchtitan-toml", run).split("\n[")[0],
+            "torchtitan_module": formats.render("torchtitan", run).split("\nfrom ")[0]}
 
 
 def test_step_schedule_is_described_at_30_and_70_percent_everywhere():
@@ -171,6 +182,7 @@ def test_step_schedule_is_described_at_30_and_70_percent_everywhere():
     assert "from 30%" in d["native"] and "from 70% of tokens" in d["native"]
     assert "10%" not in d["native"]
     assert d["native"] in d["rule"] and d["native"] in d["torchtitan"]
+    assert d["native"] in d["torchtitan_module"]
     # Megatron's schedule switches at the exact sample, the native count at the next step
     assert 0 <= int(d["native_ramp"]) - int(d["megatron_ramp"]) <= run.recipe.batch_end
     assert int(d["native_ramp"]) * 4096 / TOKENS == pytest.approx(0.7, abs=1e-3)
@@ -191,7 +203,7 @@ def test_constant_batch_has_no_ramp_anywhere():
     d = _described(run)
     assert d["native"].startswith("constant global batch")
     assert d["megatron_ramp"] == d["native_ramp"] == "0"
-    assert "ramp" not in d["torchtitan"]
+    assert "ramp" not in d["torchtitan"] and "ramp" not in d["torchtitan_module"]
 
 
 @pytest.mark.parametrize("schedule", ["linear", "step"])

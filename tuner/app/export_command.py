@@ -24,6 +24,7 @@ from tuner.app.commands import open_study, where_options
 from tuner.app.errors import UsageError
 from tuner.export import formats
 from tuner.export.export import export_study
+from tuner.export.formats import torchtitan
 from tuner.export.pick import PICKS, Pick
 from tuner.modeling.full_run import DEFAULT_MFU, ExportError, FullRunTarget, load_target
 from tuner.modeling.hardware import HARDWARE, get_hardware
@@ -190,10 +191,13 @@ def run_export(args: argparse.Namespace) -> int:
         pick = parse_pick(args)
         target = parse_target(args)  # validates before the study is opened
         check_out(args.out)
+        stem = args.out.stem if args.out is not None else None
+        if args.format in formats.NAMED_BY_FILE and stem is not None:
+            torchtitan.check_module_name(stem)
         study = open_study(args.study, Path(args.root) / args.study, args.storage)
         study, measured_at = _ladder_answer(study, Path(args.root) / args.study, args.storage)
         full, picked = export_study(study, pick, target)
-        text = formats.render(args.format, full)
+        text = formats.render(args.format, full, stem=stem)
         side = formats.SIDECARS.get(args.format)
         if args.out is not None:
             if side is not None:
@@ -204,9 +208,9 @@ def run_export(args: argparse.Namespace) -> int:
         return 2
     for w in full.warnings:
         print(f"moetune export: warning: {w}", file=sys.stderr)
+    for n in formats.NOTES[args.format](full):
+        print(f"moetune export: note: {n}", file=sys.stderr)
     if side is not None:
-        for n in side(full)["notes"]:
-            print(f"moetune export: note: {n}", file=sys.stderr)
         where = sidecar_path(args.out) if args.out else "written only with --out"
         print(f"moetune export: training-only fields, notes and warnings: {where}",
               file=sys.stderr)

@@ -1,10 +1,13 @@
-"""torchtitan TOML job config (the ``--job.config_file`` format) for torchtitan v0.2.2.
+"""Legacy: the torchtitan v0.2.2 TOML job config (the ``--job.config_file`` format).
 
+Format ``torchtitan-toml``, for a team still on torchtitan 0.2.2; torchtitan 0.3 and later read
+no TOML (``ConfigManager`` requires ``--module``), so format ``torchtitan``
+(`tuner.export.formats.torchtitan`) writes their Python config module instead.
 Section and key names follow ``torchtitan/config/job_config.py`` of the v0.2.2 release
-(`TORCHTITAN_REF`), the last release that reads TOML job configs and the one pip installs; its
-``ConfigManager`` parses every file in the tests. torchtitan selects the architecture by
-``model.flavor`` from its own registry: DeepSeek's configs are flavors ``16B``, ``236B`` and
-``671B``; other targets need a registered flavor.
+(`TORCHTITAN_REF`), the last release that reads TOML job configs; its ``ConfigManager`` parses
+every file in the consumer checks. torchtitan selects the architecture by ``model.flavor`` from
+its own registry: DeepSeek's configs are flavors ``16B``, ``236B`` and ``671B``; other targets
+need a registered flavor.
 
 Batch and pipeline: ``training.local_batch_size`` is what one data-parallel rank takes per step
 and ``parallelism.pipeline_parallel_microbatch_size`` splits it into microbatches. With pipeline
@@ -13,11 +16,11 @@ global / (dp·micro) microbatches per step, as in the Megatron-LM export, and th
 busy; without it, local = micro and torchtitan accumulates gradients. The stages hold the
 blocks of `tuner.modeling.cost_model.stage_layers` (``module_fqns_per_model_part``).
 
-Not expressible in this config, hence listed as notes in the file header: the batch ramp,
-Adam betas, the balancing speed γ and α, the MTP module and weight, µP. torchtitan trains a
-constant global batch (the final one), so ``steps``, ``warmup_steps`` and ``decay_ratio`` are
-counted for that batch (`constant_batch_steps`): steps × batch × seq_len is the requested
-tokens, and warmup and decay cover the tuned fractions of them.
+Not expressed in this file, hence listed as notes in its header: the batch ramp, the balancing
+speed γ and α, the MTP module and weight, µP. torchtitan trains a constant global batch (the
+final one), so ``steps``, ``warmup_steps`` and ``decay_ratio`` are counted for that batch
+(`constant_batch_steps`): steps × batch × seq_len is the requested tokens, and warmup and decay
+cover the tuned fractions of them.
 Checkpoint ratio r → ``mode = "selective"`` with ``selective_ac_option = "N"`` (every N-th
 block, N = round(1/r)); fp8 → torchao float8 ``rowwise`` (torchtitan has no 1×128/128×128
 blockwise recipe).
@@ -87,9 +90,8 @@ def sections(full: FullRun) -> tuple[dict[str, dict[str, Any]], list[str]]:
              f"({warmup}) is the warmup rule's step count (tuned schedule: "
              f"{describe_batch_schedule(r, t.tokens, full.steps)})"
              if ramp_end_fraction(r) else "",
-             f"Adam betas ({r.beta1}, {r.beta2}), gamma {r.bias_update_speed:.4g}, alpha "
-             f"{r.balance_loss_alpha}, MTP lambda {r.mtp_lambda} live in torchtitan's model "
-             "and optimizer code, not in this file",
+             f"gamma {r.bias_update_speed:.4g}, alpha {r.balance_loss_alpha}, MTP lambda "
+             f"{r.mtp_lambda} live in torchtitan 0.2.2's model code, not in this file",
              "torchtitan's deepseek_v3 has no MTP module: the run trains without it"
              if full.model_args.mtp_depth else "",
              "flavor 'custom' must be registered in torchtitan's deepseek_v3 model args"
@@ -108,7 +110,8 @@ def sections(full: FullRun) -> tuple[dict[str, dict[str, Any]], list[str]]:
         "job": {"description": f"moetune export: study {full.proxy.get('study', '?')} trial "
                                f"{full.proxy.get('trial', '?')}"},
         "model": {"name": "deepseek_v3", "flavor": flavor},
-        "optimizer": {"name": "AdamW", "lr": r.lr, "eps": 1e-8, "weight_decay": r.weight_decay},
+        "optimizer": {"name": "AdamW", "lr": r.lr, "beta1": r.beta1, "beta2": r.beta2,
+                      "eps": 1e-8, "weight_decay": r.weight_decay},
         **decay,
         "training": {"local_batch_size": r.batch_end // p.dp if p.pp > 1 else r.micro_batch,
                      "global_batch_size": r.batch_end,
