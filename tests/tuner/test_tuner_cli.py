@@ -106,7 +106,7 @@ def test_status_and_list(stored_study, capsys):
     assert capsys.readouterr().out.split() == ["cli"]
     assert main(["status", "cli", "--root", str(root)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[:4] == ["#", "outcome", "val_loss", "timed_tokens_per_s"]
+    assert out[0].split()[:4] == ["#", "outcome", "val_loss", "full_gpu_hours"]
     assert out[2].split()[1:3] == ["complete", "3.2"] and "ValueError: boom" in out[3]
     top = out[out.index("Top of the ranking:") + 1:]
     assert any("3.2" in line for line in top)  # the one complete trial heads the ranking

@@ -137,7 +137,7 @@ def test_constraint_forms():
 
 def test_a_load_dependent_objective_or_constraint_gets_a_warning():
     assert spec_warnings(spec_from_dict(base())) == []
-    assert spec_warnings(load_spec(QUICKSTART)) == []  # its timed cost measures no load
+    assert spec_warnings(load_spec(QUICKSTART)) == []  # its modeled cost measures no load
     assert spec_warnings(spec_from_dict({**base(), "objectives": {
         "timed_tokens_per_s": "maximize"}, "constraints": {"min_timed_tokens_per_s": 1e3}})) == []
     s = spec_from_dict({**base(), "objectives": {"val_loss": "minimize",
@@ -198,7 +198,7 @@ def test_full_run_section_is_parsed_and_stored():
 def test_full_run_target_may_name_a_published_config():
     spec = load_spec(QUICKSTART)
     assert spec.full_run_target == "deepseek-v3-671b"
-    assert dict(spec.objectives) == {"val_loss": "minimize", "timed_tokens_per_s": "maximize"}
+    assert dict(spec.objectives) == {"val_loss": "minimize", "full_gpu_hours": "minimize"}
 
 
 def test_full_run_defaults_to_deepseek_v3s_run():
