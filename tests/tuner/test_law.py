@@ -130,3 +130,65 @@ def test_budget_specs_and_the_predicted_point() -> None:
     assert parse_spec(held.to_dict()).law.predicted == {"lr": 2e-3}  # stored spec round trip
     dists = spec.space.distributions()
     assert snap(dists["lr"], 1.0) == pytest.approx(0.1)
+
+
+def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path) -> None:
+    """End to end with `law_train` (its optimum follows a known law, with noise): every budget
+    runs in one storage, the held-out budget is predicted before it runs, and the export takes
+    its LR and batch from the fitted laws."""
+    import optuna
+
+    from reports.law import law_data, law_markdown
+    from tuner import testing
+    from tuner.export.export import export_study
+    from tuner.export.pick import Pick
+    from tuner.modeling.full_run import FullRunTarget, load_target
+    from tuner.modeling.hardware import get_hardware
+    from tuner.study.law import run_law
+    from tuner.study.law_fit import budget_studies, fit_law
+
+    table = _table(held_out=2_621_440, trials=8)
+    table["study"] |= {"sampler": "random", "max_concurrent": 4, "seed": 3}
+    spec = parse_spec(table)
+    run_dir = tmp_path / "runs" / "lw"
+    said: list[str] = []
+    runs = run_law(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
+                   log=said.append)
+    assert [s.done for s in runs] == [8, 8, 8, 8, 9]
+    url = f"sqlite:///{run_dir / 'study.db'}"
+    assert len(optuna.get_all_study_names(url)) == 5
+    data = law_data(spec, url)
+    lr_law, batch_law = data["lr_law"], data["batch_law"]
+    # one study's intervals are checked for coverage over many seeds above; here, the fit
+    assert abs(lr_law["exponent"] - LAW_LR_EXPONENT) < 0.03
+    assert abs(batch_law["exponent"] - LAW_BATCH_EXPONENT) < 0.1
+    assert lr_law["exponent_interval"][0] < lr_law["exponent"] < lr_law["exponent_interval"][1]
+    held = data["held_out_check"]
+    true_lr, true_batch = law_optimum(2_621_440)
+    assert 1 / 1.5 <= held["lr_ratio"] <= 1.5 and 0.5 <= held["batch_ratio"] <= 2
+    assert abs(math.log10(held["lr_predicted"] / true_lr)) < 0.1
+    # the prediction was stored before the held-out budget's first trial ran
+    assert any("predicted at 2621440" in line for line in said)
+    assert held["loss_gap_sd"] < 3
+    assert 0 < data["compute_ratio"] < 1 / 3
+    assert "Held-out budget" in law_markdown(data)
+    # resuming a finished law adds nothing
+    again = run_law(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
+                    log=said.append)
+    assert [s.done for s in again] == [8, 8, 8, 8, 9]
+    # the export: LR and final batch from the law at the full run
+    store = optuna.storages.RDBStorage(url)
+    fit = fit_law(spec, budget_studies(spec, store))
+    law = fit.study_law()
+    args, name = load_target("deepseek-v3-671b")
+    target = FullRunTarget(model_args=args, name=name, hardware=get_hardware("h800"),
+                           gpus=2048, tokens=int(14.8e12), seq_len=4096)
+    largest = budget_studies(spec, store)[-1][1]
+    full, _ = export_study(largest, Pick(kind="best-loss"), target, law=law)
+    rule = next(r for r in full.rules if r.field == "lr")
+    assert "the study's own law" in rule.rule and "decades past" in rule.rule
+    assert full.recipe.lr == pytest.approx(law.lr.at(14.8e12))
+    assert full.hidden_lr == pytest.approx(full.recipe.lr * 64 / args.dim)
+    assert not any("rests on one proxy point" in w for w in full.warnings)
+    plain, _ = export_study(largest, Pick(kind="best-loss"), target)
+    assert any("rests on one proxy point" in w for w in plain.warnings)

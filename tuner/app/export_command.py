@@ -196,7 +196,9 @@ def run_export(args: argparse.Namespace) -> int:
             torchtitan.check_module_name(stem)
         study = open_study(args.study, Path(args.root) / args.study, args.storage)
         study, measured_at = _ladder_answer(study, Path(args.root) / args.study, args.storage)
-        full, picked = export_study(study, pick, target)
+        study, law, law_said = _law_answer(study, Path(args.root) / args.study, args.storage)
+        measured_at = measured_at or law_said
+        full, picked = export_study(study, pick, target, law=law)
         text = formats.render(args.format, full, stem=stem)
         side = formats.SIDECARS.get(args.format)
         if args.out is not None:
@@ -226,6 +228,36 @@ def run_export(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(text)
     return 0
+
+
+def _law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]:
+    """A law study (any of its budgets) exports its laws: the LR and final batch from the
+    study's own fit at the full run, the other knobs from the pick at its largest budget (the
+    held-out one once it exists), from the same storage."""
+    from tuner.study import database as db
+    from tuner.study import records
+    from tuner.study import storage as st
+    from tuner.study.law_fit import budget_studies, fit_law
+    from tuner.study.law_spec import base_name
+
+    if not (study.user_attrs.get(records.SPEC) or {}).get("law"):
+        return study, None, ""  # not a law study
+    spec = st.stored_spec(study)
+    store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
+    base = st.stored_spec(st.load_study(base_name(spec.name, spec.law), store))
+    studies = budget_studies(base, store)
+    fit = fit_law(base, studies)
+    law = fit.study_law()
+    if law is None:
+        raise LookupError(f"law {base.name!r} has no lr law yet (it needs 2 budgets with an "
+                          f"optimum): `moetune resume {base.name}` goes on.")
+    largest = studies[-1][1]
+    held = fit.held_out_check()
+    said = (f"law {base.name}: LR and final batch from the study's own laws over "
+            f"{len(fit.fitted)} budgets; other knobs from {largest.study_name}"
+            + (f"; held-out check: predicted/measured lr {held['lr_ratio']:.2f}"
+               if held else "; no held-out check yet"))
+    return largest, law, said
 
 
 def _ladder_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, str]:

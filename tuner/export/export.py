@@ -15,23 +15,29 @@ target (`tuner.export.device`).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tuner.export.device import timed_choice_warnings
 from tuner.export.pick import Pick, Picked, finished_trials, pick_trial
+from tuner.modeling import scaling
 from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run
+from tuner.modeling.power_law import StudyLaw, deepseek_llm_batch, deepseek_llm_lr
+from tuner.modeling.published_recipes import published_recipe
 from tuner.study import diagnostics, records
 
 
-def export_study(study: Any, pick: Pick, target: FullRunTarget) -> tuple[FullRun, Picked]:
-    """Pick a trial of an Optuna ``study`` and scale it to ``target``."""
+def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
+                 law: StudyLaw | None = None) -> tuple[FullRun, Picked]:
+    """Pick a trial of an Optuna ``study`` and scale it to ``target``; with a law study's
+    ``law``, the LR and final batch come from the study's own laws (`tuner.study.law_fit`)."""
     picked = pick_trial(study, pick)
     info = {"study": study.study_name, "pick": pick.kind, "how": picked.how,
             "validation": study.user_attrs.get(records.VALIDATION)}
     r = picked.record
     info |= {"trial": r.number, "values": r.values}
     full = build_full_run(r.recipe, r.model_args, target, proxy_tokens=r.token_budget,
-                          proxy_info=info)
+                          proxy_info=info, law=law)
     if not r.feasible:
         full.warnings.insert(0, f"trial {r.number} violates a study constraint.")
     from tuner.modeling.vocab_share import vocab_notes  # the vocabulary the proxy was tuned at
@@ -44,7 +50,35 @@ def export_study(study: Any, pick: Pick, target: FullRunTarget) -> tuple[FullRun
                              f"{check.get('spearman')}.")
     full.warnings.extend(edge_warnings(study, picked) + unsearched_warnings(picked)
                          + timed_choice_warnings(study, picked, full, target))
+    full.warnings.extend(law_warnings(full, law, target))
     return full, picked
+
+
+def law_warnings(full: FullRun, law: StudyLaw | None, target: FullRunTarget) -> list[str]:
+    """Without a law: say the LR rests on one proxy point. With one: the law's LR and batch
+    against DeepSeek LLM's law and the target's published recipe, warned past 2x apart."""
+    c_full = scaling.compute_budget(full.model_args, target.seq_len, target.tokens)
+    if law is None:
+        decades = math.log10(c_full / full.proxy["compute"])
+        how = ("muP carries it across width, not across the tokens"
+               if full.model_args.mup_base_dim else "moved by DeepSeek LLM's exponent -0.125")
+        return [f"the full run's LR rests on one proxy point {decades:.1f} decades of compute "
+                f"below it ({how}); a [law] study fits the study's own LR and batch laws and "
+                "checks them on a held-out budget (docs/tuning.md, \"Scaling laws\")."]
+    out = []
+    lr, batch = full.recipe.lr, float(full.recipe.batch_end * full.recipe.seq_len)
+    refs = [("DeepSeek LLM's law", deepseek_llm_lr(c_full), deepseek_llm_batch(c_full))]
+    pub = published_recipe(target.name) or published_recipe(f"deepseek-v3-{target.name}")
+    if pub is not None:
+        refs.append((f"{pub.name}'s published recipe", pub.lr, pub.batch_tokens))
+    for name, ref_lr, ref_batch in refs:
+        if max(lr / ref_lr, ref_lr / lr) > 2:
+            out.append(f"the study's law gives lr {lr:.3g}, {lr / ref_lr:.2g}x {name} "
+                       f"({ref_lr:.3g}).")
+        if law.batch is not None and max(batch / ref_batch, ref_batch / batch) > 2:
+            out.append(f"the study's law gives a final batch of {batch:.4g} tokens, "
+                       f"{batch / ref_batch:.2g}x {name} ({ref_batch:.4g}).")
+    return out
 
 
 TUNED = ("lr", "warmup_fraction", "batch_schedule", "bias_update_speed", "balance_loss_alpha",

@@ -26,6 +26,7 @@ from tuner.modeling import cost_model as cm
 from tuner.modeling import fp8_speed, references, scaling
 from tuner.modeling.hardware import Hardware, get_hardware
 from tuner.modeling.layout_rules import layout_errors
+from tuner.modeling.power_law import StudyLaw
 from tuner.modeling.targets import TARGETS, published_target
 
 # The MFU (of the bf16 peak, fp8's modeled gain on top) at which the cost model reproduces
@@ -264,8 +265,10 @@ def _carried_rules(proxy: Recipe, skip: set[str]) -> list[scaling.Rule]:
 
 
 def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget, *,
-                   proxy_tokens: int, proxy_info: dict[str, Any] | None = None) -> FullRun:
-    """Scale one proxy recipe (trained on ``model_args`` for ``proxy_tokens``) to ``target``.
+                   proxy_tokens: int, proxy_info: dict[str, Any] | None = None,
+                   law: StudyLaw | None = None) -> FullRun:
+    """Scale one proxy recipe (trained on ``model_args`` for ``proxy_tokens``) to ``target``;
+    with a law study's ``law``, the LR and final batch come from its laws at the full run.
 
     Raises:
         ExportError: the precision has no tensor cores on the hardware, or no layout fits,
@@ -284,12 +287,14 @@ def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget,
                           f"{proxy_tokens}; cannot compute the proxy's compute budget.")
     c_proxy = scaling.compute_budget(model_args, proxy.seq_len, proxy_tokens)
     c_full = scaling.compute_budget(args, target.seq_len, target.tokens)
-    lr, hidden_lr, lr_rule = scaling.scale_lr(model_args, proxy.lr, c_proxy, args, c_full)
+    x_full = law.x(target.tokens, c_full / target.tokens) if law else 0.0
+    lr, hidden_lr, lr_rule = (scaling.law_lr(law, model_args, args, x_full) if law else
+                              scaling.scale_lr(model_args, proxy.lr, c_proxy, args, c_full))
     multiple = plan.dp * target.micro_batch
-    warnings = _warnings(model_args, proxy, target) + _check_global_batch(target, plan)
+    warnings = _warnings(model_args, proxy, target, law) + _check_global_batch(target, plan)
     start, end, batch_rules = scaling.scale_batch(
         proxy, c_full=c_full, seq_len=target.seq_len, multiple=multiple,
-        global_batch=target.global_batch)
+        global_batch=target.global_batch, law=law, x_full=x_full)
     if proxy.batch_schedule != "constant" and start == end:
         rule = next(r.rule for r in batch_rules if r.field == "batch_start")
         warnings.append(f"the tuned {proxy.batch_schedule!r} batch schedule collapsed to a "
@@ -412,15 +417,17 @@ def _check_global_batch(t: FullRunTarget, plan: cm.ParallelPlan) -> list[str]:
             f"multiple of dp*micro_batch = {plan.dp}*{t.micro_batch} = {multiple}."]
 
 
-def _warnings(model_args: ModelArgs, proxy: Recipe, t: FullRunTarget) -> list[str]:
+def _warnings(model_args: ModelArgs, proxy: Recipe, t: FullRunTarget,
+              law: StudyLaw | None = None) -> list[str]:
     out = []
     if t.tp is not None and t.tp > t.hardware.gpus_per_node:
         out.append(f"--tp {t.tp} spans more than one node ({t.hardware.gpus_per_node} GPUs per "
                    "node): tensor parallelism then runs over the inter-node network.")
-    if model_args.mup_base_dim:
+    if model_args.mup_base_dim and law is None:  # a law fits the LR across the tokens
         out.append("muP transfers LR across width, not across token horizon or batch size "
                    "(Tensor Programs V); the LR is not adjusted for the longer run.")
-    if t.global_batch is None and proxy.batch_schedule != "constant":
+    if t.global_batch is None and proxy.batch_schedule != "constant" and (
+            law is None or law.batch is None):
         out.append("batch_end comes from B_opt, fitted on dense models (DeepSeek LLM); "
                    "check it against the proxy's tuned end batch.")
     return out

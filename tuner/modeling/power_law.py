@@ -62,6 +62,21 @@ class PowerLaw:
                 "x_max": self.x_max}
 
 
+@dataclass(frozen=True, kw_only=True)
+class StudyLaw:
+    """A law study's laws as the export uses them: in ``variable`` (``tokens`` under µP,
+    ``compute`` = M·D in standard parametrization), with the held-out check's summary."""
+
+    name: str
+    variable: str
+    lr: PowerLaw
+    batch: PowerLaw | None = None
+    held_out: dict[str, object] | None = None
+
+    def x(self, tokens: float, flops_per_token: float) -> float:
+        return tokens if self.variable == "tokens" else flops_per_token * tokens
+
+
 def fit_power_law(x: Sequence[float], value: Sequence[float],
                   samples: Sequence[Sequence[float]]) -> PowerLaw:
     """Fit ``value ≈ coef · x^exponent`` through the points ``(x[i], value[i])``; ``samples[i]``

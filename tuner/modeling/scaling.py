@@ -33,14 +33,13 @@ from tuner.modeling.cost_model import (
 )
 from tuner.modeling.hardware import Hardware
 from tuner.modeling.layout_rules import is_launchable
+from tuner.modeling.power_law import StudyLaw, deepseek_llm_batch, deepseek_llm_lr
 
 COMPUTE_LAW_SOURCE = ("DeepSeek LLM (Bi et al., 2024), eq. 1: eta_opt = 0.3118*C^-0.1250, "
                       "B_opt = 0.2920*C^0.3271 tokens, C = M*D (M: non-embedding FLOPs/token)")
 MUP_SOURCE = ("muP / muTransfer (Yang et al., 2022, Tensor Programs V): Adam LR of hidden "
               "matrices / width_mult, embedding and output LR unchanged")
 LR_EXPONENT = -0.1250
-B_OPT_COEF, B_OPT_EXPONENT = 0.2920, 0.3271
-ETA_OPT_COEF = 0.3118
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,14 +64,12 @@ def compute_budget(a: ModelArgs, seq_len: int, tokens: float) -> float:
 
 def eta_opt(c: float) -> float:
     """DeepSeek LLM's fitted optimal LR for compute C (reported for reference, not applied)."""
-    eta: float = ETA_OPT_COEF * c**LR_EXPONENT  # float ** float is typed Any (may be complex)
-    return eta
+    return deepseek_llm_lr(c)
 
 
 def b_opt_tokens(c: float) -> float:
     """DeepSeek LLM's fitted optimal batch size in tokens for compute C."""
-    tokens: float = B_OPT_COEF * c**B_OPT_EXPONENT
-    return tokens
+    return deepseek_llm_batch(c)
 
 
 def scale_lr(proxy: ModelArgs, proxy_lr: float, c_proxy: float, target: ModelArgs,
@@ -97,20 +94,60 @@ def scale_lr(proxy: ModelArgs, proxy_lr: float, c_proxy: float, target: ModelArg
     return lr, lr, rule
 
 
+def law_lr(law: StudyLaw, proxy: ModelArgs, target: ModelArgs, x_full: float
+           ) -> tuple[float, float, Rule]:
+    """Full-run LR and hidden-matrix LR from a law study's own lr law at ``x_full``."""
+    lr = law.lr.at(x_full)
+    lo, hi = law.lr.band(x_full)
+    var = "D" if law.variable == "tokens" else "C"
+    text = (f"the study's own law ({law.name}): lr*({var}) = {law.lr.coef:.4g}*{var}^"
+            f"{law.lr.exponent:.4f} (exponent 95% [{law.lr.exponent_interval[0]:.3f}, "
+            f"{law.lr.exponent_interval[1]:.3f}]) at {var} = {x_full:.4g}: {lr:.4g}, band "
+            f"[{lo:.3g}, {hi:.3g}], {law.lr.decades_past(x_full):.1f} decades past the largest "
+            f"fitted budget ({law.lr.x_max:.4g})")
+    if not proxy.mup_base_dim:
+        return lr, lr, Rule(field="lr", value=lr, kind="scaled", rule=text,
+                            source=LAW_SOURCE)
+    width_mult = target.dim / proxy.mup_base_dim
+    text += (f"; muP: hidden matrices use lr / width_mult = lr / ({target.dim}/"
+             f"{proxy.mup_base_dim}) = {lr / width_mult:.4g}")
+    return lr, lr / width_mult, Rule(field="lr", value=lr, kind="scaled", rule=text,
+                                     source=f"{LAW_SOURCE}; {MUP_SOURCE}")
+
+
+LAW_SOURCE = ("this study's [law]: each budget's optimum from a response surface over all its "
+              "trials, a power law through them (tuner.study.law_fit)")
+
+
 def round_to_multiple(x: float, multiple: int) -> int:
     """Nearest positive multiple of ``multiple``."""
     return max(multiple, multiple * round(x / multiple))
 
 
 def scale_batch(proxy_recipe: Recipe, *, c_full: float, seq_len: int, multiple: int = 1,
-                global_batch: int | None = None) -> tuple[int, int, list[Rule]]:
-    """Full-run (batch_start, batch_end) in sequences, multiples of ``multiple`` (dp·micro)."""
-    if global_batch is not None:
+                global_batch: int | None = None, law: StudyLaw | None = None,
+                x_full: float = 0.0) -> tuple[int, int, list[Rule]]:
+    """Full-run (batch_start, batch_end) in sequences, multiples of ``multiple`` (dp·micro):
+    the user's global batch, else the study's own batch law at ``x_full``, else DeepSeek LLM's
+    B_opt(C)."""
+    if global_batch is None and law is not None and law.batch is not None:
+        tokens = law.batch.at(x_full)
+        lo, hi = law.batch.band(x_full)
+        end = round_to_multiple(tokens / seq_len, multiple)
+        end_rule = Rule(field="batch_end", value=end, kind="scaled",
+                        rule=(f"the study's own law ({law.name}): B*({x_full:.4g}) = "
+                              f"{law.batch.coef:.4g}*x^{law.batch.exponent:.4f} = {tokens:.4g} "
+                              f"tokens (band [{lo:.3g}, {hi:.3g}], "
+                              f"{law.batch.decades_past(x_full):.1f} decades past the fitted "
+                              f"budgets) = {tokens / seq_len:.1f} sequences of {seq_len}, "
+                              f"rounded to a multiple of dp*micro_batch={multiple}"),
+                        source=LAW_SOURCE)
+    elif global_batch is not None:
         end = round_to_multiple(global_batch, multiple)
         end_rule = Rule(field="batch_end", value=end, kind="user",
                         rule=f"--global-batch {global_batch}, rounded to a multiple of "
                              f"dp*micro_batch={multiple}")
-    else:
+    if global_batch is None and (law is None or law.batch is None):
         tokens = b_opt_tokens(c_full)
         end = round_to_multiple(tokens / seq_len, multiple)
         end_rule = Rule(field="batch_end", value=end, kind="scaled",

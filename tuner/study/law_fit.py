@@ -24,7 +24,7 @@ from typing import Any
 import optuna
 
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
-from tuner.modeling.power_law import PowerLaw, fit_power_law
+from tuner.modeling.power_law import PowerLaw, StudyLaw, fit_power_law
 from tuner.modeling.response_surface import Optimum, SurfaceError, fit_optimum
 from tuner.modeling.scaling import LR_EXPONENT
 from tuner.study import database as db
@@ -100,6 +100,13 @@ class LawFit:
         if self.batch_law is not None:
             out |= {"batch": self.batch_law.at(x), "batch_band": list(self.batch_law.band(x))}
         return out
+
+    def study_law(self) -> StudyLaw | None:
+        """The laws as the export uses them; None before an lr law exists."""
+        if self.lr_law is None:
+            return None
+        return StudyLaw(name=self.name, variable=self.variable, lr=self.lr_law,
+                        batch=self.batch_law, held_out=self.held_out_check())
 
     def held_out_check(self) -> dict[str, Any] | None:
         """Predicted / measured at the held-out budget (module docstring); None before it has
