@@ -192,3 +192,12 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
     assert not any("rests on one proxy point" in w for w in full.warnings)
     plain, _ = export_study(largest, Pick(kind="best-loss"), target)
     assert any("rests on one proxy point" in w for w in plain.warnings)
+
+
+def test_the_service_refuses_a_law_by_name() -> None:
+    """Its drivers run one study each: a [law] would silently run budget 0 alone."""
+    from tuner.app.service.context import SubmitError, _check_service_rules
+
+    with pytest.raises(SubmitError, match="law: a law study runs from the CLI") as e:
+        _check_service_rules(_table())
+    assert e.value.field == "law"

@@ -81,7 +81,26 @@ def run_report(args: argparse.Namespace) -> int:
     for path in paths.values():
         print(f"  {path}")
     _ladder_report(study, args, out)
+    _law_report(study, args, out)
     return 0
+
+
+def _law_report(study: Any, args: argparse.Namespace, out: Path) -> None:
+    """For a law study (its budget 0), the law's report beside the budget's own."""
+    from tuner.study import database as db
+    from tuner.study import records
+    from tuner.study.storage import stored_spec
+
+    if not (study.user_attrs.get(records.SPEC) or {}).get("law"):
+        return  # not a law study
+    spec = stored_spec(study)
+    if spec.law.budget != 0:
+        return
+    from reports.law import write_law_report
+
+    url = db.storage_url(Path(args.root) / args.study, args.storage, spec.study.storage)
+    for path in write_law_report(spec, url=url, out=out.parent / "law").values():
+        print(f"  {path}")
 
 
 def _ladder_report(study: Any, args: argparse.Namespace, out: Path) -> None:

@@ -284,6 +284,11 @@ def _check_service_rules(table: dict[str, Any]) -> None:
                           "SPEC --storage URL` with the service's database, so its rung "
                           "studies show here); the service's drivers run one study each, "
                           "but got a [ladder] section.", field="ladder")
+    if table.get("law"):
+        raise SubmitError("law: a law study runs from the CLI in this version (`moetune submit "
+                          "SPEC --storage URL` with the service's database, so its budget "
+                          "studies show here); the service's drivers run one study each, "
+                          "but got a [law] section.", field="law")
     start = table.get("start")
     if isinstance(start, dict) and start.get("warm_start_storage"):
         raise SubmitError("start.warm_start_storage: must be empty on a service (a study warm-"
