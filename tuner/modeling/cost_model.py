@@ -43,7 +43,7 @@ from tuner.modeling.hardware import GIB, Hardware
 DEEPSEEK_V3_PRETRAIN_GPU_HOURS = 2.664e6
 DEEPSEEK_V3_TOKENS = 14.8e12
 DEEPSEEK_V3_SEQ_LEN = 4096
-DEEPSEEK_V3_EP = 64  # technical report, section 3.2.1: 64-way expert parallelism over 8 nodes
+DEEPSEEK_V3_EP = 64  # technical report, section 3.2: 64-way expert parallelism over 8 nodes
 
 
 # ---------------------------------------------------------------------------------------------
