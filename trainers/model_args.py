@@ -19,6 +19,11 @@ from typing import Any, Literal
 from trainers.validation import require
 
 SCORE_FUNCS = ("softmax", "sigmoid")
+# how group-limited routing scores a group: "auto" is DeepSeek's Gate (the best expert's score
+# without a balancing bias, the sum of the best two with one); "max" and "sum_top2" fix it, e.g.
+# "sum_top2" to tune the routing Megatron-LM and torchtitan run whatever the bias
+GroupScore = Literal["auto", "max", "sum_top2"]
+GROUP_SCORES: tuple[GroupScore, ...] = ("auto", "max", "sum_top2")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +75,7 @@ class ModelArgs:
     init_std: float = 0.006  # DeepSeek-V3's init std
     norm_eps: float = 1e-6
     mup_base_dim: int = 0  # µP base width; 0 = standard parametrization (see trainers/mup.py)
+    group_score: GroupScore = "auto"  # see GROUP_SCORES
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -78,6 +84,13 @@ class ModelArgs:
     @property
     def qk_head_dim(self) -> int:
         return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    @property
+    def group_rule(self) -> str:
+        """The group score group-limited routing uses: ``max`` or ``sum_top2``."""
+        if self.group_score == "auto":
+            return "sum_top2" if self.gate_bias else "max"
+        return self.group_score
 
     @property
     def n_moe_layers(self) -> int:
@@ -154,7 +167,9 @@ def _validate(a: ModelArgs) -> None:
         v = getattr(a, name)
         _require(isinstance(v, (int, float)) and math.isfinite(v) and v > 0, name,
                  "must be a finite positive number", v)
-    if a.gate_bias and a.n_expert_groups > 1:
+    _require(a.group_score in GROUP_SCORES, "group_score", f"must be one of {GROUP_SCORES}",
+             a.group_score)
+    if a.group_rule == "sum_top2" and a.n_expert_groups > 1:
         _require(per_group >= 2, "n_expert_groups",
-                 "with gate_bias the group score sums each group's top-2, so every group needs "
-                 ">= 2 experts", a.n_expert_groups)
+                 "with a top-2-sum group score (gate_bias or group_score 'sum_top2') every "
+                 "group needs >= 2 experts", a.n_expert_groups)

@@ -53,11 +53,12 @@ class Gate(nn.Module):
         return weights_NK * a.route_scale, idx_NK, scores_NE
 
     def _limit_groups(self, choice_NE: torch.Tensor) -> torch.Tensor:
-        """Keep only the best `n_limited_groups` groups (score: max, or top-2 sum with bias)."""
+        """Keep only the best `n_limited_groups` groups, scored by `ModelArgs.group_rule`
+        (by default as DeepSeek's Gate: max without a bias, top-2 sum with one)."""
         a = self.args
         n = choice_NE.shape[0]
         choice_NGe = choice_NE.view(n, a.n_expert_groups, -1)
-        if self.bias is None:
+        if a.group_rule == "max":
             group_NG = choice_NGe.amax(dim=-1)
         else:
             group_NG = choice_NGe.topk(2, dim=-1)[0].sum(dim=-1)

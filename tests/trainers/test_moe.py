@@ -22,7 +22,7 @@ def brute_force_route(gate, x):
         group_score = []
         for g in range(a.n_expert_groups):
             members = biased[g * per_group:(g + 1) * per_group]
-            if gate.bias is None:
+            if a.group_score == "max" or (a.group_score == "auto" and gate.bias is None):
                 group_score.append(members.max().item())
             else:
                 group_score.append(sorted(members.tolist(), reverse=True)[0]
@@ -57,6 +57,29 @@ def test_routing_matches_brute_force(tiny_args, score_func, gate_bias):
         want = dict(zip(ref_idx[t], ref_w[t].tolist()))
         for e in order:
             assert got[e] == pytest.approx(want[e], rel=1e-5)
+
+
+@pytest.mark.parametrize("group_score", ["max", "sum_top2"])
+@pytest.mark.parametrize("gate_bias", [True, False])
+def test_a_fixed_group_score_routes_as_named_whatever_the_bias(tiny_args, group_score,
+                                                               gate_bias):
+    args = dataclasses.replace(tiny_args, score_func="softmax", gate_bias=gate_bias,
+                               group_score=group_score)
+    moe = MoE(args)
+    torch.nn.init.normal_(moe.gate.weight, std=0.5)
+    x = torch.randn(200, args.dim)
+    idx = moe.gate(x)[1]
+    ref_idx = brute_force_route(moe.gate, x)[1]
+    assert [sorted(i) for i in idx.tolist()] == [sorted(i) for i in ref_idx]
+    other = MoE(dataclasses.replace(args, group_score="max" if group_score == "sum_top2"
+                                    else "sum_top2"))
+    other.gate.weight = moe.gate.weight
+    assert not torch.equal(other.gate(x)[1].sort(-1)[0], idx.sort(-1)[0])  # the rules differ
+
+
+def test_group_score_must_be_a_named_rule(tiny_args):
+    with pytest.raises(ValueError, match="group_score: must be one of"):
+        dataclasses.replace(tiny_args, group_score="mean")
 
 
 def test_bias_steers_selection_but_not_weights(tiny_args):

@@ -174,7 +174,7 @@ def test_deepseek_config_is_what_upstream_model_args_accepts(name, precision):
     assert d["dtype"] == precision and d["dtype"] in DEEPSEEK_DTYPES
     side = deepseek.sidecar(run)
     assert set(side["training_only"]) == {"gate_bias", "mtp_depth", "init_std", "norm_eps",
-                                          "mup_base_dim"}
+                                          "mup_base_dim", "group_score"}
     assert side["warnings"] == run.warnings
 
 
@@ -345,3 +345,77 @@ def test_cli_model_config_formats_write_a_sidecar(tmp_path, capsys):
     side = json.loads((tmp_path / "config.moetune.json").read_text())
     assert side["training_only"]["mtp_depth"] == 1 and side["warnings"]
     assert set(json.loads(out.read_text())) <= DEEPSEEK_MODEL_ARGS
+
+
+# -- semantic drifts: said with their size where no flag expresses them -----------------------
+
+def _236b(proxy: ModelArgs):
+    args, short = load_target("deepseek-v3-236b")
+    target = FullRunTarget(model_args=args, name=short, hardware=get_hardware("h800"),
+                           gpus=2048, tokens=10**12)
+    return build_full_run(Recipe(), proxy, target, proxy_tokens=200_000)
+
+
+def test_236b_group_score_drift_is_sized_in_every_consumer_that_sums_top2():
+    run = _236b(dataclasses.replace(PROXY, score_func="softmax", gate_bias=False))
+    for fmt, consumer in (("megatron", "Megatron-LM"), ("torchtitan", "torchtitan 0.3")):
+        text = formats.render(fmt, run)
+        line = next(x for x in text.splitlines() if "group-limited routing" in x)
+        assert consumer in line and "% of tokens pick a different expert set" in line
+        assert 'group_score = "sum_top2"' in line
+    assert not any("group-limited" in n for n in formats.NOTES["hf"](run))  # V2 scores by max
+
+
+def test_a_proxy_tuned_with_sum_top2_exports_236b_without_the_drift():
+    proxy = dataclasses.replace(PROXY, score_func="softmax", gate_bias=False,
+                                group_score="sum_top2")
+    run = _236b(proxy)
+    assert run.model_args.group_rule == "sum_top2"  # the target keeps the proxy's rule
+    assert "group-limited routing" not in formats.render("megatron", run)
+    assert any("DeepseekV2ForCausalLM scores an expert group by its best score" in n
+               for n in formats.NOTES["hf"](run))  # now HF is the one that differs
+
+
+def test_multistep_says_how_far_cosine_is_from_it():
+    run = full_run("671B", 2048, Recipe(decay="multistep", min_lr_ratio=0.01))
+    for fmt in ("megatron", "torchtitan"):
+        note = next(n for n in formats.NOTES[fmt](run) if "multistep" in n)
+        gap = float(re.search(r"differs by up to (\d\.\d\d) x peak", note).group(1))
+        # just before 80% of tokens multistep is still at peak, cosine well below it
+        assert 0.5 < gap < 1.0, note
+        assert "ends at 0.01 x peak instead of 0.1 x peak" in note, note
+
+
+def test_fp8_megatron_states_the_transformer_engine_it_needs():
+    text = formats.render("megatron", full_run("671B", 2048, Recipe(precision="fp8")))
+    assert "# NOTE: --fp8-recipe blockwise needs Transformer Engine >= 2.3" in text
+
+
+def test_megatron_says_where_the_batch_stops_changing():
+    from tuner.export.formats import megatron
+    run = full_run("671B", 2048, Recipe(batch_schedule="linear"))
+    end = megatron.ramp_end_step(run)
+    levels, seen, steps = megatron_batches_of(formats.render("megatron", run)), 0, 0
+    while [b for s, b in levels if seen >= s][-1] != levels[-1][1]:
+        seen += [b for s, b in levels if seen >= s][-1]
+        steps += 1
+    assert end == steps < run.steps.ramp
+    assert f"reaches its final {run.recipe.batch_end} at step {end}" in formats.render(
+        "megatron", run)
+
+
+def megatron_batches_of(text: str) -> list[tuple[int, int]]:
+    flags, _ = megatron_file(text)
+    seq = int(flags["--seq-length"][0])
+    return [(int(t) // seq, int(b)) for t, b in
+            (x.split(":") for x in flags["--step-batch-size-schedule"][0].split(","))]
+
+
+def test_hf_sidecar_says_what_the_model_config_leaves_out():
+    for name in ("671B", "236B"):
+        run = full_run(name, 2048, Recipe())
+        side = formats.SIDECARS["hf"](run)
+        assert any("MTP module" in n for n in side["notes"]), name
+        assert any("a model config only" in n for n in side["notes"])
+    d = json.loads(formats.render("hf", full_run("236B", 2048, Recipe())))
+    assert "num_mtp_layers" not in d  # DeepseekV2Config has no such key

@@ -47,6 +47,8 @@ BAD = [
     (with_("model.size", "x"), ["model", "unknown key", "size", "preset"]),
     ({**base(), "model": {"preset": "debug", "full": "x.json"}}, ["model", "exactly one"]),
     ({**base(), "model": {"preset": "debug", "proxy": "proxy-s"}}, ["model.proxy", "full"]),
+    ({**base(), "model": {"preset": "debug", "group_score": "mean"}},
+     ["model.group_score", "must be one of", "mean"]),
     (with_("model.full", "/no/such.json"), ["model.full", "existing", "/no/such.json"]),
     (with_("data.vocab_size", -5), ["data.vocab_size", ">= 0", "-5"]),
     (with_("data.corpora", "x"), ["data", "unknown key", "corpus"]),
@@ -237,3 +239,10 @@ def test_a_storage_password_stays_in_memory():
     stored = json.dumps(spec.to_dict())
     assert "S3cretPW" not in stored and "postgresql://tester:***@db.example/moe" in stored
     assert spec_from_dict(spec.to_dict()).to_dict() == spec.to_dict()  # resume compares these
+
+
+def test_model_group_score_reaches_the_proxy():
+    from tuner.study.proxy import resolve_model_args
+    spec = spec_from_dict({**base(), "model": {"preset": "proxy-s", "group_score": "sum_top2"}})
+    assert resolve_model_args(spec).group_rule == "sum_top2"
+    assert resolve_model_args(spec_from_dict(base())).group_score == "auto"

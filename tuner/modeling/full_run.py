@@ -144,7 +144,10 @@ def load_target(spec: str) -> tuple[ModelArgs, str]:
 
 
 def _target_args(proxy: ModelArgs, target: ModelArgs) -> ModelArgs:
-    """Target architecture; a µP study keeps its base width so the multipliers carry over."""
+    """Target architecture; a µP study keeps its base width so the multipliers carry over, and
+    a proxy that fixed its routing's group score (``group_score``) keeps it."""
+    if proxy.group_score != "auto" and target.group_score == "auto":
+        target = dataclasses.replace(target, group_score=proxy.group_score)
     if proxy.mup_base_dim and not target.mup_base_dim:
         return dataclasses.replace(target, mup_base_dim=proxy.mup_base_dim)
     return target

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 from trainers import ModelArgs, preset, shrink
+from trainers.model_args import GroupScore
 from trainers.presets import at_width
 from tuner.study.spec import StudySpec, data_vocab_size
 
@@ -26,6 +28,8 @@ def resolve_model_args(spec: StudySpec) -> ModelArgs:
                       n_routed_experts=size.n_routed_experts,
                       n_activated_experts=size.n_activated_experts,
                       qk_nope_head_dim=size.qk_nope_head_dim, vocab_size=size.vocab_size)
+    if m.group_score != "auto":
+        args = dataclasses.replace(args, group_score=cast(GroupScore, m.group_score))
     vocab = data_vocab_size(spec.data)  # vocab_size, or the tokenizer's
     if vocab:
         args = dataclasses.replace(args, vocab_size=vocab)

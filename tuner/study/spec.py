@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from search_spaces.loader import SearchSpace, SpaceError, load_space, space_from_dict
-from trainers.model_args import ModelArgs
+from trainers.model_args import GROUP_SCORES, ModelArgs
 from trainers.presets import preset, preset_names
 from tuner.modeling.hardware import HARDWARE
 from tuner.modeling.targets import TARGETS
@@ -84,6 +84,7 @@ class ModelSection:
     preset: str = ""
     full: str = ""
     proxy: str = ""
+    group_score: str = "auto"  # trainers.model_args.GROUP_SCORES: how routing scores a group
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -433,6 +434,8 @@ def _model(table: Mapping[str, Any], base_dir: Path | None) -> ModelSection:
     for key in ("preset", "proxy"):
         if getattr(model, key):
             _check_preset_value(f"model.{key}", getattr(model, key))
+    _require(model.group_score in GROUP_SCORES, "model.group_score",
+             f"must be one of {list(GROUP_SCORES)}", model.group_score)
     return model
 
 

@@ -3,8 +3,8 @@
 
 `UPSTREAM_KEYS` are the fields of upstream's ``ModelArgs`` at `DEEPSEEK_V3_REF`; the config holds
 exactly these. Our training-only fields (``gate_bias``, ``mtp_depth``, ``init_std``,
-``norm_eps``, ``mup_base_dim``) and the export's notes and warnings go in the sidecar
-(`sidecar`). The file describes the model as the full run trains it:
+``norm_eps``, ``mup_base_dim``, ``group_score``) and the export's notes and warnings go in the
+sidecar (`sidecar`). The file describes the model as the full run trains it:
 
 - ``max_seq_len`` is the run's sequence length, and ``original_seq_len`` at least that, since
   upstream applies YaRN (``rope_factor``) whenever ``max_seq_len > original_seq_len`` and a
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from tuner.export.formats import drifts
 from tuner.modeling.targets import DEEPSEEK_V3_REF
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ UPSTREAM_KEYS = (
     "qk_rope_head_dim", "v_head_dim", "original_seq_len", "rope_theta", "rope_factor",
     "beta_fast", "beta_slow", "mscale",
 )
-TRAINING_ONLY = ("gate_bias", "mtp_depth", "init_std", "norm_eps", "mup_base_dim")
+TRAINING_ONLY = ("gate_bias", "mtp_depth", "init_std", "norm_eps", "mup_base_dim",
+                 "group_score")
 UPSTREAM_BIAS_DIM = 7168  # upstream's Gate builds its bias only at this width
 
 
@@ -55,7 +57,8 @@ def notes(full: FullRun) -> list[str]:
                    "pre-trains with plain RoPE at its own length (no YaRN).")
     if r.precision == "fp32":
         out.append("dtype bf16: the recipe trains in fp32, which upstream's config cannot say.")
-    return out
+    upstream_rule = "sum_top2" if a.dim == UPSTREAM_BIAS_DIM else "max"  # its Gate's rule
+    return out + drifts.group_score_warning(full, "upstream's inference Gate", upstream_rule)
 
 
 def sidecar(full: FullRun) -> dict[str, Any]:

@@ -4,14 +4,17 @@ One home for the differences several formats share, each with its size, so every
 the same thing in the same words:
 
 - `group_score_mismatch`: group-limited routing. DeepSeek's own ``Gate``
-  (deepseek-ai/DeepSeek-V3@9b4e9788 ``inference/model.py``), HF's DeepseekV2 and the proxy
-  (`trainers.moe.Gate`) score a group by its best expert when the gate has no balancing bias,
-  by the sum of its two best with one; Megatron-LM's ``group_limited_topk``
-  (NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/transformer/moe/moe_utils.py``) and torchtitan's
-  ``TokenChoiceTopKRouter`` (0.3.0 ``models/common/moe.py``) always by the sum of the top
-  ``k / group_topk`` (Megatron) or top 2 (torchtitan). The size is the share of tokens whose
-  expert set differs, measured with the proxy's own gate at the target's shape (router at
-  initialization, seed 0, 4096 tokens): modeled, not a trained router.
+  (deepseek-ai/DeepSeek-V3@9b4e9788 ``inference/model.py``) and the proxy by default
+  (`trainers.moe.Gate`, ``group_score = "auto"``) score a group by its best expert when the gate
+  has no balancing bias, by the sum of its two best with one; HF's DeepseekV2
+  (``group_limited_greedy``) by the max, DeepseekV3 (``noaux_tc``) by the top-2 sum;
+  Megatron-LM's ``group_limited_topk`` (NVIDIA/Megatron-LM@d98e8a64
+  ``megatron/core/transformer/moe/moe_utils.py``) by the sum of the top ``topk / group_topk``
+  (2 for DeepSeek's configs) and torchtitan's ``TokenChoiceTopKRouter`` (0.3.0
+  ``models/common/moe.py``) by the top-2 sum, whatever the bias. The size is the share of
+  tokens whose expert set differs, measured with the proxy's own gate at the target's shape
+  (router at initialization, seed 0, 4096 tokens): modeled, not a trained router. A proxy
+  with ``group_score = "sum_top2"`` trains the routing Megatron-LM and torchtitan run.
 - `multistep_gap`: a multistep decay written as cosine; the largest LR gap as a share of peak,
   and both end values.
 - `BLOCK_CAUSAL`: torchtitan 0.3 masks attention by document; the proxy attends causally
@@ -24,9 +27,8 @@ import dataclasses
 import functools
 from typing import TYPE_CHECKING
 
-from trainers.model_args import ModelArgs
-
 if TYPE_CHECKING:
+    from trainers.model_args import ModelArgs
     from tuner.modeling.full_run import FullRun
 
 MEASURE_TOKENS = 4096
@@ -36,27 +38,22 @@ BLOCK_CAUSAL = ("attention mask: torchtitan 0.3 always masks block-causally by d
                 "document boundary see less context than they did in the proxy")
 
 
-def group_score(a: ModelArgs) -> str:
-    """How the proxy scores an expert group: ``max`` (no balancing bias) or ``sum_top2``."""
-    return "sum_top2" if a.gate_bias else "max"
-
-
 @functools.lru_cache(maxsize=32)
 def group_score_mismatch(a: ModelArgs) -> float:
     """Share of tokens whose expert set differs between a max and a top-2-sum group score.
 
-    The proxy's `trainers.moe.Gate` at ``a``'s router shape, weights drawn with ``init_std``
-    (seed 0), on `MEASURE_TOKENS` unit-normal tokens; the top-2-sum gate is the same gate with
-    a zero balancing bias (the bias switches the group score, zeros leave the scores alone).
+    The proxy's `trainers.moe.Gate` at ``a``'s router shape with ``group_score`` ``max`` and
+    ``sum_top2`` and the same weights (drawn with ``init_std``, seed 0, no balancing bias), on
+    `MEASURE_TOKENS` unit-normal tokens.
     """
     import torch
 
     from trainers.moe import Gate
 
     torch.manual_seed(0)
-    plain = Gate(dataclasses.replace(a, gate_bias=False))
+    plain = Gate(dataclasses.replace(a, gate_bias=False, group_score="max"))
     torch.nn.init.normal_(plain.weight, std=a.init_std)
-    summed = Gate(dataclasses.replace(a, gate_bias=True))
+    summed = Gate(dataclasses.replace(a, gate_bias=False, group_score="sum_top2"))
     summed.weight = plain.weight
     x_ND = torch.randn(MEASURE_TOKENS, a.dim)
     with torch.no_grad():
@@ -65,23 +62,23 @@ def group_score_mismatch(a: ModelArgs) -> float:
     return float((idx_max != idx_sum).any(dim=-1).float().mean())
 
 
+def _words(rule: str) -> str:
+    return "its best score" if rule == "max" else f"the sum of its top-{rule[7:]} scores"
+
+
 def group_score_warning(full: FullRun, consumer: str, rule: str) -> list[str]:
-    """A warning when ``consumer`` scores groups by ``rule`` and the proxy by the other."""
+    """A note when ``consumer`` scores groups by ``rule`` and the proxy by the other."""
     a = full.model_args
     if a.n_expert_groups <= 1 or a.n_limited_groups >= a.n_expert_groups \
-            or group_score(a) == rule:
+            or a.group_rule == rule:
         return []
-    share = group_score_mismatch(a)
-    theirs = "the sum of its top-2 scores" if rule == "sum_top2" else "its best score"
-    return [f"group-limited routing: {consumer} scores an expert group by {theirs}, the proxy "
-            f"(as DeepSeek's Gate without a balancing bias) by {_ours(a)}: "
-            f"{100 * share:.0f}% of tokens pick a different expert set (modeled: router at "
-            f"initialization, {MEASURE_TOKENS} tokens); the run routes otherwise than the "
-            "recipe was tuned"]
-
-
-def _ours(a: ModelArgs) -> str:
-    return "its best score" if group_score(a) == "max" else "the sum of its top-2 scores"
+    size = ("" if rule not in ("max", "sum_top2") else
+            f": {100 * group_score_mismatch(a):.0f}% of tokens pick a different expert set "
+            f"(modeled: router at initialization, {MEASURE_TOKENS} tokens)")
+    fix = ("; tune the proxy with [model] group_score = \"sum_top2\" to tune what will run"
+           if rule == "sum_top2" else "")
+    return [f"group-limited routing: {consumer} scores an expert group by {_words(rule)}, the "
+            f"proxy by {_words(a.group_rule)}{size}{fix}"]
 
 
 def multistep_gap(full: FullRun, samples: int = 2000) -> tuple[float, float, float]:
@@ -109,4 +106,7 @@ def torchtitan(full: FullRun) -> list[str]:
 
 
 def megatron(full: FullRun) -> list[str]:
-    return group_score_warning(full, "Megatron-LM", "sum_top2")
+    """Megatron-LM's ``group_limited_topk`` sums each group's top ``topk / group_topk``."""
+    a = full.model_args
+    per = max(1, a.n_activated_experts // max(1, a.n_limited_groups))
+    return group_score_warning(full, "Megatron-LM", f"sum_top{per}")

@@ -20,6 +20,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from trainers.model_args import ModelArgs
+from tuner.export.formats import drifts
 
 if TYPE_CHECKING:
     from tuner.modeling.full_run import FullRun
@@ -60,6 +61,8 @@ def to_hf(a: ModelArgs, *, seq_len: int) -> dict[str, Any]:
     d: dict[str, Any] = {hf: getattr(a, ours) for ours, hf in HF_NAMES.items()}
     d["q_lora_rank"] = a.q_lora_rank or None
     kind = model_type(a)
+    if kind == "deepseek_v2":  # DeepseekV2Config has no MTP key: it would be a stray one
+        del d["num_mtp_layers"]
     arch = "DeepseekV3ForCausalLM" if kind == "deepseek_v3" else "DeepseekV2ForCausalLM"
     limited = "group_limited_greedy" if a.n_expert_groups > 1 else "greedy"
     return d | {
@@ -85,16 +88,30 @@ def from_hf(d: dict[str, Any]) -> ModelArgs:
 
 
 def notes(full: FullRun) -> list[str]:
-    a = full.model_args
+    """What the HF model computes otherwise than the run, and what the config leaves out."""
+    a, r, out = full.model_args, full.recipe, []
     if a.score_func == "softmax" and a.gate_bias:
-        return ["DeepseekV2ForCausalLM routes by softmax without a balancing bias, and "
-                "DeepseekV3ForCausalLM only by sigmoid: this model's softmax router with a bias "
-                "cannot be expressed; the bias is left out (train without it, or load the "
-                "weights with a custom router)."]
+        out.append("DeepseekV2ForCausalLM routes by softmax without a balancing bias, and "
+                   "DeepseekV3ForCausalLM only by sigmoid: this model's softmax router with a "
+                   "bias cannot be expressed; the bias is left out (train without it, or load "
+                   "the weights with a custom router).")
     if a.score_func == "sigmoid" and not a.gate_bias:
-        return ["DeepseekV3ForCausalLM always has the correction bias; this model trains "
-                "without one, so it stays at its initial zeros."]
-    return []
+        out.append("DeepseekV3ForCausalLM always has the correction bias; this model trains "
+                   "without one, so it stays at its initial zeros.")
+    kind = model_type(a)
+    if a.mtp_depth:
+        out.append(f"the run trains {a.mtp_depth} MTP module(s) (weight {r.mtp_lambda:.3g}); "
+                   + ("DeepseekV3ForCausalLM builds none from num_mtp_layers, so their weights "
+                      "have no place in the HF model" if kind == "deepseek_v3" else
+                      "DeepseekV2Config has no MTP key (none is written) and "
+                      "DeepseekV2ForCausalLM no MTP module"))
+    rule = "sum_top2" if kind == "deepseek_v3" else "max"
+    cls = "DeepseekV3ForCausalLM" if kind == "deepseek_v3" else "DeepseekV2ForCausalLM"
+    out += drifts.group_score_warning(full, f"transformers' {cls}", rule)
+    out.append(f"a model config only: the recipe's LR {full.hidden_lr:.3g}, its schedule and "
+               f"batch, gamma {r.bias_update_speed:.3g} and alpha {r.balance_loss_alpha:.3g} "
+               "are in the native, megatron and torchtitan exports, not here.")
+    return out
 
 
 def sidecar(full: FullRun) -> dict[str, Any]:

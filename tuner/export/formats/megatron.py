@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tuner.export.formats import drifts
 from tuner.modeling.cost_model import recomputed_layers, stage_layers
 from tuner.modeling.full_run import batch_levels, ramp_end_fraction
 
@@ -134,8 +135,7 @@ def _lr(full: FullRun, notes: list[str]) -> list[Flag]:
     else:
         out.append(("--lr-decay-style", "cosine"))
         if r.decay == "multistep":
-            notes.append("decay 'multistep' (x0.316 at 80%, x0.1 at 90% of tokens) has no "
-                         "Megatron-LM lr-decay-style; emitted as cosine.")
+            notes.append(drifts.multistep_note(full, "Megatron-LM's --lr-decay-style") + ".")
     return out + [("--adam-beta1", repr(r.beta1)), ("--adam-beta2", repr(r.beta2)),
                   ("--weight-decay", repr(r.weight_decay)), ("--clip-grad", repr(r.grad_clip)),
                   ("--seed", str(r.seed))]
@@ -172,11 +172,29 @@ def _systems(full: FullRun) -> list[Flag]:
     return out
 
 
+def ramp_end_step(full: FullRun) -> int:
+    """The step from which Megatron-LM's batch calculator gives the final batch: it looks the
+    batch up by consumed samples in `schedule_value`'s levels."""
+    levels, step, seen = batch_levels(full.recipe, full.target.tokens), 0, 0
+    for (start, batch), (nxt, _) in zip(levels, levels[1:]):
+        n = -(-(nxt - max(seen, start)) // batch)  # steps until the next level's first sample
+        step, seen = step + n, max(seen, start) + n * batch
+    return step
+
+
 def _recipe_notes(full: FullRun) -> list[str]:
     r, notes = full.recipe, []
     if r.batch_schedule == "linear" and ramp_end_fraction(r):
         notes.append("the linear batch ramp is written as the steps it takes at multiples of "
                      f"dp*micro_batch={r.batch_multiple} (--step-batch-size-schedule).")
+    if ramp_end_fraction(r) and (end := ramp_end_step(full)) != full.steps.ramp:
+        notes.append(f"the batch reaches its final {r.batch_end} at step {end}, "
+                     f"{full.steps.ramp - end} steps before the ramp's mark (step "
+                     f"{full.steps.ramp}, the native export's 'ramp'): the in-between batches "
+                     "round to multiples of dp*micro_batch, the last one up to the final.")
+    if r.precision == "fp8":
+        notes.append("--fp8-recipe blockwise needs Transformer Engine >= 2.3 (Megatron-LM's "
+                     "get_fp8_recipe builds Float8BlockScaling only from 2.3 on).")
     if full.model_args.mtp_depth:
         notes.append(f"one MTP weight {r.mtp_lambda:.3g} for the whole run; DeepSeek-V3 used "
                      "0.3 for the first 10T tokens and 0.1 for the last 4.8T (technical report "
@@ -196,7 +214,7 @@ def flags(full: FullRun) -> tuple[list[Flag], list[str]]:
                      "--rotary-base is an integer.")
     out = (_model(full) + _balancing(full, notes) + _batch(full) + _lr(full, notes)
            + _systems(full))
-    return out, notes + _recipe_notes(full)
+    return out, notes + _recipe_notes(full) + drifts.megatron(full)
 
 
 def render(full: FullRun) -> str:
