@@ -147,14 +147,14 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
     from tuner.study.law import run_law
     from tuner.study.law_fit import budget_studies, fit_law
 
-    table = _table(held_out=2_621_440, trials=8)
+    table = _table(held_out=2_621_440, trials=10)
     table["study"] |= {"sampler": "random", "max_concurrent": 4, "seed": 3}
     spec = parse_spec(table)
     run_dir = tmp_path / "runs" / "lw"
     said: list[str] = []
     runs = run_law(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
                    log=said.append)
-    assert [s.done for s in runs] == [8, 8, 8, 8, 9]
+    assert [s.done for s in runs] == [10, 10, 10, 10, 11]
     url = f"sqlite:///{run_dir / 'study.db'}"
     assert len(optuna.get_all_study_names(url)) == 5
     data = law_data(spec, url)
@@ -175,7 +175,7 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
     # resuming a finished law adds nothing
     again = run_law(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
                     log=said.append)
-    assert [s.done for s in again] == [8, 8, 8, 8, 9]
+    assert [s.done for s in again] == [10, 10, 10, 10, 11]
     # the export: LR and final batch from the law at the full run
     store = optuna.storages.RDBStorage(url)
     fit = fit_law(spec, budget_studies(spec, store))

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 
 GRID = 121
-MIN_TRIALS = 6
+MIN_TRIALS = 6  # a surface in lr alone: 3 coefficients and 3 degrees of freedom for the noise
+MIN_TRIALS_2D = 10  # in lr and batch: 6 coefficients and 4 degrees of freedom
 N_BOOT = 200
 
 
@@ -54,8 +55,8 @@ class Optimum:
     tolerance: float
     n_trials: int
     at_edge: tuple[str, ...]
-    # False when the trials span fewer than 3 batches: the surface is in lr alone and
-    # ``batch`` is the best trial's, not a fitted optimum
+    # False when the trials span fewer than 3 batches or number fewer than MIN_TRIALS_2D: the
+    # surface is in lr alone and ``batch`` is the best trial's, not a fitted optimum
     batch_placed: bool
     # bootstrap minimizers (log10 lr, log10 batch), for the laws' own bootstrap
     samples: tuple[tuple[float, float], ...]
@@ -94,7 +95,7 @@ def fit_optimum(lr: Sequence[float], batch: Sequence[float], loss: Sequence[floa
     if np.ptp(x) == 0:
         raise SurfaceError(f"the trials' lr spans one value ({10 ** x[0]:.3g}): no surface "
                            "can place an optimum.")
-    two_d = len(np.unique(y)) >= 3
+    two_d = len(np.unique(y)) >= 3 and len(z) >= MIN_TRIALS_2D
     ok = np.isfinite(x_all) & np.isfinite(y_all)
     box = (x_all[ok].min(), x_all[ok].max(), y_all[ok].min(), y_all[ok].max())
     coef = _fit(x, y, z, two_d)
