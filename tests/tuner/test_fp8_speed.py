@@ -108,3 +108,26 @@ def test_bad_pass_and_precision_are_refused():
         fs.pass_seconds(8, 8, 8, "backward", "fp8", H100)
     with pytest.raises(ValueError, match="precision: must be 'bf16' or 'fp8'"):
         fs.pass_seconds(8, 8, 8, "fwd", "fp16", H100)
+
+
+def test_an_fp8_export_says_where_its_speed_comes_from():
+    from trainers.recipe import Recipe
+    from tuner.modeling.full_run import FullRunTarget, build_full_run
+
+    proxy = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,
+                      vocab_size=256, n_routed_experts=8, n_activated_experts=2,
+                      kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16)
+    target = FullRunTarget(model_args=config("16B"), name="16B", hardware=get_hardware("h800"),
+                           gpus=64, tokens=10**12)
+    runs = {p: build_full_run(Recipe(precision=p), proxy, target, proxy_tokens=200_000)
+            for p in ("bf16", "fp8")}
+    speed = runs["fp8"].cost["precision_speed"]
+    assert speed["source"].startswith("fp8 speed: modeled from torchao blockwise fp8")
+    assert speed["label"] == "modeled" and len(speed["gemms"]) == len(
+        fs.block_gemms(config("16B"), tokens=4096))
+    rule = next(r for r in runs["fp8"].rules if r.field == "precision")
+    assert "fp8 speed: modeled from" in rule.source
+    assert runs["bf16"].cost["precision_speed"]["source"] == "bf16 at the bf16 peak"
+    # the fp8 run's hours are the bf16 run's divided by the modeled gain (same layout)
+    assert runs["fp8"].plan == runs["bf16"].plan
+    assert runs["fp8"].cost["gpu_hours"] < runs["bf16"].cost["gpu_hours"]
