@@ -70,7 +70,7 @@ def test_auto_choice():
         "decay": {"type": "categorical", "choices": ["cosine", "wsd"]},
         "decay_fraction": {"type": "float", "low": 0.1, "high": 0.3,
                            "when": {"decay": ["wsd"]}}}}
-    assert resolve_sampler_name(spec_for("auto", space=conditional)) == "tpe"
+    assert resolve_sampler_name(spec_for("auto", space=conditional)) == "random"
     assert resolve_sampler_name(spec_for("auto", n=500, objectives=two)) == "nsga2"
     assert resolve_sampler_name(spec_for("auto", n=500)) == "tpe"
 

@@ -87,6 +87,7 @@ def submit(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     for warning in spec_warnings(spec):
         print(f"moetune: warning: {warning}", file=sys.stderr)
+    _sampler_note(spec)
     trainer = import_trainer(args.trainer)
     run_dir = Path(args.root) / spec.name
     study = find_study(spec.name, run_dir, args.storage or spec.study.storage,
@@ -109,6 +110,15 @@ def resume(args: argparse.Namespace) -> int:
     except SpecError as e:
         raise UsageError(f"study {spec.name!r}: {e}") from None
     return _run(spec, run_dir, args, trainer, resume=True)
+
+
+def _sampler_note(spec: StudySpec) -> None:
+    """What ``sampler = "auto"`` chose, when the choice needs a reason (`SAMPLER_NOTES`)."""
+    from tuner.study.samplers import SAMPLER_NOTES, resolve_sampler_name
+
+    note = SAMPLER_NOTES.get(resolve_sampler_name(spec)) if spec.study.sampler == "auto" else None
+    if note:
+        print(f"moetune: note: {note}", file=sys.stderr)
 
 
 def check_root(root: str) -> None:
