@@ -71,6 +71,9 @@ def test_complete_trials_store_everything_needed_to_rerun(ok_study):
         assert a[records.METRICS]["val_loss"] == pytest.approx(t.values[0])
         assert "eval_curve" not in a[records.METRICS]
         assert [p[0] for p in a[records.EVAL_CURVE]] == [100, 200, 300]
+        # the same curve as Optuna intermediate values (a two-objective study: Trial.report
+        # would refuse), which optuna-dashboard draws
+        assert t.intermediate_values == {s: pytest.approx(v) for s, v in a[records.EVAL_CURVE]}
         assert len(a[records.TRAIN_CURVE]) == 5
         assert a[records.SEED] == 0 and a[records.CORPUS_HASH] == "fake"
         assert a[records.TORCH_VERSION] and a[records.DEVICE] == "cpu" and a[records.NODE]
@@ -157,8 +160,10 @@ def test_asha_prunes_laggards_and_their_curve_is_kept(ray_session, tmp_path):
         assert t.user_attrs[records.OUTCOME] == "pruned"
         assert t.user_attrs[records.REASON] == f"pruned by ASHA at {curve[-1][0]} tokens"
         assert curve[-1][0] < 300  # stopped before its budget
+        assert t.intermediate_values == {}  # TPE would rank pruned trials by them
     for t in complete:  # a trial that used its whole budget is never recorded as pruned
         assert t.user_attrs[records.EVAL_CURVE][-1][0] == 300
+        assert max(t.intermediate_values) == 300
 
 
 def replay_with_optuna_alone(spec, n: int) -> list[dict]:

@@ -36,7 +36,9 @@ Trial level (``trial.user_attrs``), written for every trial that started trainin
     MODEL_ARGS   ``ModelArgs.to_dict()``.
     METRICS      ``TrainResult.to_dict()`` without the curves (inf/NaN as strings: the codec
                  is `trainers.result.json_safe` / `to_float`).
-    EVAL_CURVE   ``[[tokens_seen, val_loss], ...]`` at each evaluation.
+    EVAL_CURVE   ``[[tokens_seen, val_loss], ...]`` at each evaluation; for a trial that ends
+                 other than pruned also its Optuna intermediate values (step = tokens seen),
+                 which optuna-dashboard draws as learning curves.
     TRAIN_CURVE  compact train-loss curve, ``[[tokens_seen, loss], ...]`` (at most
                  `trainers.result.MAX_CURVE_POINTS` points).
     SEED, CORPUS_HASH, TORCH_VERSION, DEVICE, NODE   to re-run the trial outside the service.
@@ -66,7 +68,8 @@ Optuna state per outcome:
                 diverged or ran out of memory), at least one constraint > 0. Constraints are set
                 with ``trial.set_constraint(name, value)`` (feasible iff value <= 0) so that
                 Optuna's samplers learn to avoid the region.
-    pruned      TrialState.PRUNED (intermediate values kept as the EVAL_CURVE attr).
+    pruned      TrialState.PRUNED (its curve in the EVAL_CURVE attr only: TPE ranks pruned trials
+                by their intermediate values).
     fail        TrialState.FAIL (exception or interrupted driver), REASON holds why.
     warm_start  TrialState.COMPLETE, values and constraints as this study's spec scores the
                 other study's measured result (`tuner.study.warm_start`); ORIGIN says from where.

@@ -211,6 +211,8 @@ class StudySearcher(Searcher):
         live = self._live.pop(trial_id)
         self.tally.running -= 1
         live.trial.set_user_attr(records.EVAL_CURVE, live.eval_curve)
+        if outcome.state != "pruned":
+            _store_curve(live.trial, live.eval_curve)
         self._record(live.trial, outcome)
 
     # -- trials the driver ends, or whose worker dies ----------------------------------------
@@ -363,6 +365,17 @@ def _write_env(trial: optuna.Trial, env: dict[str, Any]) -> None:
     trial.set_user_attr(records.NODE, env.get("node", ""))
     if env.get("corpus_hash"):
         trial.set_user_attr(records.CORPUS_HASH, env["corpus_hash"])
+
+
+def _store_curve(trial: optuna.Trial, points: list[list[float | str]]) -> None:
+    """val_loss at each evaluation as Optuna intermediate values too (step = tokens seen), so
+    optuna-dashboard draws learning curves. Written through the storage, as `Trial.report`
+    does, because `Trial.report` refuses multi-objective studies. Only for trials that end
+    other than pruned, when they end: TPE ranks pruned trials by their last intermediate value
+    (and raises on that in a multi-objective study), so a pruned trial's curve stays in
+    EVAL_CURVE alone and the samplers see what they saw before."""
+    for tokens, value in points:
+        trial.storage.set_trial_intermediate_value(trial._trial_id, int(tokens), to_float(value))
 
 
 def _num(v: Any) -> float | str:
