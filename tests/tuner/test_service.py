@@ -72,8 +72,8 @@ def test_submit_streams_progress_then_report_and_export(server):
         "tokens": 14.8e12, "format": "megatron"})
     assert status == 200 and "--num-layers 61" in text
     status, body = server.call("POST", "/api/v1/studies/flow/export", {
-        "pick": "knee", "target": "/nowhere.json", "gpus": 8, "tokens": 1e9})
-    assert status == 422 and "does not exist" in body["detail"]
+        "pick": "knee", "target": "/etc/nowhere.json", "gpus": 8, "tokens": 1e9})
+    assert status == 422 and "data root" in body["detail"] and body["field"] == "--target"
 
 
 def test_cancel_mid_study_then_resume_loses_nothing(server):
@@ -126,6 +126,11 @@ def test_cancelled_study_resumes_to_the_end(server):
     ({"spec": SPEC.format(name="x", n=2) + "[ladder]\nwidths = [32, 64]\n"}, 422,
      ["ladder", "runs from the CLI"]),
     ({"nope": 1}, 422, ["spec"]),
+    # outside every data root: refused before anything reads the file
+    ({"spec": SPEC.format(name="x", n=2) + "[data]\ncorpus = '/etc/passwd'\n"}, 422,
+     ["data.corpus", "data root", "/etc/passwd"]),
+    ({"spec": SPEC.format(name="x", n=2) + "[model]\nfull = '/etc/shadow'\n"}, 422,
+     ["model.full", "data root"]),
 ])
 def test_bad_submissions_name_the_field_and_create_nothing(server, body, status, words):
     before = {s["name"] for s in server.call("GET", "/api/v1/studies")[1]}
@@ -260,3 +265,43 @@ def test_the_dashboard_shows_infeasible_trials_as_infeasible(server):
     status, body = server.call("GET", f"/api/studies/{study._study_id}?after=0")
     assert status == 200
     assert sorted(body["trials"][0]["constraints"]) == [-1.0, 1.5]  # 1.5 > 0: infeasible
+
+
+def test_a_name_whose_folder_exists_is_refused_and_delete_keeps_what_it_did_not_make(server):
+    cli = server.root / "cli-made"  # e.g. a study run with `moetune submit` in the same root
+    cli.mkdir()
+    (cli / "study.db").write_bytes(b"the CLI study's only copy")
+    status, body = server.call("POST", "/api/v1/studies",
+                               {"spec": SPEC.format(name="cli-made", n=1)})
+    assert status == 422 and body["field"] == "study.name" and "folder" in body["detail"]
+    assert server.call("GET", "/api/v1/studies/cli-made")[0] == 404  # nothing was created
+    assert (cli / "study.db").read_bytes() == b"the CLI study's only copy"
+    submit(server, "marked", n=1)
+    server.wait_state("marked", ("finished",))
+    (server.root / "marked" / "notes.txt").write_text("made by the service's study")
+    assert server.call("DELETE", "/api/v1/studies/marked")[0] == 204
+    assert not (server.root / "marked").exists()  # the service made it: removed
+    submit(server, "unmarked", n=1)
+    server.wait_state("unmarked", ("finished",))
+    (server.root / "unmarked" / ".moetune-service").unlink()  # as if made by someone else
+    assert server.call("DELETE", "/api/v1/studies/unmarked")[0] == 204
+    assert (server.root / "unmarked").is_dir()  # the study is gone, the folder kept
+
+
+def test_a_study_name_the_service_cannot_address_does_not_break_the_list(server):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{server.root / 'service.db'}")
+    optuna.create_study(study_name="made elsewhere / odd name!", storage=storage)
+    status, body = server.call("GET", "/api/v1/studies")
+    assert status == 200, body
+    assert "made elsewhere / odd name!" not in [s["name"] for s in body]
+
+
+def test_errors_about_files_outside_the_data_roots_say_nothing_about_them(server):
+    def detail(path: str) -> str:
+        spec = SPEC.format(name="probe", n=1) + f"[model]\nfull = '{path}'\n"
+        status, body = server.call("POST", "/api/v1/studies", {"spec": spec})
+        assert status == 422
+        return str(body["detail"]).replace(path, "PATH")
+
+    exists = sys.executable  # a file that is there
+    assert detail(exists) == detail("/no/such/file.json") == detail("/etc/../etc/hostname")

@@ -33,7 +33,9 @@ def exposed(tmp_path_factory):
         out = moetune("token", "create", user, "--root", str(root), *(["--admin"] * admin))
         assert out.returncode == 0, out.stderr
         tokens[user] = out.stdout.strip()
-    srv = Server(root, extra=("--host", "0.0.0.0")).start()
+    srv = Server(root, extra=("--host", "0.0.0.0", "--max-trials", "20",
+                              "--max-tokens-per-trial", "10000",
+                              "--max-concurrent-trials", "2")).start()
     yield srv, tokens
     srv.stop()
 
@@ -142,6 +144,33 @@ def test_sign_out_ends_the_session_on_the_server(exposed):
     assert b.request("POST", "/signout", {"csrf": csrf})[0] == 303
     # the browser forgets the cookie; one kept by an attacker is dead too
     assert srv.call("GET", "/api/v1/whoami", headers={"Cookie": b.cookie})[0] == 401
+
+
+def test_pages_cannot_be_framed_and_load_nothing_from_elsewhere(exposed):
+    srv, tokens = exposed
+    status, page, headers = Browser(srv.url).request("GET", "/signin")
+    headers = {k.lower(): v for k, v in headers.items()}
+    assert status == 200 and headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in headers["content-security-policy"]
+    assert "default-src 'self'" in headers["content-security-policy"]
+    status, _ = srv.call("GET", "/api/v1/whoami", token=tokens["eve"])
+    assert status == 200
+    status, body = srv.call("GET", "/docs", token=tokens["eve"])  # no Swagger UI from a CDN
+    assert "swagger" not in str(body).lower() and "cdn" not in str(body).lower()
+    assert srv.call("GET", "/openapi.json")[0] == 200
+
+
+@pytest.mark.parametrize("change, field", [
+    (("n_trials = {n}", "n_trials = 21"), "study.n_trials"),
+    (("tokens_per_trial = 300", "tokens_per_trial = 10100"), "budget.tokens_per_trial"),
+    (("max_concurrent = 2", "max_concurrent = 3"), "study.max_concurrent"),
+])
+def test_the_operators_caps_refuse_a_spec_above_them(exposed, change, field):
+    srv, tokens = exposed
+    spec = SPEC.replace(*change).format(name="greedy", n=2)
+    status, body = srv.call("POST", "/api/v1/studies", {"spec": spec}, token=tokens["eve"])
+    assert status == 422 and body["field"] == field and "on this service" in body["detail"]
+    assert srv.call("GET", "/api/v1/studies/greedy", token=tokens["eve"])[0] == 404
 
 
 def _wait_status(srv: Server, expect: int, **kw) -> int:

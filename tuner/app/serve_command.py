@@ -2,6 +2,7 @@
 
     moetune serve                                    # local Ray, runs/service.db, 127.0.0.1:8470
     moetune token create alice                       # prints a token once
+    moetune token revoke alice                       # her tokens and sessions end
     moetune serve --host 0.0.0.0 --address 10.0.0.1:6379 \\
         --storage postgresql://moetune@db/moetune      # a team's service on a Ray cluster
 
@@ -45,6 +46,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-running", type=int, default=2,
                    help="studies running at once; the rest wait in the queue (default: "
                         "%(default)s)")
+    p.add_argument("--data-root", action="append", default=[], metavar="DIR",
+                   help="a folder whose files specs may name (corpus, tokenizer, model "
+                        "configs); repeat for more; default: none (only the configs shipped "
+                        "with moetune)")
+    for flag, what in (("--max-trials", "[study] n_trials"),
+                       ("--max-tokens-per-trial", "[budget] tokens_per_trial"),
+                       ("--max-concurrent-trials", "[study] max_concurrent")):
+        p.add_argument(flag, type=int, default=0, metavar="N",
+                       help=f"refuse a spec whose {what} is above N (default: 0, no cap)")
     p.add_argument("--trainer", default="trainers:train",
                    help="MODULE:FUNCTION with trainers.train's signature (default: %(default)s)")
     p.set_defaults(handler=serve)
@@ -133,9 +143,17 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--port: must be in 1..65535, but got {args.port}.")
     if args.max_running < 1:
         raise UsageError(f"--max-running: must be >= 1, but got {args.max_running}.")
+    for flag in ("max_trials", "max_tokens_per_trial", "max_concurrent_trials"):
+        if getattr(args, flag) < 0:
+            raise UsageError(f"--{flag.replace('_', '-')}: must be >= 0 (0: no cap), but got "
+                             f"{getattr(args, flag)}.")
     root = Path(args.root)
     if root.exists() and not root.is_dir():
         raise UsageError(f"--root: must be a folder, but {str(root)!r} is a file.")
+    for d in args.data_root:
+        if not (os.path.isabs(d) and (args.address or Path(d).is_dir())):
+            raise UsageError(f"--data-root: must be an absolute path to a folder, but got "
+                             f"{d!r}.")
     if args.address and not args.storage.startswith(("postgresql", "mysql")):
         raise UsageError("--storage: a service on a Ray cluster (--address) needs a database "
                          "every node reaches (postgresql://...); a SQLite file cannot be "
@@ -204,7 +222,11 @@ def serve(args: argparse.Namespace) -> int:
     ray.init(address=args.address, include_dashboard=False, log_to_driver=False,
              namespace="moetune")
     config = ServiceConfig(root=root, storage_url=url, trainer=args.trainer,
-                           max_running=args.max_running, local_ray=args.address is None)
+                           max_running=args.max_running, local_ray=args.address is None,
+                           data_roots=tuple(Path(d).resolve() for d in args.data_root),
+                           max_trials=args.max_trials,
+                           max_tokens_per_trial=args.max_tokens_per_trial,
+                           max_concurrent_trials=args.max_concurrent_trials)
     scheduler = Scheduler(storage=storage, storage_url=url, root=root, trainer=args.trainer,
                           max_running=args.max_running)
     auth = Auth(tokens, csrf_key(root), open_allowed=is_loopback(args.host))

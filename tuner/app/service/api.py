@@ -1,5 +1,7 @@
-"""The service's FastAPI application: the JSON API (OpenAPI at ``/openapi.json``, docs at
-``/docs``), the live progress stream, the pages, and Optuna's dashboard mounted read-only.
+"""The service's FastAPI application: the JSON API (OpenAPI at ``/openapi.json``; no Swagger
+page, which would load from a CDN), the live progress stream, the pages, and Optuna's
+dashboard mounted read-only. Every response carries the frame and type headers, the pages a
+Content-Security-Policy (`headers.SecurityHeaders`).
 
 Every route needs a user (`auth.Auth.user`): any user may read; cancel, delete and resume need
 the owner or an admin. Bad input gets a 4xx whose JSON ``detail`` names the field, the rule and
@@ -33,6 +35,7 @@ from tuner.app.service.faults import (
     disk_full,
     storage_error_detail,
 )
+from tuner.app.service.headers import SecurityHeaders
 from tuner.app.service.studies import ENDED, TransitionError
 from tuner.app.service.tokens import User
 
@@ -67,11 +70,14 @@ def create_app(service: Service) -> FastAPI:
         service.scheduler.stop()
         service.views.close()
 
-    app = FastAPI(title="moetune", lifespan=lifespan,
+    # no /docs or /redoc: FastAPI's pages load Swagger UI and ReDoc from a CDN; the OpenAPI
+    # description stays at /openapi.json for any client or viewer to read
+    app = FastAPI(title="moetune", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Hyperparameter autotuning studies for DeepSeek-V3-style MoE "
                               "training recipes: submit, watch, cancel, report, export.")
     app.state.service = service
     app.add_middleware(BodyLimit, max_bytes=service.config.max_body_bytes)
+    app.add_middleware(SecurityHeaders)
 
     @app.exception_handler(SubmitError)
     async def submit_error(request: Request, exc: SubmitError) -> JSONResponse:

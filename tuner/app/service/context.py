@@ -15,7 +15,9 @@ import optuna
 import ray
 from fastapi import HTTPException
 
+from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app.service.auth import Auth, may_change
+from tuner.app.service.data_roots import OutsideDataRoots, check_path, is_path, spec_paths
 from tuner.app.service.scheduler import Scheduler
 from tuner.app.service.studies import (
     ACTIVE,
@@ -33,7 +35,7 @@ from tuner.study import warm_start as ws
 from tuner.study.control import clear_stop, request_stop
 from tuner.study.database import study_names
 from tuner.study.samplers import make_sampler
-from tuner.study.spec import NAME_RE, SpecError, check_inputs, parse_spec
+from tuner.study.spec import NAME_RE, SpecError, StudySpec, check_inputs, parse_spec
 
 MAX_SPEC_BYTES = 256 * 1024
 MARKER = ".moetune-service"  # in a run folder the service made; delete removes only those
@@ -51,6 +53,12 @@ class ServiceConfig:
     # the service's own Ray (no --address): this machine is the cluster, so a spec's files are
     # checked here, without starting a Ray worker process for it
     local_ray: bool = True
+    # the folders a spec's files may lie in (`data_roots`); none: only moetune's own configs
+    data_roots: tuple[Path, ...] = ()
+    # the operator's caps on a spec (0: none): n_trials, tokens_per_trial, trials at once
+    max_trials: int = 0
+    max_tokens_per_trial: int = 0
+    max_concurrent_trials: int = 0
 
 
 class SubmitError(ValueError):
@@ -148,10 +156,13 @@ class Service:
         if name is not None:
             table.setdefault("study", {})["name"] = name
         _check_service_rules(table)
+        for field, value in spec_paths(table):
+            self._check_path(field, value)
         try:
             spec = parse_spec(table)
         except SpecError as e:
             raise SubmitError(str(e), field=str(e).split(":", 1)[0]) from None
+        self._check_caps(spec)
         problem = (_check_inputs(spec.to_dict()) if self.config.local_ray else
                    str(ray.get(_check_on_cluster.remote(spec.to_dict()))))
         if problem:
@@ -239,6 +250,8 @@ class Service:
         from tuner.modeling.full_run import ExportError
 
         args = _export_args(options)
+        if args.target and is_path(args.target):
+            self._check_path("--target", args.target)
         try:
             if args.format not in formats.FORMATS:
                 raise ValueError(f"--format: unknown name {args.format!r}; valid formats are "
@@ -250,6 +263,27 @@ class Service:
             raise SubmitError(str(e), field=str(e).split(":", 1)[0]) from None
         suffix = {"megatron": "args", "torchtitan": "toml"}.get(args.format, "json")
         return formats.render(args.format, full), f"{study.study_name}-{args.format}.{suffix}"
+
+    def _check_caps(self, spec: StudySpec) -> None:
+        """The operator's caps (`ServiceConfig.max_trials` and the others; 0 is none)."""
+        c = self.config
+        for field, value, cap, flag in (
+                ("study.n_trials", spec.study.n_trials, c.max_trials, "--max-trials"),
+                ("budget.tokens_per_trial", spec.budget.tokens_per_trial,
+                 c.max_tokens_per_trial, "--max-tokens-per-trial"),
+                ("study.max_concurrent", spec.study.max_concurrent, c.max_concurrent_trials,
+                 "--max-concurrent-trials")):
+            if cap and value > cap:
+                raise SubmitError(f"{field}: must be <= {cap} on this service (serve {flag}), "
+                                  f"but got {value}.", field=field)
+
+    def _check_path(self, field: str, value: str) -> None:
+        """A file a request names must lie under the data roots (`data_roots`)."""
+        try:
+            check_path(field, value, (*self.config.data_roots, PUBLISHED_CONFIGS),
+                       resolve=self.config.local_ray)
+        except OutsideDataRoots as e:
+            raise SubmitError(str(e), field=e.field) from None
 
     def _owned(self, study: optuna.Study, user: User, action: str) -> str:
         rec = service_record(study)
@@ -302,12 +336,6 @@ def _check_service_rules(table: dict[str, Any]) -> None:
                               f"moetune (e.g. 'deepseek_v3.toml') or the space inline, but got "
                               f"{f!r}; `moetune submit --server` inlines a local file.",
                               field="space.file")
-    for field, value in (("data.corpus", (table.get("data") or {}).get("corpus")),
-                         ("model.full", (table.get("model") or {}).get("full"))):
-        if isinstance(value, str) and value not in ("", "stdlib") and not value.startswith("/"):
-            raise SubmitError(f"{field}: must be an absolute path on the cluster (the service "
-                              f"has no spec folder to read a relative one from), but got "
-                              f"{value!r}.", field=field)
 
 
 class _Raising(argparse.ArgumentParser):
