@@ -2,9 +2,10 @@
 
 A law ``v(x) = coef · x^exponent`` is a line in log-log space, fitted by least squares to each
 budget's optimum (`tuner.modeling.response_surface`). Its band comes from the budgets' own
-bootstraps: replicate k fits the line through the k-th bootstrap minimizer of every budget, so
-the band at any x (the held-out budget, the full run) is the spread of the replicates'
-predictions there — the optimum's measurement noise carried through the fit and the
+bootstraps: replicate k fits the line through the k-th bootstrap minimizer of every budget plus
+one of the line's own residuals drawn at random for each point, so the band at any x (the
+held-out budget, the full run) is the spread of the replicates' predictions there — the optima's
+measurement noise and their scatter about the line, carried through the fit and the
 extrapolation. It does not cover a law that bends outside the fitted range; the extrapolation
 distance (decades past the largest fitted x) is stated beside every use.
 
@@ -89,10 +90,16 @@ def fit_power_law(x: Sequence[float], value: Sequence[float],
     if len(lx) < 2 or np.ptp(lx) == 0:
         raise ValueError(f"a power law needs at least 2 distinct x, but got {list(x)}.")
     b, a = np.polyfit(lx, lv, 1)
+    resid = lv - (a + b * lx)
+    # the points' scatter about the line beyond what their own intervals allow (a law that does
+    # not quite hold) enters each replicate as a resampled residual, scaled for the 2 fitted
+    # coefficients; with 2 points there is no scatter to measure
+    scale = math.sqrt(len(lx) / (len(lx) - 2)) if len(lx) > 2 else 0.0
+    rng = np.random.default_rng(0)
     n = min(len(s) for s in samples)
     reps = []
     for k in range(n):
-        ys = np.log10([s[k] for s in samples])
+        ys = np.log10([s[k] for s in samples]) + scale * rng.choice(resid, len(lx))
         if np.all(np.isfinite(ys)):
             bk, ak = np.polyfit(lx, ys, 1)
             reps.append((float(ak), float(bk)))
