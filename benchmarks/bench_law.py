@@ -13,6 +13,7 @@ prediction lies inside the other seeds' bands.
     nice -n 15 python benchmarks/bench_law.py            # real trainings (hours on 2 cores)
     python benchmarks/bench_law.py --seeds 0             # one seed
     python benchmarks/bench_law.py --results             # no trainings: JSON -> RESULTS.md
+    python benchmarks/bench_law.py --refit               # no trainings: refit stored studies
     python benchmarks/bench_law.py --smoke               # the known-law fake, seconds
 """
 
@@ -68,11 +69,17 @@ def spec_text(cfg: dict[str, Any], seed: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def run_seed(cfg: dict[str, Any], seed: int, root: Path) -> dict[str, Any]:
-    """One seed's law study through ``moetune submit`` (``resume`` when it exists)."""
+def refit(seed: int, root: Path) -> dict[str, Any]:
+    """One seed's law data recomputed from its stored studies (no trainings)."""
     from reports.law import law_data
     from tuner.study.spec import load_spec
 
+    spec = load_spec(root / f"law-s{seed}.toml")
+    return law_data(spec, f"sqlite:///{root / 'runs' / spec.name / 'study.db'}")
+
+
+def run_seed(cfg: dict[str, Any], seed: int, root: Path) -> dict[str, Any]:
+    """One seed's law study through ``moetune submit`` (``resume`` when it exists)."""
     root.mkdir(parents=True, exist_ok=True)
     spec_path = root / f"law-s{seed}.toml"
     spec_path.write_text(spec_text(cfg, seed))
@@ -88,8 +95,7 @@ def run_seed(cfg: dict[str, Any], seed: int, root: Path) -> dict[str, Any]:
     if proc.returncode != 0:
         raise RuntimeError(f"seed {seed}: {' '.join(cmd)} exited {proc.returncode}:\n"
                            f"{proc.stderr[-3000:]}")
-    spec = load_spec(spec_path)
-    return law_data(spec, f"sqlite:///{root / 'runs' / name / 'study.db'}")
+    return refit(seed, root)
 
 
 def campaign(cfg: dict[str, Any], seeds: list[int], root: Path, out: Path) -> dict[str, Any]:
@@ -163,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", action="store_true", help="no trainings: JSON -> RESULTS.md")
     p.add_argument("--smoke", action="store_true", help="the known-law fake trainer, seconds")
+    p.add_argument("--refit", action="store_true",
+                   help="no trainings: recompute each seed's fit from its stored studies")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--root", type=Path, default=ROOT / "runs" / "bench_law",
                    help="where the seeds' studies live (kept, so a rerun resumes)")
@@ -172,7 +180,15 @@ def main(argv: list[str] | None = None) -> int:
         data = campaign(SMOKE, a.seeds[:1], tmp, tmp / "law.json")
         print("\n".join(results_lines(data, command="python benchmarks/bench_law.py --smoke")))
         return 0
-    data = json.loads(OUT.read_text()) if a.results else campaign(REAL, a.seeds, a.root, OUT)
+    if a.refit:
+        data = json.loads(OUT.read_text())
+        for seed in data["seeds"]:
+            data["seeds"][seed] = refit(int(seed), a.root)
+        OUT.write_text(json.dumps(data, indent=1, default=float) + "\n")
+    elif not a.results:
+        data = campaign(REAL, a.seeds, a.root, OUT)
+    else:
+        data = json.loads(OUT.read_text())
     from benchmarks.results_md import write_section
 
     lines = results_lines(data)
