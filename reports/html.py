@@ -7,6 +7,7 @@ attachment or a shared drive, years from now.
 from __future__ import annotations
 
 import html as html_lib
+import re
 
 import plotly.graph_objects as go
 import plotly.offline
@@ -42,7 +43,8 @@ th { background: #f3f3f3; } code { font-size: 12px; }
 def render_html(snapshot: Snapshot, *, importances: Importances, gaps: list[Fp8Gap],
                 prog: Progress) -> str:
     """The whole report.html document as a string."""
-    body = [_header(snapshot, prog), _recommendation(recommend(snapshot)), start_html(snapshot)]
+    body = [_title(snapshot), _recommendation(recommend(snapshot)), _header(snapshot, prog),
+            start_html(snapshot)]
     body += _pareto_section(snapshot)
     body += _section("Search progress", _progress_figure(snapshot, prog), _progress_note(prog))
     body += _section("Parameter importances", _importance_figure(importances),
@@ -55,8 +57,8 @@ def render_html(snapshot: Snapshot, *, importances: Importances, gaps: list[Fp8G
                      "on the validation set; loss spikes counted by the trainer [measured].")
     body += _section("fp8 vs bf16", _fp8_figure(gaps), _fp8_note(gaps))
     body.append("<h2>Transfer confidence</h2>" + "".join(
-        f"<p class='note'>{html_lib.escape(x)}</p>"
-        for x in validation_lines(snapshot.study_user_attrs)))
+        f"<p class='note'>{inline(x)}</p>"
+        for x in validation_lines(snapshot.study_user_attrs, snapshot.study_name)))
     body.append(f"<p class='note'>{html_lib.escape(labels.LEGEND).replace('*', '')}</p>")
     title = html_lib.escape(f"moetune report: {snapshot.study_name}")
     return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
@@ -78,11 +80,23 @@ def _section(title: str, fig: go.Figure | None, note: str = "") -> list[str]:
             _div(fig)]
 
 
-def _header(snapshot: Snapshot, prog: Progress) -> str:
-    df = snapshot.frame
+def _title(snapshot: Snapshot) -> str:
     out = [f"<h1>Study <code>{html_lib.escape(snapshot.study_name)}</code></h1>"]
     if snapshot.banner():
         out.append(f"<p class='banner'><b>{html_lib.escape(snapshot.banner())}</b></p>")
+    return "".join(out)
+
+
+def inline(text: str) -> str:
+    """A ranked.md sentence as HTML: escaped, then its `code` spans and **bold** as tags (the
+    sentences are written once, for both reports)."""
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", html_lib.escape(text, quote=False))
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+
+
+def _header(snapshot: Snapshot, prog: Progress) -> str:
+    df = snapshot.frame
+    out = ["<h2>Summary</h2>"]
     counts = ", ".join(f"{n} {k}" for k, n in df["outcome"].value_counts().items())
     out.append(f"<p>{len(df)} trial(s): {html_lib.escape(counts or 'none')}; "
                f"{int(df['feasible'].sum())} feasible.</p><ul>")
@@ -134,14 +148,14 @@ def _recommendation(rec: Recommendation | None) -> str:
     values = ", ".join(f"{k} = {v:.4g}" for k, v in rec.values.items())
     why = ("the best trial" if rec.single else
            "the knee of the Pareto front: the best balance of the objectives")
-    parts = [f"<h2>Recommendation</h2><p><b>Run trial #{rec.trial}</b>: {esc(rec.recipe)} "
+    parts = [f"<h2>Recommendation</h2><p><b>Run trial #{rec.trial}</b>: {inline(rec.recipe)} "
              f"({esc(values)}), {why}.</p>"]
     if rec.ties:
-        parts.append(f"<p>{esc(rec.ties)}</p>")
+        parts.append(f"<p>{inline(rec.ties)}</p>")
     for title, items in (("Alternatives on the front, against it", rec.alternatives),
                          ("How sure", rec.confidence), ("Check", rec.warnings)):
         if items:
-            parts.append(f"<p>{title}:</p><ul>" + "".join(f"<li>{esc(x)}</li>" for x in items)
+            parts.append(f"<p>{title}:</p><ul>" + "".join(f"<li>{inline(x)}</li>" for x in items)
                          + "</ul>")
     parts.append(f"<p>Launch it:</p><pre>{esc(rec.command)}</pre>")
     return "".join(parts)

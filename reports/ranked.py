@@ -8,6 +8,7 @@ and failed trials follow, grouped by reason, because why a region fails is a res
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 
 import pandas as pd
@@ -92,11 +93,13 @@ def top_table(frame: pd.DataFrame, n: int = 10) -> str:
 
 def md_text(text: str) -> str:
     """``text`` made inert in Markdown: no raw HTML (a trial's error message or a categorical
-    choice is user text, and Markdown renderers pass raw HTML through; without ``<`` no tag can
-    open, so ``&`` and ``<`` are escaped and "5.0 > 4.0" stays readable), table pipes escaped,
-    line breaks flattened."""
+    choice is user text, and Markdown renderers pass raw HTML through): ``<`` is escaped where a
+    tag could open (before a letter, ``/``, ``!`` or ``?``) and ``&`` where an entity could
+    (before a letter or ``#``), so "<= 2" and "5.0 > 4.0" stay as written; table pipes
+    escaped, line breaks flattened."""
     flat = text.replace("\r", " ").replace("\n", " ")
-    return flat.replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|")
+    flat = re.sub(r"&(?=[A-Za-z#])", "&amp;", flat)  # only where an entity could start
+    return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", flat).replace("|", "\\|")  # or a tag
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -118,8 +121,9 @@ def render_ranked(snapshot: Snapshot, *, importances: Importances, gaps: list[Fp
     lines += _grouped(snapshot) + [""]
     lines += _what_matters(importances) + [""]
     lines += _fp8_section(gaps) + [""]
-    lines += ["## Transfer confidence", ""] + [
-        f"- {x}" for x in validation_lines(snapshot.study_user_attrs)] + ["", labels.LEGEND, ""]
+    checked = validation_lines(snapshot.study_user_attrs, snapshot.study_name)
+    lines += ["## Transfer confidence", ""] + [f"- {x}" for x in checked]
+    lines += ["", labels.LEGEND, ""]
     return "\n".join(lines)
 
 

@@ -13,12 +13,13 @@ from typing import Any
 from tuner.study import records
 
 
-def validation_lines(study_user_attrs: dict[str, Any]) -> list[str]:
-    """Plain sentences (markdown-safe) describing the stored validation, or a hint to run it."""
+def validation_lines(study_user_attrs: dict[str, Any], study: str = "STUDY") -> list[str]:
+    """Plain sentences (markdown-safe) describing the stored validation, or the command that
+    runs it for the study named ``study``."""
     v = study_user_attrs.get(records.VALIDATION)
     if not v:
-        return ["Not checked yet: `moetune validate STUDY --top K --scale 2` re-trains the top "
-                "recipes on a larger proxy and records whether their ranking survives."]
+        return [f"Not checked yet: `moetune validate {study} --top 5 --scale 2` re-trains the "
+                "top recipes on a larger proxy and records whether their ranking survives."]
     rho = v.get("spearman")
     stays = "stays on top" if v.get("chosen_stays_on_top") else (
         f"does NOT stay on top (trial #{v.get('best_at_scale')} wins at scale)")

@@ -281,5 +281,13 @@ def test_constraints_are_shown_with_the_side_the_runner_applies(tmp_path, key, s
     add(study, values=[3.0, 1.0], constraints={key: -1.0})
     _, md, html, _ = built(study, tmp_path)
     assert f"- Constraint `{key}`: {shown}" in md
+    assert "&lt;" not in md and "&gt;" not in md
     assert f"Constraint <code>{key}</code>: {shown.replace('>', '&gt;').replace('<', '&lt;')}" \
         in html
+
+
+def test_markdown_text_keeps_comparisons_and_escapes_only_what_could_be_markup() -> None:
+    from reports.ranked import md_text
+    assert md_text("constraint max_vio: 2.1 violates <= 2 & 5.0 > 4.0") == \
+        "constraint max_vio: 2.1 violates <= 2 & 5.0 > 4.0"
+    assert md_text("<b>x</b> &amp; <!-- c -->") == "&lt;b>x&lt;/b> &amp;amp; &lt;!-- c -->"

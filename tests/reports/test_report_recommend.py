@@ -26,6 +26,22 @@ def test_the_recommendation_is_the_knee_with_its_trade_offs(tmp_path):
     assert f"Run trial #{rec.trial}</b>" in html
 
 
+def test_both_reports_open_with_the_recommendation_in_their_own_markup(tmp_path):
+    study = random_study(n=30, seed=1, trained=True)
+    paths = reports.build(study, tmp_path)
+    md, html = paths["ranked_md"].read_text(), paths["report_html"].read_text()
+    body = html[html.index("<body>"):]
+    heads = [body.index(h) for h in ("<h2>Recommendation</h2>", "<h2>Summary</h2>",
+                                     "<h2>Top of the ranking</h2>")]
+    assert heads == sorted(heads)  # the recommendation first, then the summary and the table
+    first_section = md.index("## ")
+    assert md[first_section:].startswith("## Recommendation")
+    recommendation = body[heads[0]:heads[1]]
+    assert "`" not in recommendation and "<code>" in recommendation  # no raw Markdown marks
+    for text in (md, body):  # real names in every command, no placeholder
+        assert "STUDY" not in text and "moetune validate random --top 5" in text
+
+
 def test_warnings_name_an_edge_value_an_unvaried_knob_and_a_load_dependent_objective():
     objectives = [["val_loss", "minimize"], ["tokens_per_s", "maximize"]]
     study = new_study(objectives=objectives)
