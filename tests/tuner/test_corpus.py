@@ -144,6 +144,23 @@ def test_bad_text_or_tokenizer_is_a_spec_error_and_writes_nothing(tmp_path, tok_
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
+def test_a_blend_of_text_and_ids_is_refused(tmp_path, tok_file):
+    from trainers.megatron import Writer
+
+    with Writer(tmp_path / "ids", dtype=torch.uint16) as w:
+        w.add_document(torch.tensor([2, 3, 0] * 100))
+    (tmp_path / "t.txt").write_text("hello world " * 100)
+    with pytest.raises(CorpusError, match="all be text or all token ids"):
+        load(f"1 {tmp_path / 'ids'} 1 {tmp_path / 't.txt'}", tokenizer=str(tok_file))
+
+
+def test_a_blend_of_texts_tokenizes_each_part(tmp_path, tok_file):
+    (tmp_path / "a.txt").write_text("hello world " * 200)
+    (tmp_path / "b.txt").write_text("moe tune " * 200)
+    blend = load(f"3 {tmp_path / 'a.txt'} 1 {tmp_path / 'b.txt'}", tokenizer=str(tok_file))
+    assert blend.weights == (0.75, 0.25) and [len(p.tokens) for p in blend.parts] == [401, 401]
+
+
 def test_corpus_errors_name_their_key():
     e = CorpusError("text_field", "x")
     assert isinstance(e, ValueError) and e.field == "text_field"

@@ -68,7 +68,11 @@ def load(corpus: str, *, tokenizer: str = "", text_field: str = "text", eod_toke
         return _ids(corpus, vocab or None, max_bytes)
     blend = parse_blend(corpus)
     parts = [(1.0, corpus)] if blend is None else blend
-    if all(_holds_ids(p) for _, p in parts):
+    held = [_holds_ids(p) for _, p in parts]
+    if any(held) and not all(held):
+        raise CorpusError("corpus", f"the parts of a blend must all be text or all token ids "
+                                    f"(Megatron datasets, .npy), but got {corpus!r}.")
+    if all(held):
         if bpe_size(tokenizer):
             raise CorpusError("tokenizer", f"'bpe:N' trains on text, but the corpus {corpus!r} "
                                            "holds token ids; give its own tokenizer.json.")
@@ -116,7 +120,10 @@ def tokenize(corpus: str, *, tokenizer: str, text_field: str = "text", eod_token
                 raise
             meta |= {"corpus": corpus, "tokenizer": tokenizer, "vocab_size": model_vocab,
                      "eod_id": eod, "text_field": text_field, **bpe}
-            meta_file.write_text(json.dumps(meta, indent=1))
+            # last, and whole: its presence says the dataset is complete
+            partial = meta_file.with_suffix(".tmp")
+            partial.write_text(json.dumps(meta, indent=1))
+            partial.replace(meta_file)
     meta = json.loads(meta_file.read_text())
     return Tokenized(prefix=folder / "corpus", vocab_size=model_vocab, meta=meta)
 
