@@ -107,7 +107,9 @@ def test_status_and_list(stored_study, capsys):
     assert main(["status", "cli", "--root", str(root)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:4] == ["#", "outcome", "val_loss", "full_gpu_hours"]
-    assert out[2].split()[1:3] == ["complete", "3.2"] and "ValueError: boom" in out[3]
+    # best first, the knee marked (one feasible front: #1 at 3.2 beats #0), then the rest
+    assert out[1].split()[:4] == ["1", "complete", "knee", "3.2"]
+    assert out[2].split()[:3] == ["0", "complete", "3.5"] and "ValueError: boom" in out[3]
     top = out[out.index("Top of the ranking:") + 1:]
     assert any("3.2" in line for line in top)  # the one complete trial heads the ranking
     assert main(["status", "--root", str(root)]) == 0

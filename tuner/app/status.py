@@ -9,7 +9,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from tuner.study import records
+from tuner.study import ranking, records
 from tuner.study.reasons import one_line
 from tuner.study.resume import counts_toward_target
 from tuner.study.trial_record import study_objectives, trial_records
@@ -18,18 +18,40 @@ MAX_REASON = 60
 
 
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
-    """number, outcome, objective values, the searched params, and why (shortened)."""
+    """number, outcome, objective values, the searched params, and why (shortened); best
+    first: the feasible trials by Pareto rank, then by the first objective, the knee (what
+    ``export --pick knee`` takes; the best trial with one objective) marked, then the others
+    in trial order."""
     names = study.metric_names or [f"value{i}" for i in range(len(study.directions))]
+    order, knee = _ranking(study)
     rows = []
-    for t in study.get_trials(deepcopy=False):
+    for t in sorted(study.get_trials(deepcopy=False),
+                    key=lambda t: (order.get(t.number, len(order)), t.number)):
         row: dict[str, Any] = {"#": t.number,
-                               "outcome": t.user_attrs.get(records.OUTCOME, t.state.name.lower())}
+                               "outcome": t.user_attrs.get(records.OUTCOME, t.state.name.lower()),
+                               "": "knee" if t.number == knee else ""}
         for i, name in enumerate(names):
             row[name] = t.values[i] if t.values else ""
         row.update(t.params)
         row["reason"] = one_line(t.user_attrs.get(records.REASON) or "")[:MAX_REASON]
         rows.append(row)
     return rows
+
+
+def _ranking(study: optuna.Study) -> tuple[dict[int, int], int | None]:
+    """Each feasible trial's place (Pareto rank, then the first objective) and the knee."""
+    objectives = study_objectives(study)
+    recs = trial_records(study)
+    feasible = [r for r in recs if r.feasible]
+    if not feasible:
+        return {}, None
+    points = ranking.minimised(feasible, objectives)
+    ranks = ranking.nondominated_ranks(points)
+    places = sorted(range(len(feasible)), key=lambda i: (ranks[i], points[i][0],
+                                                         feasible[i].number))
+    knee = ranking.study_knee(recs, objectives)
+    return ({feasible[i].number: k for k, i in enumerate(places)},
+            knee.number if knee is not None else None)
 
 
 def study_summary_rows(studies: Sequence[optuna.Study]) -> list[dict[str, Any]]:
