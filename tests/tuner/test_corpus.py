@@ -161,6 +161,14 @@ def test_a_blend_of_texts_tokenizes_each_part(tmp_path, tok_file):
     assert blend.weights == (0.75, 0.25) and [len(p.tokens) for p in blend.parts] == [401, 401]
 
 
+def test_bpe_over_a_blend_is_refused(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.txt").write_text("hello world " * 100)
+    with pytest.raises(CorpusError, match="one vocabulary per part"):
+        load(f"1 {tmp_path / 'a.txt'} 1 {tmp_path / 'b.txt'}", tokenizer="bpe:300")
+    assert not (tmp_path / "cache").exists()
+
+
 def test_corpus_errors_name_their_key():
     e = CorpusError("text_field", "x")
     assert isinstance(e, ValueError) and e.field == "text_field"

@@ -78,6 +78,10 @@ def load(corpus: str, *, tokenizer: str = "", text_field: str = "text", eod_toke
                                            "holds token ids; give its own tokenizer.json.")
         return _ids(corpus, _vocab(vocab, vocab_size(load_tokenizer(tokenizer)), tokenizer),
                     max_bytes)
+    if blend is not None and bpe_size(tokenizer):
+        raise CorpusError("tokenizer", f"'bpe:N' would train one vocabulary per part of the "
+                                       f"blend {corpus!r}; train it on one corpus (a folder of "
+                                       "the parts) or give a tokenizer.json.")
     _check_text_size(parts, max_bytes)
     # the vocabulary first: a spec that states too small a one writes nothing
     model_vocab = _vocab(vocab, bpe_size(tokenizer) or vocab_size(load_tokenizer(tokenizer)),
