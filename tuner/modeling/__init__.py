@@ -17,7 +17,7 @@ from tuner.modeling.cost_model import (
     gpu_hours,
     memory_per_gpu,
 )
-from tuner.modeling.fp8_speed import Fp8Speed, fp8_speed
+from tuner.modeling.fp8_speed import Fp8Speed
 from tuner.modeling.full_run import (
     DEFAULT_MFU,
     ExportError,
@@ -32,5 +32,5 @@ from tuner.modeling.targets import TARGETS, published_target
 
 __all__ = ["DEFAULT_MFU", "HARDWARE", "TARGETS", "ExportError", "Fp8Speed", "FullRun",
            "FullRunTarget", "Hardware", "ParallelPlan", "ParamCount", "build_full_run",
-           "count_params", "fp8_speed", "get_hardware", "gpu_hours", "layout_errors",
-           "load_target", "memory_per_gpu", "published_target"]
+           "count_params", "get_hardware", "gpu_hours", "layout_errors", "load_target",
+           "memory_per_gpu", "published_target"]
