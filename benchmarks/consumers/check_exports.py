@@ -149,11 +149,29 @@ def check_megatron(src: Path, runs: list[tuple[str, FullRun]]) -> list[tuple[str
                 margs.validate_args(args)
                 cfg = argument_utils.core_transformer_config_from_args(args)
                 assert cfg.qk_layernorm and args.step_batch_size_schedule == _schedule(text)
-                outcome = "OK"
+                failed = [k for k, ok in megatron_checks(run, text).items() if not ok]
+                outcome = f"FAIL {', '.join(failed)}" if failed else "OK"
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - the check's verdict
                 outcome = f"FAIL {type(exc).__name__}: {exc}"
         results.append(("megatron", case, outcome))
     return results
+
+
+def megatron_checks(run: FullRun, text: str) -> dict[str, bool]:
+    """What Megatron-LM computes otherwise than the recipe, with no flag for it, must be said in
+    the file, by name: its group score (top-k/group_topk sum), Transformer Engine >= 2.3 for
+    blockwise fp8, and where its batch stops changing when that is not the ramp mark."""
+    from tuner.export.formats import megatron
+    a, r = run.model_args, run.recipe
+    per = a.n_activated_experts // a.n_limited_groups
+    routes_alike = a.n_expert_groups == 1 or a.group_rule == f"sum_top{per}"
+    ramp_end = megatron.ramp_end_step(run) if run.recipe.batch_schedule != "constant" else 0
+    return {
+        "group score": routes_alike or "# NOTE: group-limited routing: Megatron-LM" in text,
+        "te version": r.precision != "fp8" or "Transformer Engine >= 2.3" in text,
+        "ramp end": ramp_end in (0, run.steps.ramp) or f"at step {ramp_end}," in text,
+        "multistep": r.decay != "multistep" or "differs by up to" in text,
+    }
 
 
 def _schedule(text: str) -> str | None:
@@ -191,6 +209,17 @@ SHRINK = {"hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 1
           "qk_rope_head_dim": 4, "v_head_dim": 8}
 
 
+def hf_checks(run: FullRun, d: dict[str, Any], model: Any) -> dict[str, bool]:
+    """The drifts transformers has no key for must be said in the sidecar, by name."""
+    notes = " ".join(formats.SIDECARS["hf"](run)["notes"])
+    has_mtp = any("mtp" in n.lower() for n, _ in model.named_modules())
+    return {
+        "no stray key": d["model_type"] == "deepseek_v3" or "num_mtp_layers" not in d,
+        "mtp said": not run.model_args.mtp_depth or (not has_mtp and "MTP module" in notes),
+        "training values said": "a model config only" in notes,
+    }
+
+
 def check_hf(runs: list[tuple[str, FullRun]]) -> list[tuple[str, str, str]]:
     import torch
     import transformers
@@ -206,7 +235,8 @@ def check_hf(runs: list[tuple[str, FullRun]]) -> list[tuple[str, str, str]]:
             assert type(model).__name__ == d["architectures"][0]
             logits = model(torch.randint(0, 128, (2, 8))).logits
             assert torch.isfinite(logits).all()
-            outcome = "OK"
+            failed = [k for k, ok in hf_checks(run, d, model).items() if not ok]
+            outcome = f"FAIL {', '.join(failed)}" if failed else "OK"
         except Exception as exc:  # noqa: BLE001
             outcome = f"FAIL {type(exc).__name__}: {exc}"
         results.append((f"hf {transformers.__version__}", case, outcome))

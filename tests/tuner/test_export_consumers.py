@@ -419,3 +419,17 @@ def test_hf_sidecar_says_what_the_model_config_leaves_out():
         assert any("a model config only" in n for n in side["notes"])
     d = json.loads(formats.render("hf", full_run("236B", 2048, Recipe())))
     assert "num_mtp_layers" not in d  # DeepseekV2Config has no such key
+
+
+def test_the_consumer_checks_hold_the_drift_notes_to_account():
+    """check_exports.py's named drift checks (run there after Megatron-LM's own parse): every
+    case passes, and a file stripped of its notes fails the ones that apply."""
+    sys.path.insert(0, str(CHECK.parent))
+    import check_exports as ce
+    seen = set()
+    for case, run in ce.cases():
+        text = formats.render("megatron", run)
+        assert all(ce.megatron_checks(run, text).values()), case
+        bare = "\n".join(x for x in text.splitlines() if not x.startswith("# NOTE"))
+        seen |= {k for k, ok in ce.megatron_checks(run, bare).items() if not ok}
+    assert seen == {"group score", "te version", "ramp end"}  # the cases have no multistep
