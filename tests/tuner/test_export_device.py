@@ -49,7 +49,8 @@ def test_a_precision_chosen_by_cpu_timing_is_announced_with_the_targets_costs():
     assert picked.record.params["precision"] == "fp32"
     said = [w for w in full.warnings if w.startswith("precision 'fp32' was chosen on")]
     assert len(said) == 1
-    assert "timed on cpu, not on the target's h800" in said[0]
+    assert ("the proxy's speed timed on cpu: neither that device nor the proxy's GEMM shapes "
+            "are the full run's on h800") in said[0]
     costs = dict(part.split() for part in said[0].split("the cost model gives ")[1]
                  .split(" GPU-hours")[0].split(", "))
     assert set(costs) == {"bf16", "fp32"}

@@ -3,9 +3,10 @@
 A study with a timed objective or constraint (`tuner.study.metrics.TIMED`) ranks its systems
 knobs by how fast the proxy ran on the study's device. Where the export carries such a knob to
 the full run unchanged (a rule of kind ``carried``: the precision), the choice rested on that
-device's speed, not the target's: on a CPU fp32 times faster than bf16, on an H800 bf16 costs
-half of fp32. `timed_choice_warnings` says so, with the modeled cost of each value the study
-tried for that knob on the target.
+device's speed at the proxy's GEMM shapes, not the target's at the full run's: on a CPU fp32
+times faster than bf16, on an H800 bf16 costs half of fp32, and fp8 that loses at a proxy's
+small GEMMs gains at the full run's. `timed_choice_warnings` says so, with the modeled cost
+on the target of each value the study tried for that knob.
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ def timed_choice_warnings(study: Any, picked: Picked, full: FullRun,
             if math.isfinite(hours):
                 costs.append(f"{value} {hours / 1e6:.3g}M")
         out.append(
-            f"{knob} {r.params[knob]!r} was chosen on {', '.join(timed)}, timed on {device}, "
-            f"not on the target's {target.hardware.name}: the speed that chose it is that "
-            f"device's. On {target.hardware.name} the cost model gives "
+            f"{knob} {r.params[knob]!r} was chosen on {', '.join(timed)}, the proxy's speed "
+            f"timed on {device}: neither that device nor the proxy's GEMM shapes are the full "
+            f"run's on {target.hardware.name}. There the cost model gives "
             f"{', '.join(costs) or 'no value that fits'} GPU-hours (modeled); rank on "
             "full_gpu_hours to choose by the full run's cost.")
     return out
