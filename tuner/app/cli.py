@@ -27,6 +27,7 @@ from tuner.app.startup import configure_logging
 COMMAND_MODULES: tuple[str, ...] = (
     "tuner.app.commands",
     "tuner.app.export_command",
+    "tuner.app.dashboard_command",
     "tuner.app.validate_command",
     "tuner.app.report_command",
     "tuner.app.control_commands",
