@@ -100,7 +100,7 @@ def test_bad_file_errors(tmp_path: Path):
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in SPACES_DIR.glob("*.toml")
-                                        if p.name != "quickstart.toml"))
+                                        if "[study]" not in p.read_text()))  # not a full spec
 def test_shipped_space_files_load_and_every_sample_is_a_valid_recipe(name):
     s = load_space(name)
     assert set(s.names()) <= set(Recipe.__dataclass_fields__)

@@ -239,3 +239,16 @@ def test_the_export_takes_lr_and_batch_from_a_law(variable) -> None:
     rules = {r.field: r.rule for r in full.rules}
     assert "the study's own law" in rules["lr"] and "the study's own law" in rules["batch_end"]
     assert f"{'D' if mup else 'C'} = " in rules["lr"]
+
+
+def test_the_shipped_law_spec_validates_as_documented() -> None:
+    from pathlib import Path
+
+    from tuner.study.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "search_spaces" / "law.toml")
+    law = spec.law
+    assert law.on and law.mup and law.held_out >= 5 * law.tokens[-1]
+    assert math.log10(law.tokens[-1] / law.tokens[0]) >= 1.5
+    assert set(spec.space.names()) == {"lr", "batch_end"}
+    assert spec.study.n_trials >= 10  # a 2-D surface needs 10 (response_surface.MIN_TRIALS_2D)
