@@ -25,7 +25,8 @@ from typing import Any
 import optuna
 
 from tuner.study import database as db
-from tuner.study.law_fit import fit_law
+from tuner.study import storage as st
+from tuner.study.law_fit import budget_studies, fit_law
 from tuner.study.law_spec import LawSection, budget_name
 from tuner.study.spec import BudgetSection, PruningSection, StudySpec
 from tuner.study.start_spec import StartSection
@@ -89,7 +90,7 @@ def run_law(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: Any =
     ``run_dir`` is budget 0's folder; budget i > 0 runs in ``<run_dir's parent>/<its name>``
     with budget 0's storage.
     """
-    from trainers import train
+    from trainers import train  # torch and Ray load only when a law runs
     from tuner.study.runner import ray_cluster, run_study
 
     url = db.storage_url(run_dir, storage, spec.study.storage)
@@ -100,8 +101,6 @@ def run_law(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: Any =
             name = budget_name(spec.name, law, i)
             existing = _existing(url, name)
             if existing is not None:
-                from tuner.study import storage as st
-
                 bspec = st.stored_spec(existing)
             elif i == len(law.tokens):  # the held-out budget: predict, then run
                 bspec = _held_out_spec(spec, url, log)
@@ -122,8 +121,6 @@ def run_law(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: Any =
 
 def _held_out_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
     """The held-out budget's spec, with the laws' prediction from the budgets below it."""
-    from tuner.study.law_fit import budget_studies
-
     law: LawSection = spec.law
     store = db.open_existing_storage(url)
     studies = [(i, s) for i, s in budget_studies(spec, store) if i < len(law.tokens)]
@@ -143,8 +140,6 @@ def _held_out_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
 
 
 def _existing(url: str, name: str) -> optuna.Study | None:
-    from tuner.study import storage as st
-
     try:
         store = db.open_existing_storage(url)
     except LookupError:
