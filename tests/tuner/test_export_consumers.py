@@ -433,3 +433,18 @@ def test_the_consumer_checks_hold_the_drift_notes_to_account():
         bare = "\n".join(x for x in text.splitlines() if not x.startswith("# NOTE"))
         seen |= {k for k, ok in ce.megatron_checks(run, bare).items() if not ok}
     assert seen == {"group score", "te version", "ramp end"}  # the cases have no multistep
+
+
+def test_cli_torchtitan_module_is_named_by_its_file_and_notes_reach_stderr(tmp_path, capsys):
+    url = _study(tmp_path)
+    argv = ["export", "edge", "--storage", url, "--target", "deepseek-v3-236b", "--gpus", "2048",
+            "--tokens", "1e12", "--format", "torchtitan"]
+    bad = tmp_path / "run-236b.py"
+    assert main([*argv, "--out", str(bad)]) == 2
+    assert "must be a Python identifier" in capsys.readouterr().err and not bad.exists()
+    out = tmp_path / "run_236b.py"
+    assert main([*argv, "--out", str(out)]) == 0
+    err, text = capsys.readouterr().err, out.read_text()
+    assert "--module run_236b --config moetune_config" in text
+    assert "moetune export: note: attention mask: torchtitan 0.3" in err
+    assert "moetune export: note: group-limited routing: torchtitan 0.3" in err
