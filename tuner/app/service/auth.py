@@ -26,6 +26,7 @@ revoked, or a session closed by another process counts within that time).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import time
@@ -197,6 +198,7 @@ def same_origin(request: Request) -> bool | None:
     return bool(host) and urllib.parse.urlsplit(source).netloc == host
 
 
+@functools.lru_cache(maxsize=256)  # asked on every request of an open service; few hosts
 def _loopback_host(host: str) -> bool:
     """Whether a Host header names this machine by a loopback name (a page whose own name
     resolves to 127.0.0.1 does not: DNS rebinding)."""
