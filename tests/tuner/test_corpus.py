@@ -172,3 +172,38 @@ def test_bpe_over_a_blend_is_refused(tmp_path):
 def test_corpus_errors_name_their_key():
     e = CorpusError("text_field", "x")
     assert isinstance(e, ValueError) and e.field == "text_field"
+
+
+def test_a_trial_of_a_tokenizer_study_trains_on_the_tokenized_corpus(tmp_path):
+    """The spec's [data] keys reach the trial (runner._job -> TrialJob -> train_and_report),
+    and the proxy takes the tokenizer's vocabulary."""
+    from types import SimpleNamespace
+
+    from trainers import Recipe
+    from tuner.study.proxy import resolve_model_args
+    from tuner.study.runner import _job
+    from tuner.study.spec import parse_spec
+    from tuner.study.trainable import train_and_report
+    from tuner.testing import make_result
+
+    (tmp_path / "t.txt").write_text("the quick brown fox jumps over the lazy dog. " * 400)
+    spec = parse_spec({"study": {"name": "s"}, "model": {"preset": "debug"},
+                       "data": {"corpus": "t.txt", "tokenizer": "bpe:300"},
+                       "space": {"params": {"lr": {"type": "float", "low": 1e-4,
+                                                   "high": 1e-2, "log": True}}}},
+                      base_dir=tmp_path)
+    args = resolve_model_args(spec)
+    assert args.vocab_size == 300
+    job = _job(spec, SimpleNamespace(model_args=args))
+    seen = {}
+
+    def trainer(model_args, recipe, *, data, token_budget, **kw):
+        seen.update(vocab=data.vocab_size, n=len(data.tokens), model_vocab=model_args.vocab_size)
+        return make_result(recipe, token_budget=token_budget, val_loss=3.0)
+
+    report = train_and_report({"recipe": Recipe().to_dict()}, job=job, trainer=trainer,
+                              env={"device": "cpu"})
+    assert report.status == "ok", report.reason
+    expected = load(str(tmp_path / "t.txt"), tokenizer="bpe:300")
+    assert seen == {"vocab": 300, "n": len(expected.tokens), "model_vocab": 300}
+    assert report.environment["corpus_hash"] == expected.hash
