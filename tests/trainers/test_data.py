@@ -12,6 +12,12 @@ from trainers import load_corpus, stdlib_corpus
 from trainers.data import TrainStream, validation_batches
 
 
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    """The folder cache and the per-file scans go under the test's own folder."""
+    monkeypatch.setenv("MOETUNE_CACHE", str(tmp_path / "cache"))
+
+
 def test_stdlib_corpus_is_deterministic_bytes():
     c = stdlib_corpus()
     assert c.vocab_size == 256 and len(c.tokens) > 1_000_000
