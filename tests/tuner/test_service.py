@@ -305,3 +305,16 @@ def test_errors_about_files_outside_the_data_roots_say_nothing_about_them(server
 
     exists = sys.executable  # a file that is there
     assert detail(exists) == detail("/no/such/file.json") == detail("/etc/../etc/hostname")
+
+
+def test_two_studies_side_by_side_keep_their_own_trials(server):
+    """Ray Tune keeps a registered trainable under the Ray job's id, which every driver of the
+    service shares: a short study started next to a long one, then ending, left the long one's
+    later trials with OwnerDiedError (its trainable's arguments were owned by the ended driver).
+    Each driver now has a registry of its own."""
+    submit(server, "long-one", n=10)
+    server.wait_trials_running("long-one")
+    submit(server, "short-one", n=2)
+    server.wait_state("short-one", ("finished",))
+    d = server.wait_state("long-one", ("finished",), timeout_s=300)
+    assert d["progress"]["outcomes"] == {"complete": 10}, d["progress"]

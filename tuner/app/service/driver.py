@@ -83,11 +83,27 @@ def run_driver(name: str, storage_url: str, root: str, trainer: str) -> str:
         return "failed"
 
 
+def isolate_tune_registry() -> None:
+    """Give this process's Ray Tune registry a key prefix of its own: the actor's id.
+
+    Ray Tune keeps a registered trainable in the cluster's key-value store under the Ray job's
+    id (``ray/tune/registry.py``, ``_Registry.prefix``, Ray 2.60.0). Every driver actor is in
+    the service's job, so two drivers registering the same trainable overwrite each other, and
+    one driver could run the other's trainable, whose arguments (``tune.with_parameters``
+    object refs) die with the other driver: its trials ended with ``OwnerDiedError``. The
+    registry is read by the driver that registered (the trial actors get the class itself), so
+    a prefix per driver keeps each study's trials its own."""
+    from ray.tune import registry
+
+    registry._global_registry._prefix = ray.get_runtime_context().get_actor_id()
+
+
 @ray.remote(num_cpus=0, max_restarts=0)
 class StudyDriver:
     """One study's driver; it ends itself when the study ends."""
 
     def run(self, name: str, storage_url: str, root: str, trainer: str) -> str:
+        isolate_tune_registry()
         try:
             return run_driver(name, storage_url, root, trainer)
         finally:
