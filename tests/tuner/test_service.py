@@ -67,6 +67,10 @@ def test_submit_streams_progress_then_report_and_export(server):
     assert all(t["curve"] for t in final["trials"] if t["outcome"] == "complete")
     status, html = server.call("GET", "/api/v1/studies/flow/report")
     assert status == 200 and "<html" in html.lower() and "flow" in html
+    built = (server.root / "flow" / "report" / "report.html").stat().st_mtime_ns
+    assert server.call("GET", "/api/v1/studies/flow/report") == (status, html)
+    # the study did not change: the report was sent again, not built again
+    assert (server.root / "flow" / "report" / "report.html").stat().st_mtime_ns == built
     status, text = server.call("POST", "/api/v1/studies/flow/export", {
         "pick": "knee", "target": str(PUBLISHED_CONFIGS / "config_671B.json"), "gpus": 2048,
         "tokens": 14.8e12, "format": "megatron"})
@@ -131,6 +135,10 @@ def test_cancelled_study_resumes_to_the_end(server):
      ["data.corpus", "data root", "/etc/passwd"]),
     ({"spec": SPEC.format(name="x", n=2) + "[model]\nfull = '/etc/shadow'\n"}, 422,
      ["model.full", "data root"]),
+    # were 500s: a seed numpy cannot take, a lone surrogate in the text
+    ({"spec": SPEC.format(name="x", n=2).replace("[study]", "[study]\nseed = " + str(2**70))},
+     422, ["study", "Seed must be between"]),
+    ({"spec": SPEC.format(name="x", n=2) + "# \ud800\n"}, 422, ["spec", "UTF-8"]),
 ])
 def test_bad_submissions_name_the_field_and_create_nothing(server, body, status, words):
     before = {s["name"] for s in server.call("GET", "/api/v1/studies")[1]}

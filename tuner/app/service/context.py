@@ -5,7 +5,9 @@ delete, report, export), so the two front ends cannot drift apart."""
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import threading
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +40,7 @@ from tuner.study.samplers import make_sampler
 from tuner.study.spec import NAME_RE, SpecError, StudySpec, check_inputs, parse_spec
 
 MAX_SPEC_BYTES = 256 * 1024
+REPORT_KEY = ".built-for"  # in a report folder: what the report there was built from
 MARKER = ".moetune-service"  # in a run folder the service made; delete removes only those
 
 
@@ -92,6 +95,7 @@ class Service:
         self.auth = auth
         self.scheduler = scheduler
         self.views = ViewCache(self._read_view)
+        self._report_locks: dict[str, threading.Lock] = {}
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -185,7 +189,7 @@ class Service:
         folder.mkdir(parents=True)
         try:
             (folder / MARKER).write_text(f"{spec.name}\n")  # delete removes marked folders only
-            study = st.create_study(spec, self.storage, make_sampler(spec))
+            study = st.create_study(spec, self.storage, _sampler(spec))
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)  # nothing is left of a failed submit
             raise
@@ -232,11 +236,20 @@ class Service:
             shutil.rmtree(folder)  # made by this service at submit; anything else is kept
 
     def report(self, study: optuna.Study) -> Path:
-        """Build the study's report under its run folder; returns report.html."""
+        """The study's report.html under its run folder, built again only when the study
+        changed since (its trials, their states, the service's record: `_report_key`); one
+        build at a time per study, so requests arriving together wait for the same build."""
         import reports
 
-        paths = reports.build(study, self.config.root / study.study_name / "report")
-        return paths["report_html"]
+        out = self.config.root / study.study_name / "report"
+        with self._report_locks.setdefault(study.study_name, threading.Lock()):
+            key = _report_key(study)
+            built = out / REPORT_KEY
+            if built.is_file() and built.read_text() == key and (out / "report.html").is_file():
+                return out / "report.html"
+            paths = reports.build(study, out)
+            built.write_text(key)
+            return Path(paths["report_html"])
 
     def export(self, study: optuna.Study, options: dict[str, Any]) -> tuple[str, str]:
         """(text, file name) of ``moetune export`` with ``options`` (its flags, as JSON).
@@ -296,10 +309,30 @@ class Service:
         return str(rec["state"])
 
 
+def _sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
+    try:
+        return make_sampler(spec)
+    except (ValueError, OverflowError) as e:  # e.g. a seed numpy cannot take
+        raise SubmitError(f"study: the sampler refuses this spec ({e}).", field="study") from None
+
+
+def _report_key(study: optuna.Study) -> str:
+    """What a report is built from, in short: every trial's number, state and end time, and the
+    study's attributes (the service's record, the measured noise)."""
+    trials = [(t.number, t.state.name, str(t.datetime_complete or ""))
+              for t in study.get_trials(deepcopy=False)]
+    return json.dumps([trials, study.user_attrs], sort_keys=True, default=str)
+
+
 def _toml(field: str, text: str, limit: int) -> dict[str, Any]:
-    if len(text.encode()) > limit:
-        raise SubmitError(f"{field}: must be at most {limit} bytes, but got "
-                          f"{len(text.encode())}.", field=field)
+    try:
+        size = len(text.encode())
+    except UnicodeEncodeError:  # a lone surrogate, sent as a JSON escape
+        raise SubmitError(f"{field}: must be UTF-8 text, but holds a character that is not "
+                          "(a lone surrogate).", field=field) from None
+    if size > limit:
+        raise SubmitError(f"{field}: must be at most {limit} bytes, but got {size}.",
+                          field=field)
     try:
         return tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError, ValueError) as e:
