@@ -5,7 +5,8 @@ feasible: it reads a trial's constraints from the single ``constraints`` list of
 and Optuna 5 stores one ``constraints:<name>`` key per constraint
 (`tuner.app.service.dashboard`). Writing the old list beside the new keys would make every
 sampler see each constraint twice (Optuna 5 reads both forms), which changes what GPSampler
-models (it multiplies one feasibility probability per constraint), so the stored trials keep
+models (it adds one log-feasibility term per constraint; benchmarks/bench_constraint_keys.py
+measures the proposals that change), so the stored trials keep
 Optuna 5's keys alone and this command serves the dashboard over the same read-only view
 ``moetune serve`` mounts: the constraint list added in what the dashboard reads, every write
 refused. Learning curves come from the trials' intermediate values (val_loss at each
