@@ -118,10 +118,7 @@ def test_exported_file_trains_the_requested_tokens_and_warmup_share(fmt, recipe)
     run = full_run(recipe)
     tokens, warmup, step = READERS[fmt](formats.render(fmt, run))
     assert abs(tokens - TOKENS) <= step, (tokens, TOKENS)
-    if fmt == "torchtitan-toml":  # the warmup rule's steps, at torchtitan's constant batch
-        assert warmup == run.steps.warmup * step
-    else:
-        assert abs(warmup - run.recipe.warmup_fraction * TOKENS) <= step
+    assert abs(warmup - run.recipe.warmup_fraction * TOKENS) <= step
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.batch_schedule)
@@ -142,7 +139,8 @@ def test_torchtitan_at_the_audited_size_trains_14_8t_tokens_not_32t():
     text = formats.render("torchtitan-toml", run)
     tokens, warmup, step = torchtitan_trained(text)
     assert abs(tokens - 14.8e12) <= step
-    assert warmup == run.steps.warmup * step  # the warmup rule's steps
+    # the recipe's warmup sequences, at the final batch (within one step)
+    assert 0 <= warmup - run.steps.warmup_samples * run.recipe.seq_len < step
     assert "steps (" in text and "counted at this batch" in text  # the NOTE says so
 
 

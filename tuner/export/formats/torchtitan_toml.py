@@ -19,8 +19,8 @@ blocks of `tuner.modeling.cost_model.stage_layers` (``module_fqns_per_model_part
 Not expressed in this file, hence listed as notes in its header: the batch ramp, the balancing
 speed γ and α, the MTP module and weight, µP. torchtitan trains a constant global batch (the
 final one), so ``steps``, ``warmup_steps`` and ``decay_ratio`` are counted for that batch
-(`constant_batch_steps`): steps × batch × seq_len is the requested tokens, and warmup and decay
-cover the tuned fractions of them.
+(`constant_batch_steps`): steps × batch × seq_len is the requested tokens, the warmup covers the
+recipe's warmup sequences and the decay the tuned fraction of the tokens.
 Checkpoint ratio r → ``mode = "selective"`` with ``selective_ac_option = "N"`` (every N-th
 block, N = round(1/r)); fp8 → torchao float8 ``rowwise`` (torchtitan has no 1×128/128×128
 blockwise recipe).
@@ -83,11 +83,14 @@ def sections(full: FullRun) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """TOML tables (name → keys) and the notes on what the format cannot hold."""
     r, p, t = full.recipe, full.plan, full.target
     s = constant_batch_steps(r, t.tokens)
-    warmup = full.steps.warmup  # the warmup rule counts optimizer steps, whatever the batch
+    # the warmup covers the recipe's warmup sequences at the final batch, so the LR at each
+    # token is the recipe's (the warmup rule's step count at the final batch would not be)
+    warmup = min(s.total, -(-full.steps.warmup_samples // r.batch_end))
     flavor = t.name if t.name in FLAVORS else "custom"
     notes = [f"constant global batch {r.batch_end}: torchtitan has no batch ramp, so steps "
              f"({s.total}) are counted at this batch to train {t.tokens} tokens; warmup_steps "
-             f"({warmup}) is the warmup rule's step count (tuned schedule: "
+             f"({warmup}) covers the recipe's {full.steps.warmup_samples} warmup sequences "
+             f"(tuned schedule: "
              f"{describe_batch_schedule(r, t.tokens, full.steps)})"
              if ramp_end_fraction(r) else "",
              f"gamma {r.bias_update_speed:.4g}, alpha {r.balance_loss_alpha}, MTP lambda "
