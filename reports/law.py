@@ -121,9 +121,17 @@ def _answer(data: dict[str, Any]) -> list[str]:
 def _laws(data: dict[str, Any]) -> list[str]:
     lr, b = data["lr_law"], data["batch_law"]
     if lr is None:
-        return ["## Laws", "", "Not fitted yet: fewer than 2 budgets have an optimum."]
+        return ["## Laws", "", "No lr law: fewer than 2 fitted budgets have an lr optimum "
+                "inside their searched range (widen the range where the optimum sits on its "
+                "edge)."]
     x = "D" if data["variable"] == "tokens" else "C"
+    fitted = [b["index"] for b in data["budgets"] if not b["held_out"]]
+    left = {name: [i for i in fitted if i not in data[f"{name}_budgets"]]
+            for name in ("lr", "batch")}
     out = ["## Laws (fitted budgets only)", "",
+           f"Through budgets {data['lr_budgets']} (lr) and {data['batch_budgets']} (batch); "
+           f"left out (no optimum, or its optimum on the searched range's edge, so beyond it): "
+           f"lr {left['lr'] or 'none'}, batch {left['batch'] or 'none'}.", "",
            f"- lr*({x}) = {lr['coef']:.3g}·{x}^{lr['exponent']:.3f}, exponent 95% "
            f"[{lr['exponent_interval'][0]:.3f}, {lr['exponent_interval'][1]:.3f}]"]
     if b is not None:

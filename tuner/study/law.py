@@ -32,6 +32,10 @@ from tuner.study.spec import BudgetSection, PruningSection, StudySpec
 from tuner.study.start_spec import StartSection
 
 
+class LawUnfit(ValueError):
+    """The fitted budgets place no lr law, so the held-out budget cannot be predicted."""
+
+
 def budget_spec(spec: StudySpec, i: int, *, predicted: dict[str, Any] | None = None,
                 point: dict[str, Any] | None = None) -> StudySpec:
     """The spec of budget ``i`` of the law ``spec`` (its base study's spec)."""
@@ -103,7 +107,11 @@ def run_law(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: Any =
             if existing is not None:
                 bspec = st.stored_spec(existing)
             elif i == len(law.tokens):  # the held-out budget: predict, then run
-                bspec = _held_out_spec(spec, url, log)
+                try:
+                    bspec = _held_out_spec(spec, url, log)
+                except LawUnfit as e:
+                    log(str(e))
+                    break
             else:
                 bspec = budget_spec(spec, i)
             log(f"law {spec.name}: budget {i} ({tokens} tokens per trial, study {name})"
@@ -126,6 +134,10 @@ def _held_out_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
     studies = [(i, s) for i, s in budget_studies(spec, store) if i < len(law.tokens)]
     by_index = dict(studies)
     fit = fit_law(spec, studies)
+    if fit.lr_law is None:  # the held-out budget would check nothing
+        raise LawUnfit(f"law {spec.name}: no held-out prediction: fewer than 2 fitted budgets "
+                       "have an lr optimum inside their searched range (law/law.md says which "
+                       "sit on its edge); widen [space] lr and `moetune resume` the law")
     prediction = fit.predict(law.held_out)
     largest = fit.fitted[-1] if fit.fitted else None
     best = {}

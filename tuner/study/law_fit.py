@@ -6,6 +6,9 @@ Notation: D tokens per trial, M the proxy's non-embedding training FLOPs per tok
 LLM's M), C = M·D, B the final batch in tokens per step (batch_end × seq_len). The laws are in
 x = D under µP and x = C in standard parametrization (`tuner.study.law_spec`).
 
+An optimum on the edge of the range its budget searched is censored: the optimum lies beyond it,
+so that budget is left out of that law (``lr_budgets``, ``batch_budgets`` say which went in).
+
 The held-out check compares the prediction stored in the held-out budget's spec before it ran
 (``law.predicted``) with that budget's own optimum, found from its own search: the trial of the
 predicted recipe (the budget's ``start.enqueue[0]``) is left out of that surface, and its
@@ -74,6 +77,9 @@ class LawFit:
     lr_law: PowerLaw | None
     batch_law: PowerLaw | None
     predicted: dict[str, Any]  # as stored in the held-out budget's spec before it ran
+    # the budgets each law went through (an optimum on the range's edge is left out)
+    lr_budgets: tuple[int, ...] = ()
+    batch_budgets: tuple[int, ...] = ()
 
     def x(self, tokens: float, flops_per_token: float | None = None) -> float:
         """The laws' variable at ``tokens`` (C with ``flops_per_token``, default the proxy's)."""
@@ -91,8 +97,8 @@ class LawFit:
     def predict(self, tokens: float) -> dict[str, Any]:
         """The laws' lr and batch at ``tokens`` of the proxy, with their bands."""
         if self.lr_law is None:
-            raise ValueError(f"law {self.name}: no lr law yet (needs at least 2 fitted budgets "
-                             "with an optimum)")
+            raise ValueError(f"law {self.name}: no lr law (it needs at least 2 fitted budgets "
+                             "whose lr optimum lies inside the searched range)")
         x = self.x(tokens)
         out: dict[str, Any] = {"tokens": tokens, "x": x, "lr": self.lr_law.at(x),
                                "lr_band": list(self.lr_law.band(x)),
@@ -153,6 +159,7 @@ class LawFit:
                 "lr_law": self.lr_law.to_dict() if self.lr_law else None,
                 "batch_law": self.batch_law.to_dict() if self.batch_law else None,
                 "predicted": self.predicted, "held_out_check": self.held_out_check(),
+                "lr_budgets": list(self.lr_budgets), "batch_budgets": list(self.batch_budgets),
                 "compute_ratio": self.compute_ratio()}
 
 
@@ -187,24 +194,35 @@ def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
     limit = len(law.tokens) if upto is None else upto
     fitted = [b for b in results if b.index < limit and b.optimum is not None]
     variable = law.variable
-    xs = [b.tokens if variable == "tokens" else b.compute for b in fitted]
+
+    def x_of(b: BudgetResult) -> float:
+        return b.tokens if variable == "tokens" else b.compute
+
+    # an optimum on the searched box's edge is censored (the optimum lies beyond the range):
+    # a law through it would bend toward the range, so such a budget is left out of that law
+    lr_pts = [b for b in fitted if b.optimum and "lr" not in b.optimum.at_edge]
+    batch_pts = [b for b in fitted if b.optimum and b.optimum.batch_placed
+                 and "batch" not in b.optimum.at_edge]
     lr_law = batch_law = None
-    if len({*xs}) >= 2:
-        lr_law = fit_power_law(xs, [b.optimum.lr for b in fitted if b.optimum],
-                               [[10 ** s[0] for s in b.optimum.samples]
-                                for b in fitted if b.optimum])
-        placed = [(x, b.optimum) for x, b in zip(xs, fitted)
-                  if b.optimum is not None and b.optimum.batch_placed]
-        if "batch_end" in spec.space.names() and len({x for x, _ in placed}) >= 2:
-            batch_law = fit_power_law([x for x, _ in placed], [o.batch for _, o in placed],
-                                      [[10 ** s[1] for s in o.samples] for _, o in placed])
+    if len({x_of(b) for b in lr_pts}) >= 2:
+        lr_law = fit_power_law([x_of(b) for b in lr_pts], [_o(b).lr for b in lr_pts],
+                               [[10 ** s[0] for s in _o(b).samples] for b in lr_pts])
+    if "batch_end" in spec.space.names() and len({x_of(b) for b in batch_pts}) >= 2:
+        batch_law = fit_power_law([x_of(b) for b in batch_pts], [_o(b).batch for b in batch_pts],
+                                  [[10 ** s[1] for s in _o(b).samples] for b in batch_pts])
     predicted: dict[str, Any] = {}
     held = next((s for i, s in studies if law.held_out and i == len(law.tokens)), None)
     if held is not None:
         predicted = dict(st.stored_spec(held).law.predicted)
     return LawFit(name=spec.name, variable=variable, flops_per_token=m, params=n,
                   budgets=tuple(results), lr_law=lr_law, batch_law=batch_law,
-                  predicted=predicted)
+                  predicted=predicted, lr_budgets=tuple(b.index for b in lr_pts),
+                  batch_budgets=tuple(b.index for b in batch_pts))
+
+
+def _o(b: BudgetResult) -> Optimum:
+    assert b.optimum is not None  # the callers filter on it
+    return b.optimum
 
 
 def _budget(i: int, study: optuna.Study, recs: list[TrialRecord], law: LawSection, m: float,
