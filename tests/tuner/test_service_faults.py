@@ -21,8 +21,8 @@ from service_process import SPEC, Server
 from tests.tuner.conftest import CANARY
 from tuner.study.database import open_storage
 
-N = 8
-OUTAGE_S = 12.0  # longer than a trial (3 s): some trial ends while the storage is down
+N = 6
+OUTAGE_S = 8.0  # longer than a trial (3 s): some trial ends while the storage is down
 
 
 def probe_while_down(srv: Server, seconds: float) -> list[tuple[int, object]]:

@@ -35,11 +35,12 @@ from tuner.app.service.views import View, ViewCache
 from tuner.study import storage as st
 from tuner.study import warm_start as ws
 from tuner.study.control import clear_stop, request_stop
-from tuner.study.database import study_names
+from tuner.study.database import shown, study_names
 from tuner.study.samplers import make_sampler
 from tuner.study.spec import NAME_RE, SpecError, StudySpec, check_inputs, parse_spec
 
 MAX_SPEC_BYTES = 256 * 1024
+MAX_KEY_PARTS = 64  # dotted parts of one TOML key (`_toml`)
 REPORT_KEY = ".built-for"  # in a report folder: what the report there was built from
 MARKER = ".moetune-service"  # in a run folder the service made; delete removes only those
 
@@ -184,8 +185,10 @@ class Service:
             try:
                 ws.open_source(spec, url=self.config.storage_url,
                                run_dir=self.config.root / spec.name)
-            except ws.WarmStartError as e:
-                raise SubmitError(str(e), field="start.warm_start") from None
+            except ws.WarmStartError as e:  # the database's URL (the root's path) not shown
+                raise SubmitError(str(e).replace(shown(self.config.storage_url), "the "
+                                                 "service's database"),
+                                  field="start.warm_start") from None
         folder.mkdir(parents=True)
         try:
             (folder / MARKER).write_text(f"{spec.name}\n")  # delete removes marked folders only
@@ -330,6 +333,14 @@ def _toml(field: str, text: str, limit: int) -> dict[str, Any]:
     except UnicodeEncodeError:  # a lone surrogate, sent as a JSON escape
         raise SubmitError(f"{field}: must be UTF-8 text, but holds a character that is not "
                           "(a lone surrogate).", field=field) from None
+    for number, line in enumerate(text.splitlines(), 1):
+        # tomllib's time grows with the square of a dotted key's parts (a 26 KB key: 3 s of
+        # CPU); no spec needs more than a few, so a long one is refused before parsing
+        head = line.split("=", 1)[0]
+        if head.count(".") >= MAX_KEY_PARTS:
+            raise SubmitError(f"{field}: a key must have fewer than {MAX_KEY_PARTS} dotted "
+                              f"parts, but line {number} has {head.count('.') + 1}.",
+                              field=field)
     if size > limit:
         raise SubmitError(f"{field}: must be at most {limit} bytes, but got {size}.",
                           field=field)
