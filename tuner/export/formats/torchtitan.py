@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import keyword
 import math
+import pprint
 from typing import TYPE_CHECKING
 
 from tuner.export.formats import drifts
@@ -101,7 +102,8 @@ def _pipeline(full: FullRun) -> list[str]:
     parts[-1] += ["norm", "lm_head"]
     return [f"par.pipeline_parallel_microbatch_size = {full.recipe.micro_batch}",
             'par.pipeline_parallel_schedule = "1F1B"',
-            f"par.module_fqns_per_model_part = {parts!r}"]
+            "par.module_fqns_per_model_part = "
+            + pprint.pformat(parts, width=90, compact=True).replace("\n", "\n    ")]
 
 
 def _model(full: FullRun, flavor: str, notes: list[str]) -> list[str]:
@@ -113,18 +115,18 @@ def _model(full: FullRun, flavor: str, notes: list[str]) -> list[str]:
                      "(models/deepseek_v3/mtp.py raises); the run trains without it")
     conv = ""
     if r.precision == "fp8":
-        conv = (', converters=[Float8LinearConverter.Config(filter_fqns=["lm_head", '
-                '"router.gate"]), Float8GroupedExpertsConverter.Config()]')
+        conv = (',\n    converters=[Float8LinearConverter.Config(filter_fqns=["lm_head", '
+                '"router.gate"]),\n                Float8GroupedExpertsConverter.Config()]')
         notes.append("fp8: torchao float8 'rowwise' (torchtitan has no 1x128/128x128 "
                      "blockwise recipe)")
     out = [f'config.model_spec = model_registry("{flavor}", attn_backend="flex", '
            f"num_mtp_layers={mtp}{conv})"]
     if mtp:
-        out.append("config.loss = MTPLoss.Config(global_vocab_size=decoder_vocab_size("
+        out.append("config.loss = MTPLoss.Config(\n    global_vocab_size=decoder_vocab_size("
                    f"config.model_spec), mtp_scale={r.mtp_lambda!r})")
     else:
-        out.append("config.loss = ChunkedLossWrapper.Config(loss_fn=CrossEntropyLoss.Config("
-                   "global_vocab_size=decoder_vocab_size(config.model_spec)))")
+        out.append("config.loss = ChunkedLossWrapper.Config(loss_fn=CrossEntropyLoss.Config(\n"
+                   "    global_vocab_size=decoder_vocab_size(config.model_spec)))")
     coeff = repr(r.bias_update_speed) if a.gate_bias else "None"
     return out + ["for _, norm, _, _ in config.model_spec.model.traverse(RMSNorm.Config):",
                   f"    norm.eps = {a.norm_eps!r}",
@@ -136,10 +138,10 @@ def _schedule(full: FullRun) -> list[str]:
     r, s = full.recipe, constant_batch_steps(full.recipe, full.target.tokens)
     warmup = min(s.total, math.ceil(full.steps.warmup_samples / r.batch_end))
     decay = "linear" if r.decay == "wsd" else "cosine"
-    out = [f"config.lr_scheduler = LRSchedulersContainer.Config(warmup_steps={warmup}, "
+    out = [f"config.lr_scheduler = LRSchedulersContainer.Config(\n    warmup_steps={warmup}, "
            f'decay_type="{decay}", min_lr_factor={r.min_lr_ratio!r}'
            + (f", decay_ratio={_decay_ratio(full, warmup)!r})" if r.decay == "wsd" else ")")]
-    return out + [f"config.optimizer = default_adamw(lr={r.lr!r}, betas=({r.beta1!r}, "
+    return out + [f"config.optimizer = default_adamw(\n    lr={r.lr!r}, betas=({r.beta1!r}, "
                   f"{r.beta2!r}), eps=1e-08, weight_decay={r.weight_decay!r})"]
 
 
@@ -231,7 +233,7 @@ def render(full: FullRun, *, module: str = DEFAULT_MODULE) -> str:
             *(f"# NOTE: {n}" for n in notes)]
     fn = [f"def {FUNCTION}() -> Trainer.Config:",
           '    """The moetune export as torchtitan\'s Trainer.Config."""',
-          *(f"    {x}" for x in lines), "    return config"]
+          *(f"    {line}" for x in lines for line in x.split("\n")), "    return config"]
     return "\n".join([*head, "", IMPORTS, "", *fn]) + "\n"
 
 
