@@ -16,13 +16,12 @@ Mapping (torchtitan's names at 0.3.0):
 - Batch: torchtitan trains one global batch (the final one). ``steps`` are counted at it
   (`constant_batch_steps`) and the warmup covers the same tokens as the recipe's warmup
   (``warmup_steps`` = warmup samples / final batch), so the LR at each token is the recipe's;
-  the batch ramp itself cannot be expressed (a warning gives its size).
+  the batch ramp itself cannot be expressed (a note describes the tuned one).
 - Parallelism: dp → ``data_parallel_shard_degree``, tp, pp, ep; with pp, the stages of
   `tuner.modeling.cost_model.stage_layers` (``module_fqns_per_model_part``, one stage per rank,
   schedule ``1F1B``) and the microbatch size.
-- Checkpoint ratio r: 0 → no AC, 1 → ``FullAC``; in between torchtitan has no per-block option
-  (0.2.2's ``selective_ac_option = "N"`` is gone), so ``SelectiveAC`` (per op) stands in, with a
-  note.
+- Checkpoint ratio r: 0 → no AC, 1 → ``FullAC``; in between torchtitan 0.3 has no per-block
+  option, so ``SelectiveAC`` (per op) stands in, with a note.
 - fp8 → torchao float8 converters (``Float8LinearConverter`` rowwise, gate and head kept in
   bf16, and ``Float8GroupedExpertsConverter``); torchtitan has no 1×128/128×128 blockwise
   recipe (a note says so).
@@ -30,7 +29,9 @@ Mapping (torchtitan's names at 0.3.0):
   model has a balancing bias, ``None`` (no bias) when it has none; every RMSNorm's ``eps`` is
   the model's ``norm_eps``; MTP depth and weight → ``num_mtp_layers`` and ``MTPLoss`` (not with
   pipeline parallelism: torchtitan's MTP raises there, so the file leaves it out and says so).
-- Not in torchtitan, hence warnings: the sequence-wise balance loss α, µP, a group score by max
+- Not in torchtitan, hence ``# NOTE:`` lines (also printed on stderr by ``moetune export``,
+  sizes from `tuner.export.formats.drifts`): the sequence-wise balance loss α, µP, a group score
+  by max
   (torchtitan scores a group by the sum of its top-2 scores), document-causal attention
   (torchtitan always masks block-causally by document; the proxy attends causally across the
   packed sequence).
