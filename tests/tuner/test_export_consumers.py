@@ -4,7 +4,8 @@ The rules are the ones exports broke before, read from the consumers' code at th
 formats name: NVIDIA/Megatron-LM@d98e8a64 (``validate_args``, ``TransformerConfig``,
 ``num_microbatches_calculator``), deepseek-ai/DeepSeek-V3@9b4e9788 (``inference/model.py``
 ``ModelArgs``), transformers (``DeepseekV2/V3ForCausalLM``, installed: instantiated and run),
-torchtitan v0.2.2 (``train.py``, ``pipeline_parallel.py``; its ``ConfigManager`` when
+torchtitan v0.2.2 for the legacy TOML (``train.py``, ``pipeline_parallel.py``) and torchtitan
+0.3.0 for the config module (its own ``ConfigManager`` and model build, in a child process, when
 installed). ``benchmarks/consumers/check_exports.py`` runs the consumers' own code on fetched
 sources; these tests keep the same rules enforced without them.
 """
