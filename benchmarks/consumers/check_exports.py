@@ -1,29 +1,39 @@
 """Load moetune's launch exports with the consumers' own code, at pinned revisions.
 
-    python benchmarks/consumers/check_exports.py --megatron SRC --deepseek SRC [--torchtitan SITE]
+    python benchmarks/consumers/check_exports.py --megatron SRC --deepseek SRC \
+        [--torchtitan | --torchtitan-toml SITE] [--no-hf] [--only TEXT ...]
 
 ``--megatron``: a checkout of NVIDIA/Megatron-LM at d98e8a64ddf34856e74b24714e3bedb2f5a39553;
 ``--deepseek``: deepseek-ai/DeepSeek-V3 at 9b4e9788e4a3a731f7567338ed15d3ec549ce03b;
-``--torchtitan``: a folder torchtitan 0.2.2 is pip-installed into (``pip install --no-deps
---target DIR torchtitan==0.2.2 tyro docstring-parser typeguard shtab``). Each consumer runs on
-every export of `CASES` (the 16B, 236B and 671B targets, planner and user layouts, three batch
-schedules):
+``--torchtitan``: the format ``torchtitan`` with torchtitan 0.3.0 importable here (.ci/run
+installs it: ``pip install --no-deps torchtitan==0.3.0 torchao==0.18.0 spmd_types==0.2.3
+torch_checkpointing==0.1.1 torchdata==0.11.0`` and ``pip install tyro``);
+``--torchtitan-toml``: the legacy format with a folder torchtitan 0.2.2 is pip-installed into
+(``pip install --no-deps --target DIR torchtitan==0.2.2 tyro docstring-parser typeguard
+shtab``); the two import one package name, so one of them per run. Each consumer runs on every
+export of `cases` (the 16B, 236B and 671B targets, planner and user layouts, three batch
+schedules; ``--only`` keeps the cases whose name contains TEXT):
 
 - Megatron-LM: ``parse_args`` on the file's words (as ``$(grep -v '^#' run.args)`` gives them),
   with the environment of the file's ``# launch:`` line, then ``validate_args`` and
-  ``core_transformer_config_from_args``;
+  ``core_transformer_config_from_args``, then the named drift checks of `megatron_checks`;
 - DeepSeek-V3: ``ModelArgs(**json.load(f))`` from ``inference/model.py``, and its
   ``precompute_freqs_cis`` against plain RoPE (no YaRN at the run's length);
-- transformers: the HF export, shrunk, instantiated and run forward once;
-- torchtitan: ``ConfigManager.parse_args`` on the TOML, ``ParallelDims`` for the layout, and
-  the batch rules of its ``train.py`` and ``pipeline_parallel.py``.
+- transformers: the HF export, shrunk, instantiated and run forward once, then `hf_checks`;
+- torchtitan 0.3: ``ConfigManager.parse_args(["--module", M, "--config", F])`` on the module,
+  the model's ``update_from_config`` and ``build`` on the meta device, ``ParallelDims``, the
+  pipeline's module names and microbatches, then the named checks of `torchtitan_checks`;
+- torchtitan 0.2.2: ``ConfigManager.parse_args`` on the TOML, ``ParallelDims`` for the layout,
+  and the batch rules of its ``train.py`` and ``pipeline_parallel.py``.
 
 Stubbed, because only a GPU machine has them: Triton (imported by kernels the checks never
 run; a stand-in module), the device queries (``torch.cuda.get_device_capability`` and
-``get_device_properties`` answer Hopper, 9.0, as the h800 target), Transformer Engine's
-version checks (answer: recent enough), DeepSeek-V3's ``kernel`` module (fp8 GEMMs). Megatron-LM
-at this revision imports ``typing.override`` (Python 3.12); on 3.11 ``typing_extensions``'
-identical decorator stands in. Prints one line per check and exits 1 if any failed.
+``get_device_properties`` answer Hopper, 9.0, as the h800 target; torchtitan's fp8 converters'
+capability check the same), Transformer Engine's version checks (answer: recent enough),
+DeepSeek-V3's ``kernel`` module (fp8 GEMMs); for torchtitan 0.3, its logging and data back ends
+(tensorboard, wandb, datasets). Megatron-LM at this revision imports ``typing.override``
+(Python 3.12); on 3.11 ``typing_extensions``' identical decorator stands in. Prints one line
+per check and exits 1 if any failed.
 """
 
 from __future__ import annotations
