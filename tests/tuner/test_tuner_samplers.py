@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 
 import optuna
 import pytest
@@ -12,7 +13,7 @@ from tuner.study.spec import spec_from_dict
 
 SAMPLERS = ["tpe", "nsga2", "random", "auto"]
 if importlib.util.find_spec("scipy") is not None:
-    SAMPLERS.append("gp")
+    SAMPLERS += ["gp", "qmc"]
 
 
 def spec_for(sampler: str, *, n: int = 30, objectives=None, space=None):
@@ -38,6 +39,22 @@ def test_sampler_is_seeded_and_accepts_constraints(sampler):
         return out
 
     assert proposals(spec_for(sampler)) == proposals(spec_for(sampler))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("scipy") is None, reason="qmc needs scipy")
+def test_qmc_covers_the_range_evenly():
+    """A law's surface wants the whole bowl: 16 scrambled Sobol points leave no gap wider than
+    0.13 of the log range (0.117 here); 16 uniform random points left 0.14-0.30 of it (median
+    0.19) over 20 seeds."""
+    spec = spec_for("qmc", n=16)
+    study = optuna.create_study(sampler=make_sampler(spec))
+    logs = []
+    for _ in range(17):  # the first trial is sampled independently, then the Sobol design
+        t = study.ask()
+        logs.append(math.log10(spec.space.suggest(t)["lr"]))
+        study.tell(t, 0.0)
+    pts = sorted([-4.0, -1.0] + logs[1:])
+    assert max(b - a for a, b in zip(pts, pts[1:])) < 0.13 * 3
 
 
 def late_infeasible(*, constrained: bool) -> int:

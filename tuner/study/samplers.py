@@ -94,4 +94,8 @@ def make_sampler(spec: StudySpec, *, n_existing: int = 0) -> optuna.samplers.Bas
         if name == "nsga2":
             return optuna.samplers.NSGAIISampler(seed=seed,
                                                  population_size=max(4, min(50, n // 4)))
+        if name == "qmc":  # a scrambled Sobol design: the space covered evenly, for a surface
+            return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed,
+                                              warn_independent_sampling=False,
+                                              warn_asynchronous_seeding=False)
         return optuna.samplers.RandomSampler(seed=seed)

@@ -49,7 +49,7 @@ from tuner.study.start_spec import StartError, StartSection, parse_start
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-SAMPLERS = ("tpe", "gp", "nsga2", "random", "auto")
+SAMPLERS = ("tpe", "gp", "nsga2", "random", "qmc", "auto")
 SCHEDULERS = ("auto", "asha", "none")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch: no "\n" at the end
 STDLIB_CORPUS = "stdlib"  # load_corpus's name for the built-in corpus, not a path
@@ -412,9 +412,9 @@ def _check_study(s: StudySection) -> None:
     _require(s.startup_trials == "auto" or (isinstance(s.startup_trials, int)
                                             and s.startup_trials >= 1),
              "study.startup_trials", "must be an integer >= 1 or \"auto\"", s.startup_trials)
-    if s.sampler == "gp":
+    if s.sampler in ("gp", "qmc"):
         _require(importlib.util.find_spec("scipy") is not None, "study.sampler",
-                 "'gp' needs scipy installed (pip install scipy)", s.sampler)
+                 f"{s.sampler!r} needs scipy installed (pip install scipy)", s.sampler)
     if s.storage:
         _require(s.storage.startswith(URL_PREFIXES), "study.storage",
                  "must be '' (a sqlite file in the run folder) or a database URL "
