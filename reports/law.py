@@ -223,8 +223,40 @@ def law_figure(data: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def write_law_report(spec: StudySpec, *, url: str, out: Path) -> dict[str, Path]:
-    """Write ``law.md``, ``law.json`` and ``law.png`` under ``out``; their paths."""
+def budget_note(data: dict[str, Any]) -> list[str]:
+    """What budget 0's own ranked.md and report.html say first: the answer is the law's."""
+    lines = [f"**This study is budget 0 of the law study {data['name']}**: the full run's answer "
+             "is the law's (law/law.md, law/law.png), not this budget's best trial, which is "
+             f"the best recipe at {data['budgets'][0]['tokens']} tokens per trial only."]
+    return lines + _answer(data)
+
+
+def annotate_budget_report(report_dir: Path, data: dict[str, Any]) -> None:
+    """Put `budget_note` under the title of budget 0's ranked.md and report.html (written just
+    before by `reports.build`); the figure is the law's own ``law.png``."""
+    from reports.html import inline
+
+    note = budget_note(data)
+    md = report_dir / "ranked.md"
+    if md.exists():
+        head, _, rest = md.read_text().partition("\n")
+        md.write_text(head + "\n\n" + "\n\n".join(note) + "\n" + rest)
+    page = report_dir / "report.html"
+    if page.exists():
+        text = page.read_text()
+        block = ("<h2>Scaling law</h2>" + "".join(f"<p>{inline(n)}</p>"
+                                                   for n in note)
+                 + "<p><img src='../law/law.png' alt='lr* and B* against the budget' "
+                   "style='max-width:100%'></p>")
+        i = text.find("</h1>")
+        if i >= 0:
+            page.write_text(text[:i + 5] + block + text[i + 5:])
+
+
+def write_law_report(spec: StudySpec, *, url: str, out: Path,
+                     budget_report: Path | None = None) -> dict[str, Path]:
+    """Write ``law.md``, ``law.json`` and ``law.png`` under ``out``; their paths. With
+    ``budget_report`` (budget 0's report folder), annotate its reports (`budget_note`)."""
     import json
 
     data = law_data(spec, url)
@@ -233,4 +265,7 @@ def write_law_report(spec: StudySpec, *, url: str, out: Path) -> dict[str, Path]
     md.write_text(law_markdown(data))
     js = out / "law.json"
     js.write_text(json.dumps(data, indent=2, default=float) + "\n")
-    return {"md": md, "json": js, "png": law_figure(data, out / "law.png")}
+    paths = {"md": md, "json": js, "png": law_figure(data, out / "law.png")}
+    if budget_report is not None:
+        annotate_budget_report(budget_report, data)
+    return paths

@@ -252,3 +252,21 @@ def test_the_shipped_law_spec_validates_as_documented() -> None:
     assert math.log10(law.tokens[-1] / law.tokens[0]) >= 1.5
     assert set(spec.space.names()) == {"lr", "batch_end"}
     assert spec.study.n_trials >= 10  # a 2-D surface needs 10 (response_surface.MIN_TRIALS_2D)
+
+
+def test_budget_zero_reports_say_the_answer_is_the_law(tmp_path) -> None:
+    from reports.law import annotate_budget_report
+
+    (tmp_path / "ranked.md").write_text("# Study `lw`: ranked trials\n\n## Recommendation\n")
+    (tmp_path / "report.html").write_text("<html><body><h1>Study</h1><h2>Recommendation</h2>")
+    data = {"name": "lw", "budgets": [{"tokens": 16384}], "mup": True,
+            "full_run": {"target": "deepseek-v3-671b", "tokens": 1.48e13, "lr": 6e-5,
+                         "lr_band": [4e-5, 9e-5], "decades_past": 7.5, "compute": 3.6e24,
+                         "deepseek_llm_lr": 2.6e-4, "deepseek_llm_batch": 3.2e7}}
+    annotate_budget_report(tmp_path, data)
+    md = (tmp_path / "ranked.md").read_text()
+    assert md.index("budget 0 of the law study lw") < md.index("## Recommendation")
+    assert "lr 6e-05 (band 4e-05–9e-05)" in md and "7.5 decades" in md
+    page = (tmp_path / "report.html").read_text()
+    assert page.index("<h2>Scaling law</h2>") < page.index("<h2>Recommendation</h2>")
+    assert "<b>This study is budget 0" in page and "../law/law.png" in page

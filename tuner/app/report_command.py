@@ -99,7 +99,8 @@ def _law_report(study: Any, args: argparse.Namespace, out: Path) -> None:
     from reports.law import write_law_report
 
     url = db.storage_url(Path(args.root) / args.study, args.storage, spec.study.storage)
-    for path in write_law_report(spec, url=url, out=out.parent / "law").values():
+    for path in write_law_report(spec, url=url, out=out.parent / "law",
+                                 budget_report=out).values():
         print(f"  {path}")
 
 
