@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import stat
 import subprocess
 import sys
@@ -33,7 +34,7 @@ def exposed(tmp_path_factory):
         out = moetune("token", "create", user, "--root", str(root), *(["--admin"] * admin))
         assert out.returncode == 0, out.stderr
         tokens[user] = out.stdout.strip()
-    srv = Server(root, extra=("--host", "0.0.0.0", "--max-trials", "20",
+    srv = Server(root, extra=("--host", "0.0.0.0", "--request-deadline", "2", "--max-trials", "20",
                               "--max-tokens-per-trial", "10000",
                               "--max-concurrent-trials", "2")).start()
     yield srv, tokens
@@ -171,6 +172,20 @@ def test_the_operators_caps_refuse_a_spec_above_them(exposed, change, field):
     status, body = srv.call("POST", "/api/v1/studies", {"spec": spec}, token=tokens["eve"])
     assert status == 422 and body["field"] == field and "on this service" in body["detail"]
     assert srv.call("GET", "/api/v1/studies/greedy", token=tokens["eve"])[0] == 404
+
+
+@pytest.mark.parametrize("half", [
+    b"GET /api/v1/whoami HTTP/1.1\r\nHost: 127.0.0.1\r\n",  # headers never finished
+    b"POST /api/v1/studies HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{",
+])
+def test_a_half_sent_request_is_cut_off_at_the_deadline(exposed, half):
+    srv, tokens = exposed
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=15) as s:
+        s.sendall(half)
+        t0 = time.monotonic()
+        assert s.recv(1024) == b""  # closed by the service (a timeout here raises)
+        assert time.monotonic() - t0 < 14
+    assert srv.call("GET", "/api/v1/whoami", token=tokens["eve"])[0] == 200  # others served
 
 
 def _wait_status(srv: Server, expect: int, **kw) -> int:

@@ -55,6 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        ("--max-concurrent-trials", "[study] max_concurrent")):
         p.add_argument(flag, type=int, default=0, metavar="N",
                        help=f"refuse a spec whose {what} is above N (default: 0, no cap)")
+    p.add_argument("--request-deadline", type=float, default=10.0, metavar="S",
+                   help="seconds a client has to send a whole request, headers and body; "
+                        "then the connection is closed (default: %(default)s)")
     p.add_argument("--trainer", default="trainers:train",
                    help="MODULE:FUNCTION with trainers.train's signature (default: %(default)s)")
     p.set_defaults(handler=serve)
@@ -143,6 +146,9 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--port: must be in 1..65535, but got {args.port}.")
     if args.max_running < 1:
         raise UsageError(f"--max-running: must be >= 1, but got {args.max_running}.")
+    if not args.request_deadline > 0:
+        raise UsageError(f"--request-deadline: must be > 0 seconds, but got "
+                         f"{args.request_deadline}.")
     for flag in ("max_trials", "max_tokens_per_trial", "max_concurrent_trials"):
         if getattr(args, flag) < 0:
             raise UsageError(f"--{flag.replace('_', '-')}: must be >= 0 (0: no cap), but got "
@@ -201,6 +207,7 @@ def serve(args: argparse.Namespace) -> int:
     import ray
     import uvicorn
 
+    from tuner.app.service import deadline
     from tuner.app.service.api import create_app
     from tuner.app.service.auth import Auth
     from tuner.app.service.context import Service, ServiceConfig
@@ -236,5 +243,7 @@ def serve(args: argparse.Namespace) -> int:
           flush=True)
     # no access log: a line per request, formatted on the event loop, for 50 clients polling
     # (warnings and errors are still logged)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    # a request's headers and body get --request-deadline seconds (uvicorn has no deadline)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False,
+                http=deadline.protocol(args.request_deadline))
     return 0
