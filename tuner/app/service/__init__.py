@@ -11,6 +11,9 @@
   whether a change comes from our own pages (CSRF token, same origin).
 - `private`: the root 0700 and every file the service creates 0600; the CSRF key file.
 - `faults`: what a storage that does not answer looks like, and the 503 the API sends.
+- `data_roots`: which files a submitted spec may name (`serve --data-root`).
+- `headers`: frame, type and content-security headers on every response.
+- `deadline`: uvicorn's h11 protocol with a deadline for each request's headers and body.
 - `api`: the FastAPI application (JSON API with an OpenAPI description, the pages, the
   read-only Optuna dashboard).
 - `pages`: the server-rendered HTML (no build step, no CDN).
