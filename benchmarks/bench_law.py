@@ -142,7 +142,7 @@ def results_lines(data: dict[str, Any], *, command: str = "nice -n 15 python "
     lines += ["", "Published exponents to compare: DeepSeek LLM lr ∝ C^−0.125, B ∝ C^0.327 "
               "(SP, across model sizes); Step Law at fixed N: lr ∝ D^0.307, B ∝ D^0.571.", ""]
     lines += _targets(seeds)
-    return lines
+    return lines + [""] + ["- " + n for n in data.get("notes", [])]
 
 
 def _targets(seeds: dict[str, Any]) -> list[str]:

@@ -239,6 +239,17 @@ def test_the_export_takes_lr_and_batch_from_a_law(variable) -> None:
     rules = {r.field: r.rule for r in full.rules}
     assert "the study's own law" in rules["lr"] and "the study's own law" in rules["batch_end"]
     assert f"{'D' if mup else 'C'} = " in rules["lr"]
+    # the law's band at the full run is +-10%: pinned, but never checked on a held-out budget
+    from tuner.export.export import law_warnings
+
+    said = law_warnings(full, study_law, target)
+    assert any("not been checked on a held-out budget" in w for w in said)
+    assert not any("does not pin" in w for w in said)
+    wide = dataclasses.replace(lr_law, replicates=((math.log10(0.3), -0.3), (math.log10(0.3),
+                                                                             0.1)))
+    said = law_warnings(full, dataclasses.replace(study_law, lr=wide, held_out={"x": 1}),
+                        target)
+    assert any("does not pin the full run's LR" in w for w in said)
 
 
 def test_the_shipped_law_spec_validates_as_documented() -> None:

@@ -54,6 +54,9 @@ def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
     return full, picked
 
 
+LAW_BAND_LIMIT = 4.0  # a band wider than this (hi/lo) at the full run pins no LR
+
+
 def law_warnings(full: FullRun, law: StudyLaw | None, target: FullRunTarget) -> list[str]:
     """Without a law: say the LR rests on one proxy point. With one: the law's LR and batch
     against DeepSeek LLM's law and the target's published recipe, warned past 2x apart."""
@@ -67,6 +70,16 @@ def law_warnings(full: FullRun, law: StudyLaw | None, target: FullRunTarget) -> 
                 "checks them on a held-out budget (docs/tuning.md, \"Scaling laws\")."]
     out = []
     lr, batch = full.recipe.lr, float(full.recipe.batch_end * full.recipe.seq_len)
+    x_full = law.x(target.tokens, c_full / target.tokens)
+    lo, hi = law.lr.band(x_full)
+    if hi / lo > LAW_BAND_LIMIT:
+        out.append(f"the study's law does not pin the full run's LR: its band at the full run "
+                   f"is [{lo:.3g}, {hi:.3g}], {hi / lo:.3g}x wide, "
+                   f"{law.lr.decades_past(x_full):.1f} decades past the fitted budgets (law.md "
+                   "says which budgets it rests on); the published recipe is the safer start.")
+    if not law.held_out:
+        out.append("the study's law has not been checked on a held-out budget ([law] held_out, "
+                   "then `moetune resume`).")
     refs = [("DeepSeek LLM's law", deepseek_llm_lr(c_full), deepseek_llm_batch(c_full))]
     pub = published_recipe(target.name) or published_recipe(f"deepseek-v3-{target.name}")
     if pub is not None:
