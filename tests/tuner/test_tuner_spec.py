@@ -38,7 +38,8 @@ BAD = [
     (with_("study.n_trials", 2.5), ["study.n_trials", "integer", "2.5"]),
     (with_("study.n_trials", True), ["study.n_trials", "integer", "True"]),
     (with_("study.max_concurrent", 0), ["study.max_concurrent", ">= 1"]),
-    (with_("study.seed", -1), ["study.seed", ">= 0"]),
+    (with_("study.seed", -1), ["study.seed", "[0, 2**32)"]),
+    (with_("study.seed", 2**70), ["study.seed", "[0, 2**32)"]),  # numpy's seeds are 32-bit
     (with_("study.sampler", "cmaes"), ["study.sampler", "tpe", "cmaes"]),
     (with_("study.startup_trials", 0), ["study.startup_trials", ">= 1", "auto", "0"]),
     (with_("study.startup_trials", 1.5), ["study.startup_trials", "integer", "1.5"]),

@@ -404,7 +404,8 @@ def _check_study(s: StudySection) -> None:
              "must be 1-64 characters of letters, digits, '_', '-', '.' (a folder name)", s.name)
     _require(s.n_trials >= 1, "study.n_trials", "must be >= 1", s.n_trials)
     _require(s.max_concurrent >= 1, "study.max_concurrent", "must be >= 1", s.max_concurrent)
-    _require(s.seed >= 0, "study.seed", "must be >= 0", s.seed)
+    # the samplers seed numpy's legacy generator, which takes 32 bits
+    _require(0 <= s.seed < 2**32, "study.seed", "must be an integer in [0, 2**32)", s.seed)
     _require(s.sampler in SAMPLERS, "study.sampler", f"must be one of {SAMPLERS}", s.sampler)
     _require(s.noise_repeats >= 0, "study.noise_repeats", "must be >= 0 (0 = noise not measured)",
              s.noise_repeats)
