@@ -75,6 +75,11 @@ def test_submit_streams_progress_then_report_and_export(server):
         "pick": "knee", "target": str(PUBLISHED_CONFIGS / "config_671B.json"), "gpus": 2048,
         "tokens": 14.8e12, "format": "megatron"})
     assert status == 200 and "--num-layers 61" in text
+    # torchtitan >= 0.3 loads a Python module named by its file: the page's file is one
+    status, text = server.call("POST", "/api/v1/studies/flow/export", {
+        "pick": "knee", "target": str(PUBLISHED_CONFIGS / "config_671B.json"), "gpus": 2048,
+        "tokens": 14.8e12, "format": "torchtitan"})
+    assert status == 200 and "--module flow_torchtitan" in text and "def moetune_config" in text
     status, body = server.call("POST", "/api/v1/studies/flow/export", {
         "pick": "knee", "target": "/etc/nowhere.json", "gpus": 8, "tokens": 1e9})
     assert status == 422 and "data root" in body["detail"] and body["field"] == "--target"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import threading
 import tomllib
@@ -274,11 +275,17 @@ class Service:
                                  f"{sorted(formats.FORMATS)}.")
             pick = export_command.parse_pick(args)
             target = export_command.parse_target(args)
-            full, _ = export_study(study, pick, target)
+            # a law study exports its laws, as the command line does
+            study, law, _ = export_command._law_answer(
+                study, self.config.root / study.study_name, self.config.storage_url)
+            full, _ = export_study(study, pick, target, law=law)
         except (LookupError, ValueError, ExportError) as e:
             raise SubmitError(str(e), field=str(e).split(":", 1)[0]) from None
-        suffix = {"megatron": "args", "torchtitan": "toml"}.get(args.format, "json")
-        return formats.render(args.format, full), f"{study.study_name}-{args.format}.{suffix}"
+        stem = f"{study.study_name}-{args.format}"
+        if args.format in formats.NAMED_BY_FILE:  # torchtitan's --module: a Python identifier
+            stem = re.sub(r"\W", "_", stem if stem[0].isalpha() else f"m_{stem}")
+        return (formats.render(args.format, full, stem=stem),
+                f"{stem}.{formats.SUFFIXES[args.format]}")
 
     def _check_caps(self, spec: StudySpec) -> None:
         """The operator's caps (`ServiceConfig.max_trials` and the others; 0 is none)."""

@@ -31,6 +31,9 @@ FORMATS: dict[str, Callable[[FullRun], str]] = {
     "torchtitan-toml": torchtitan_toml.render,
 }
 NAMED_BY_FILE = frozenset({"torchtitan"})
+# each format's file suffix (the service names its downloads by it)
+SUFFIXES: dict[str, str] = {"native": "json", "deepseek": "json", "hf": "json",
+                            "megatron": "args", "torchtitan": "py", "torchtitan-toml": "toml"}
 
 SIDECARS: dict[str, Callable[[FullRun], dict[str, Any]]] = {
     "deepseek": deepseek.sidecar,
@@ -63,4 +66,4 @@ def render(name: str, full: FullRun, *, stem: str | None = None) -> str:
     return FORMATS[name](full)
 
 
-__all__ = ["FORMATS", "NAMED_BY_FILE", "NOTES", "SIDECARS", "render"]
+__all__ = ["FORMATS", "NAMED_BY_FILE", "NOTES", "SIDECARS", "SUFFIXES", "render"]
