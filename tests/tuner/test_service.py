@@ -132,8 +132,8 @@ def test_cancelled_study_resumes_to_the_end(server):
     ({"spec": SPEC.format(name="x", n=2) + "[start]\nwarm_start = 'flow'\n"
       "warm_start_storage = 'postgresql://u:pw@h/db'\n"}, 422,
      ["start.warm_start_storage", "must be empty"]),
-    ({"spec": SPEC.format(name="x", n=2) + "[ladder]\nwidths = [32, 64]\n"}, 422,
-     ["ladder", "runs from the CLI"]),
+    ({"spec": SPEC.format(name="x", n=2) + "[law]\ntokens = [1, 2, 3, 4]\n"}, 422,
+     ["law.tokens", "1.5 decades"]),
     ({"nope": 1}, 422, ["spec"]),
     # outside every data root: refused before anything reads the file
     ({"spec": SPEC.format(name="x", n=2) + "[data]\ncorpus = '/etc/passwd'\n"}, 422,
@@ -323,3 +323,27 @@ def test_errors_about_files_outside_the_data_roots_say_nothing_about_them(server
     exists = sys.executable  # a file that is there
     assert detail(exists) == detail("/no/such/file.json") == detail("/etc/../etc/hostname")
 
+
+def test_a_law_study_runs_every_budget_on_the_service(server):
+    """Its driver runs the budgets one after the other, each a study in the service's storage,
+    and the study ends finished when the last has (no held-out budget here, to stay short)."""
+    law = ("[law]\ntokens = [1_000, 3_000, 10_000, 32_000]\ntrials = 6\n"
+           "[budget]\n").join(SPEC.format(name="lw", n=6).split("[budget]\n"))
+    status, body = server.call("POST", "/api/v1/studies", {"spec": law})
+    assert status == 201, body
+    d = server.wait_state("lw", ("finished", "failed", "interrupted"), timeout_s=400)
+    assert d["state"] == "finished", d
+    storage = optuna.storages.RDBStorage(f"sqlite:///{server.root / 'service.db'}")
+    names = optuna.get_all_study_names(storage)
+    assert {"lw", "lw.t3000", "lw.t10000", "lw.t32000"} <= set(names)
+    for name in ("lw", "lw.t32000"):
+        study = optuna.load_study(study_name=name, storage=storage)
+        done = [t for t in study.trials if t.state == TrialState.COMPLETE]
+        assert len(done) == 6
+    from tuner.study.storage import stored_spec
+
+    # the queued study is budget 0 itself: its spec trains at the smallest budget
+    base = stored_spec(optuna.load_study(study_name="lw", storage=storage))
+    assert base.budget.tokens_per_trial == 1_000 and base.law.budget == 0
+    top = stored_spec(optuna.load_study(study_name="lw.t32000", storage=storage))
+    assert top.budget.tokens_per_trial == 32_000

@@ -169,6 +169,7 @@ class Service:
         except SpecError as e:
             raise SubmitError(str(e), field=str(e).split(":", 1)[0]) from None
         self._check_caps(spec)
+        spec = _first_stage(spec)
         problem = (_check_inputs(spec.to_dict()) if self.config.local_ray else
                    str(ray.get(_check_on_cluster.remote(spec.to_dict()))))
         if problem:
@@ -288,11 +289,18 @@ class Service:
                 f"{stem}.{formats.SUFFIXES[args.format]}")
 
     def _check_caps(self, spec: StudySpec) -> None:
-        """The operator's caps (`ServiceConfig.max_trials` and the others; 0 is none)."""
+        """The operator's caps (`ServiceConfig.max_trials` and the others; 0 is none); a law
+        study's trials are every budget's, its tokens per trial its largest budget's."""
         c = self.config
+        law = spec.law
+        n_trials, tokens = spec.study.n_trials, spec.budget.tokens_per_trial
+        if law.on:
+            n_trials = (law.trials or n_trials) * len(law.budgets) + (1 if law.held_out else 0)
+            tokens = max(law.budgets)
         for field, value, cap, flag in (
-                ("study.n_trials", spec.study.n_trials, c.max_trials, "--max-trials"),
-                ("budget.tokens_per_trial", spec.budget.tokens_per_trial,
+                ("law.trials" if law.on else "study.n_trials", n_trials, c.max_trials,
+                 "--max-trials"),
+                ("law.tokens" if law.on else "budget.tokens_per_trial", tokens,
                  c.max_tokens_per_trial, "--max-tokens-per-trial"),
                 ("study.max_concurrent", spec.study.max_concurrent, c.max_concurrent_trials,
                  "--max-concurrent-trials")):
@@ -317,6 +325,22 @@ class Service:
             raise HTTPException(403, f"{action}: only the study's owner "
                                      f"({rec.get('owner')!r}) or an admin may {action} it.")
         return str(rec["state"])
+
+
+def _first_stage(spec: StudySpec) -> StudySpec:
+    """What a study's driver runs first, stored at submit: a law's budget 0
+    (`tuner.study.law.budget_spec`), a ladder's bottom rung (`tuner.study.ladder.rung_spec`),
+    else the spec itself. The driver then runs the law's budgets or the ladder's rungs in the
+    service's storage, each an ordinary study there."""
+    if spec.law.on:
+        from tuner.study.law import budget_spec
+
+        return budget_spec(spec, 0)
+    if spec.ladder.on:
+        from tuner.study.ladder import rung_spec
+
+        return rung_spec(spec, 0, [])
+    return spec
 
 
 def _sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
@@ -364,16 +388,6 @@ def _check_service_rules(table: dict[str, Any]) -> None:
     if isinstance(study, dict) and study.get("storage"):
         raise SubmitError("study.storage: must be empty on a service (the service's database "
                           "holds every study), but got a URL.", field="study.storage")
-    if table.get("ladder"):
-        raise SubmitError("ladder: a ladder runs from the CLI in this version (`moetune submit "
-                          "SPEC --storage URL` with the service's database, so its rung "
-                          "studies show here); the service's drivers run one study each, "
-                          "but got a [ladder] section.", field="ladder")
-    if table.get("law"):
-        raise SubmitError("law: a law study runs from the CLI in this version (`moetune submit "
-                          "SPEC --storage URL` with the service's database, so its budget "
-                          "studies show here); the service's drivers run one study each, "
-                          "but got a [law] section.", field="law")
     start = table.get("start")
     if isinstance(start, dict) and start.get("warm_start_storage"):
         raise SubmitError("start.warm_start_storage: must be empty on a service (a study warm-"

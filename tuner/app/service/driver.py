@@ -7,8 +7,10 @@ exactly `run_study` for one study, is named after the study (``moetune/study:<na
 restarted service finds it again, and as ``lifetime="detached"`` it outlives the HTTP process
 that started it. It asks for no CPU: the trials it starts hold the cluster's resources.
 
-The driver reads everything from the storage (the spec, the stop request) and writes the study's
-end state there; the service never needs the actor's return value.
+A law study's driver runs every budget and a ladder's every rung, each an ordinary study in the
+same storage (`_stages`). The driver reads everything from the storage (the spec, the stop
+request) and writes the study's end state there; the service never needs the actor's return
+value.
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ def run_driver(name: str, storage_url: str, root: str, trainer: str) -> str:
     from tuner.study import database as db
     from tuner.study import storage as st
     from tuner.study.control import StorageStopFlag, stop_requested
-    from tuner.study.runner import run_study
     from tuner.study.spec import check_inputs
 
     study = None
@@ -55,9 +56,7 @@ def run_driver(name: str, storage_url: str, root: str, trainer: str) -> str:
         train = getattr(importlib.import_module(module), attr)
         if service_record(study)["state"] == "starting":  # not when a cancel came meanwhile
             set_state(study, "running")
-        summary = run_study(spec, run_dir=Path(root) / name, storage=storage_url, resume=True,
-                            trainer=train, progress=False, stop=StorageStopFlag(study))
-        if summary.done >= summary.n_trials:
+        if _stages(spec, Path(root) / name, storage_url, train, StorageStopFlag(study)):
             state = "finished"
         else:
             state = "cancelled" if stop_requested(study) else "interrupted"
@@ -96,6 +95,31 @@ def isolate_tune_registry() -> None:
     from ray.tune import registry
 
     registry._global_registry._prefix = ray.get_runtime_context().get_actor_id()
+
+
+def _stages(spec: Any, run_dir: Path, storage_url: str, train: Any, stop: Any) -> bool:
+    """Run the study ``spec`` to its end, a law's every budget or a ladder's every rung
+    (`tuner.study.law.run_law`, `tuner.study.ladder.run_ladder`, in the one storage); whether
+    it reached its end (else a stop or a fault ended it early)."""
+    if spec.law.on and spec.law.budget == 0:
+        from tuner.study.law import run_law
+
+        runs = run_law(spec, run_dir=run_dir, storage=storage_url, trainer=train,
+                       progress=False, stop=stop, log=log.info)
+        stages = len(spec.law.budgets)
+    elif spec.ladder.on and spec.ladder.rung == 0:
+        from tuner.study.ladder import run_ladder
+
+        runs = run_ladder(spec, run_dir=run_dir, storage=storage_url, trainer=train,
+                          progress=False, stop=stop, log=log.info)
+        stages = len(spec.ladder.widths)
+    else:
+        from tuner.study.runner import run_study
+
+        runs = [run_study(spec, run_dir=run_dir, storage=storage_url, resume=True,
+                          trainer=train, progress=False, stop=stop)]
+        stages = 1
+    return len(runs) == stages and runs[-1].done >= runs[-1].n_trials
 
 
 @ray.remote(num_cpus=0, max_restarts=0)
