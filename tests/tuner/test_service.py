@@ -347,3 +347,16 @@ def test_a_law_study_runs_every_budget_on_the_service(server):
     assert base.budget.tokens_per_trial == 1_000 and base.law.budget == 0
     top = stored_spec(optuna.load_study(study_name="lw.t32000", storage=storage))
     assert top.budget.tokens_per_trial == 32_000
+
+
+def test_a_ladder_climbs_on_the_service(server):
+    ladder = SPEC.format(name="lad", n=3) + "[ladder]\nwidths = [32, 64]\npromote = 0.34\n"
+    status, body = server.call("POST", "/api/v1/studies", {"spec": ladder})
+    assert status == 201, body
+    d = server.wait_state("lad", ("finished", "failed", "interrupted"), timeout_s=300)
+    assert d["state"] == "finished", d
+    storage = optuna.storages.RDBStorage(f"sqlite:///{server.root / 'service.db'}")
+    top = optuna.load_study(study_name="lad.w64", storage=storage)
+    own = [t for t in top.trials if t.state == TrialState.COMPLETE
+           and not str(t.user_attrs.get(records.ORIGIN, "")).startswith(records.WARM_START)]
+    assert len(own) >= 1  # the promoted candidate(s) trained at the top width
