@@ -246,3 +246,35 @@ def test_a_password_in_the_specs_storage_is_not_pickled(tmp_path):
     assert secret.encode() not in blob
     assert pickle.loads(blob)._spec.study.storage.startswith("postgresql://moetune:***@")
     assert spec.study.storage.endswith("@db.example:5432/moetune")  # the live spec keeps it
+
+
+@pytest.mark.skipif(subprocess.run(["which", "ss"], capture_output=True).returncode != 0,
+                    reason="`ss` (iproute2) is not installed")
+def test_the_clis_local_ray_listens_on_loopback_only(tmp_path):
+    """`moetune submit` without --address starts its own Ray: nothing of it beyond loopback."""
+    import os
+    import signal
+    import time
+
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC.format(name="cli-ray", n=4))
+    proc = subprocess.Popen([sys.executable, "-m", "tuner", "submit", str(spec), "--root",
+                             str(tmp_path / "runs"), "--trainer", "tuner.testing:slow_train",
+                             "--no-progress"], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, sockets = time.monotonic() + 120, []
+        while time.monotonic() < deadline:
+            pids = set(subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True,
+                                      text=True).stdout.split())
+            sockets = _listening(pids)
+            if {"gcs_server", "raylet"} <= {name for _, name in sockets}:
+                break
+            time.sleep(1.0)
+        assert {"gcs_server", "raylet"} <= {name for _, name in sockets}, sockets
+        beyond = [(addr, name) for addr, name in sockets if not re.match(
+            r"^(127\.[\d.]+|\[::ffff:127\.[\d.]+\]|\[::1\]):\d+$", addr)]
+        assert beyond == []
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from tuner.app.errors import UsageError, catch_sigterm, interrupted_exit_code
 from tuner.app.remote import add_server_options, remote_dispatch
-from tuner.app.startup import configure_logging
+from tuner.app.startup import configure_logging, local_ray_on_loopback
 
 COMMAND_MODULES: tuple[str, ...] = (
     "tuner.app.commands",
@@ -54,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "server", None):
             return remote_dispatch(args)
+        if getattr(args, "address", "") is None and args.command != "serve":
+            local_ray_on_loopback()  # the service sets its own, token auth included
         return int(args.handler(args) or 0)
     except UsageError as e:
         print(f"moetune {args.command}: error: {e}", file=sys.stderr)

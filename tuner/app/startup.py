@@ -44,3 +44,21 @@ def configure_logging() -> None:
         logging.getLogger(name).setLevel(level)
     logging.getLogger("ray.tune.tune").addFilter(_DropRayRestoreHint())
     _configured = True
+
+
+# Ray 2.60 takes the loopback address as its node's when this is "0" (ray/_private/services.py,
+# get_node_ip_address), so a local Ray's GCS, raylet, workers and agents listen on 127.0.0.1
+LOOPBACK_RAY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+def local_ray_on_loopback() -> None:
+    """Bind a local Ray that this process may start to loopback (read when Ray is imported, so
+    nothing happens once it is). Not for ``--address``: a cluster's nodes must reach the
+    driver."""
+    import os
+    import sys
+
+    if "ray" not in sys.modules and not os.environ.get("RAY_ADDRESS"):  # RAY_ADDRESS: joined
+        for key, value in LOOPBACK_RAY.items():
+            os.environ.setdefault(key, value)
+
