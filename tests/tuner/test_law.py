@@ -194,64 +194,6 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
     assert any("rests on one proxy point" in w for w in plain.warnings)
 
 
-def test_the_service_refuses_a_law_by_name() -> None:
-    """Its drivers run one study each: a [law] would silently run budget 0 alone."""
-    from tuner.app.service.context import SubmitError, _check_service_rules
-
-    with pytest.raises(SubmitError, match="law: a law study runs from the CLI") as e:
-        _check_service_rules(_table())
-    assert e.value.field == "law"
-
-
-@pytest.mark.parametrize("variable", ["tokens", "compute"])
-def test_the_export_takes_lr_and_batch_from_a_law(variable) -> None:
-    """`build_full_run` with a law: µP (in tokens) or standard parametrization (in C = M·D)."""
-    import dataclasses
-
-    from trainers import Recipe, preset
-    from tuner.modeling import scaling
-    from tuner.modeling.full_run import FullRunTarget, build_full_run, load_target
-    from tuner.modeling.hardware import get_hardware
-    from tuner.modeling.power_law import PowerLaw, StudyLaw
-
-    def law(coef, exponent):
-        return PowerLaw(coef=coef, exponent=exponent, exponent_interval=(exponent - 0.01,
-                        exponent + 0.01), x_min=1e4, x_max=1e6,
-                        replicates=((math.log10(coef * 0.9), exponent),
-                                    (math.log10(coef * 1.1), exponent)))
-
-    mup = variable == "tokens"
-    proxy = dataclasses.replace(preset("debug"), mup_base_dim=64 if mup else 0)
-    args, name = load_target("deepseek-v3-671b")
-    target = FullRunTarget(model_args=args, name=name, hardware=get_hardware("h800"),
-                           gpus=2048, tokens=int(14.8e12), seq_len=4096)
-    lr_law = law(3e-2, -0.2) if mup else law(0.3, -0.125)
-    batch_law = law(30.0, 0.3) if mup else law(0.3, 0.327)
-    study_law = StudyLaw(name="lw", variable=variable, lr=lr_law, batch=batch_law)
-    recipe = Recipe(lr=1e-2, batch_schedule="constant", batch_start=8, batch_end=8, seq_len=128)
-    full = build_full_run(recipe, proxy, target, proxy_tokens=100_000, law=study_law)
-    c_full = scaling.compute_budget(full.model_args, 4096, 14.8e12)
-    x = 14.8e12 if mup else c_full
-    assert full.recipe.lr == pytest.approx(lr_law.at(x))
-    assert full.hidden_lr == pytest.approx(full.recipe.lr * (64 / args.dim if mup else 1))
-    multiple = full.plan.dp * full.target.micro_batch
-    assert full.recipe.batch_end == scaling.round_to_multiple(batch_law.at(x) / 4096, multiple)
-    rules = {r.field: r.rule for r in full.rules}
-    assert "the study's own law" in rules["lr"] and "the study's own law" in rules["batch_end"]
-    assert f"{'D' if mup else 'C'} = " in rules["lr"]
-    # the law's band at the full run is +-10%: pinned, but never checked on a held-out budget
-    from tuner.export.export import law_warnings
-
-    said = law_warnings(full, study_law, target)
-    assert any("not been checked on a held-out budget" in w for w in said)
-    assert not any("does not pin" in w for w in said)
-    wide = dataclasses.replace(lr_law, replicates=((math.log10(0.3), -0.3), (math.log10(0.3),
-                                                                             0.1)))
-    said = law_warnings(full, dataclasses.replace(study_law, lr=wide, held_out={"x": 1}),
-                        target)
-    assert any("does not pin the full run's LR" in w for w in said)
-
-
 def test_the_shipped_law_spec_validates_as_documented() -> None:
     from pathlib import Path
 

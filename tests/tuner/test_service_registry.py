@@ -9,14 +9,6 @@ import ray
 from tuner.app.service.driver import isolate_tune_registry
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False,
-             namespace="test-registry")
-    yield
-    ray.shutdown()
-
-
 @ray.remote(num_cpus=0)
 class Driver:
     """Registers a trainable under the name every study driver uses, tagged with its own
@@ -42,7 +34,8 @@ class Driver:
 
 
 @pytest.mark.parametrize("isolate, a_reads", [(False, "b"), (True, "a")])
-def test_two_drivers_of_one_job_read_their_own_trainable(local_ray, isolate, a_reads):
+def test_two_drivers_of_one_job_read_their_own_trainable(ray_session, isolate, a_reads):
+    # the session's one Ray (tests/conftest.py): a second ray.init in this process fails
     a, b = Driver.remote(isolate), Driver.remote(isolate)
     ray.get(a.register.remote("a"))
     ray.get(b.register.remote("b"))
