@@ -110,7 +110,9 @@ def campaign(cfg: dict[str, Any], seeds: list[int], root: Path, out: Path) -> di
 
 
 def _g(v: Any, fmt: str = ".3g") -> str:
-    return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, fmt)
+    from reports.law import num  # the law report's one number format
+
+    return num(v, fmt)
 
 
 def results_lines(data: dict[str, Any], *, command: str = "nice -n 15 python "

@@ -53,13 +53,13 @@ def law_data(spec: StudySpec, url: str) -> dict[str, Any]:
     return fit.to_dict() | {"full_run": full_run_view(fit, spec), "mup": spec.law.mup}
 
 
-def _g(v: Any, fmt: str = ".3g") -> str:
+def num(v: Any, fmt: str = ".3g") -> str:
     return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) \
         else format(v, fmt)
 
 
 def _span(pair: Any, fmt: str = ".3g") -> str:
-    return "—" if not pair else f"{_g(pair[0], fmt)}–{_g(pair[1], fmt)}"
+    return "—" if not pair else f"{num(pair[0], fmt)}–{num(pair[1], fmt)}"
 
 
 def law_markdown(data: dict[str, Any]) -> str:
@@ -78,19 +78,19 @@ def law_markdown(data: dict[str, Any]) -> str:
         o, best = b["optimum"], b["best"]
         tag = " (held out)" if b["held_out"] else ""
         if o is None:
-            lines.append(f"| {b['index']}{tag} | {b['tokens']} | {_g(b['compute'])} | "
+            lines.append(f"| {b['index']}{tag} | {b['tokens']} | {num(b['compute'])} | "
                          f"{b['n_trials']} | no optimum: {b['error']} | | | | | |")
             continue
-        sd = _g(b["noise_sd"]) + " measured" if b["noise_sd"] else \
-            _g(o["tolerance"]) + " (fit residual)"
-        batch = (f"{_g(o['batch'], '.0f')} [{_span(o['batch_interval'], '.0f')}]"
-                 if o["batch_placed"] else f"{_g(o['batch'], '.0f')} (not placed)")
+        sd = num(b["noise_sd"]) + " measured" if b["noise_sd"] else \
+            num(o["tolerance"]) + " (fit residual)"
+        batch = (f"{num(o['batch'], '.0f')} [{_span(o['batch_interval'], '.0f')}]"
+                 if o["batch_placed"] else f"{num(o['batch'], '.0f')} (not placed)")
         edge = f" at the edge: {', '.join(o['at_edge'])}" if o["at_edge"] else ""
         lines.append(
-            f"| {b['index']}{tag} | {b['tokens']} | {_g(b['compute'])} | {b['n_trials']} | "
-            f"{_g(o['lr'])} [{_span(o['lr_interval'])}]{edge} | {_span(o['near_lr'])} | "
-            f"{batch} | {_g(o['loss'], '.4f')} | {_g(best.get('lr'))} / "
-            f"{_g(best.get('batch'), '.0f')} / {_g(best.get('loss'), '.4f')} | {sd} |")
+            f"| {b['index']}{tag} | {b['tokens']} | {num(b['compute'])} | {b['n_trials']} | "
+            f"{num(o['lr'])} [{_span(o['lr_interval'])}]{edge} | {_span(o['near_lr'])} | "
+            f"{batch} | {num(o['loss'], '.4f')} | {num(best.get('lr'))} / "
+            f"{num(best.get('batch'), '.0f')} / {num(best.get('loss'), '.4f')} | {sd} |")
     lines += [""] + _laws(data) + [""] + _held(data) + ["", "![lr* and B* against the budget]"
                                                         "(law.png)", ""]
     return "\n".join(lines)
@@ -102,8 +102,8 @@ def _answer(data: dict[str, Any]) -> list[str]:
         return ["No law yet (it needs 2 budgets with an optimum), or no [full_run] target: "
                 "no full-run answer."]
     out = [f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens): lr "
-           f"{_g(full['lr'])} (band {_span(full['lr_band'])}), "
-           + (f"final batch {_g(full['batch'], '.4g')} tokens (band "
+           f"{num(full['lr'])} (band {_span(full['lr_band'])}), "
+           + (f"final batch {num(full['batch'], '.4g')} tokens (band "
               f"{_span(full['batch_band'], '.4g')}), " if "batch" in full else "")
            + f"extrapolated {full['decades_past']:.1f} decades past the largest fitted budget."]
     if data["mup"]:
@@ -111,9 +111,9 @@ def _answer(data: dict[str, Any]) -> list[str]:
                    "train at lr / width_mult.")
     pub = full.get("published")
     out.append(f"Beside it: DeepSeek LLM's law at C = {full['compute']:.3g} gives lr "
-               f"{_g(full['deepseek_llm_lr'])}, batch {_g(full['deepseek_llm_batch'], '.4g')} "
-               f"tokens" + (f"; {pub['name']} published lr {_g(pub['lr'])}, batch "
-                            f"{_g(pub['batch'], '.4g')} tokens ({pub['source']})."
+               f"{num(full['deepseek_llm_lr'])}, batch {num(full['deepseek_llm_batch'], '.4g')} "
+               f"tokens" + (f"; {pub['name']} published lr {num(pub['lr'])}, batch "
+                            f"{num(pub['batch'], '.4g')} tokens ({pub['source']})."
                             if pub else "."))
     return out
 
@@ -150,15 +150,15 @@ def _held(data: dict[str, Any]) -> list[str]:
     out = ["## Held-out budget: predicted before it ran, then searched on its own", "",
            "| | predicted [band] | measured optimum [95%] | predicted / measured |",
            "|---|---|---|---|",
-           f"| lr | {_g(h['lr_predicted'])} [{_span(h['lr_band'])}] | {_g(h['lr_measured'])} "
+           f"| lr | {num(h['lr_predicted'])} [{_span(h['lr_band'])}] | {num(h['lr_measured'])} "
            f"[{_span(h['lr_interval'])}] | {h['lr_ratio']:.2f} |"]
     if "batch_predicted" in h:
-        out.append(f"| B (tokens) | {_g(h['batch_predicted'], '.0f')} "
-                   f"[{_span(h['batch_band'], '.0f')}] | {_g(h['batch_measured'], '.0f')} "
+        out.append(f"| B (tokens) | {num(h['batch_predicted'], '.0f')} "
+                   f"[{_span(h['batch_band'], '.0f')}] | {num(h['batch_measured'], '.0f')} "
                    f"[{_span(h['batch_interval'], '.0f')}] | {h['batch_ratio']:.2f} |")
     if "lr_today_rule" in h:
         out.append(f"| lr, today's rule (smallest budget's best-of-n × (C ratio)^−0.125) | "
-                   f"{_g(h['lr_today_rule'])} | {_g(h['lr_measured'])} | "
+                   f"{num(h['lr_today_rule'])} | {num(h['lr_measured'])} | "
                    f"{h['lr_today_ratio']:.2f} |")
     if "loss_gap" in h:
         kind = "measured noise sd" if h["sd_measured"] else "sd of the fit's residuals"

@@ -177,9 +177,9 @@ def budget_studies(spec: StudySpec, storage: optuna.storages.BaseStorage
 
 
 def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
-            upto: int | None = None, seed: int = 0) -> LawFit:
-    """The law of ``spec`` from its budget ``studies``; ``upto``: fit the laws on the budgets
-    below that index only (the held-out prediction, made before the held-out budget runs)."""
+            seed: int = 0) -> LawFit:
+    """The law of ``spec`` from its budget ``studies`` (the laws through the fitted budgets
+    only; the held-out prediction passes the studies below the held-out budget)."""
     law = spec.law
     results = []
     m = n = 0.0
@@ -191,8 +191,7 @@ def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
             c = count_params(args)
             n = float(c.active - c.embedding - c.head)
         results.append(_budget(i, study, recs, law, m, seed))
-    limit = len(law.tokens) if upto is None else upto
-    fitted = [b for b in results if b.index < limit and b.optimum is not None]
+    fitted = [b for b in results if b.index < len(law.tokens) and b.optimum is not None]
     variable = law.variable
 
     def x_of(b: BudgetResult) -> float:
