@@ -7,13 +7,13 @@
 
 A. Per seed: a ladder (`[ladder] widths = 32, 64, 128` of the ``debug`` proxy, µP on, 12
    candidates drawn at random at the bottom, promote 0.25: 12 -> 3 -> 1) through the product's
-   own path (`tuner.study.ladder.run_ladder`, Ray Tune, the real trainer), and "all at the top":
-   the same 12 candidates trained at width 128 with the same model (µP base 32), as the top
-   rung's study would train them (`rung_spec` with every candidate enqueued), its best recipe
-   re-trained with 2 more seeds for the noise. Compute = Σ 6 × active parameters × tokens over
-   the trainings each spent (modeled from counts; the noise re-runs are not counted). The ladder
-   reaches the top quality when its answer's val_loss is within the noise of the best of all 12
-   at the top.
+   own path (`tuner.study.workflows.ladder.run_ladder`, Ray Tune, the real trainer), and "all at
+   the top": the same 12 candidates trained at width 128 with the same model (µP base 32), as the
+   top rung's study would train them (`rung_spec` with every candidate enqueued), its best recipe
+   re-trained with 2 more seeds for the noise. Compute = Σ 6 × active parameters × tokens over the
+   trainings each spent (modeled from counts; the noise re-runs are not counted). The ladder
+   reaches the top quality when its answer's val_loss is within the noise of the best of all 12 at
+   the top.
 B. µP vs standard parametrization: the same 6 learning rates trained at widths 32, 64, 128 with
    µP (base 32) and without, seed 0: where the best lr sits per width, how far it moves from 32
    to 128, and Spearman's ρ of the lr ranking between widths; the figure val_loss vs lr per width.
@@ -64,7 +64,7 @@ SPACE = {"params": {
 def ladder_spec(cfg: dict[str, Any], seed: int, name: str, *, noise: bool = False) -> Any:
     """The benchmark's ladder; ``noise``: each rung re-trains its best recipe with 2 more seeds
     (`[study] noise_repeats`), so promotion keeps candidates tied within that noise together."""
-    from tuner.study.spec import spec_from_dict
+    from tuner.study.specs.spec import spec_from_dict
 
     return spec_from_dict({
         "study": {"name": name, "n_trials": cfg["candidates"], "max_concurrent": 2,
@@ -81,7 +81,7 @@ def flops(spec: Any, n: int, rung: int | None = None) -> float:
     """6 × active parameters × tokens of ``n`` trainings of ``spec``'s model (at ``rung`` of its
     ladder, when given)."""
     from trainers.presets import count_params
-    from tuner.study.proxy import resolve_model_args
+    from tuner.study.specs.proxy import resolve_model_args
 
     if rung is not None:
         spec = dataclasses.replace(spec, ladder=dataclasses.replace(spec.ladder, rung=rung))
@@ -91,11 +91,11 @@ def flops(spec: Any, n: int, rung: int | None = None) -> float:
 def run_seed(cfg: dict[str, Any], seed: int, root: Path) -> dict[str, Any]:
     """Part A for one seed: the ladder, then all candidates at the top."""
     from trainers import train
-    from tuner.study import records
-    from tuner.study.ladder import promote, run_ladder, rung_spec
-    from tuner.study.runner import run_study
-    from tuner.study.start_spec import StartSection
-    from tuner.study.trial_record import trial_records
+    from tuner.study.results.trial_record import trial_records
+    from tuner.study.run.runner import run_study
+    from tuner.study.specs.start_spec import StartSection
+    from tuner.study.store import records
+    from tuner.study.workflows.ladder import promote, run_ladder, rung_spec
 
     spec = ladder_spec(cfg, seed, f"lad-s{seed}")
     run_dir = root / spec.name
@@ -151,9 +151,9 @@ def run_noise_ladder(cfg: dict[str, Any], seed: int, root: Path) -> dict[str, An
     """Part A2: the same ladder (same seed: the same candidates) with noise measured on every
     rung; its compute counts the noise re-runs too."""
     from trainers import train
-    from tuner.study import records
-    from tuner.study.ladder import run_ladder
-    from tuner.study.trial_record import trial_records
+    from tuner.study.results.trial_record import trial_records
+    from tuner.study.store import records
+    from tuner.study.workflows.ladder import run_ladder
 
     spec = ladder_spec(cfg, seed, f"ladn-s{seed}", noise=True)
     rungs = run_ladder(spec, run_dir=root / spec.name, trainer=train, progress=False, log=print)
@@ -175,7 +175,7 @@ def run_noise_ladder(cfg: dict[str, Any], seed: int, root: Path) -> dict[str, An
 
 def promote_chain(studies: list[Any]) -> int | None:
     """The bottom trial the ladder's answer descends from (through each rung's promoted)."""
-    from tuner.study.ladder import candidate_pairs
+    from tuner.study.workflows.ladder import candidate_pairs
 
     top = min((b for _, b in candidate_pairs(studies[-2], studies[-1])),
               key=lambda r: r.values["val_loss"], default=None)
@@ -264,7 +264,7 @@ def summary_a(rec: dict[str, Any]) -> dict[str, Any]:
     alltop = rec["alltop"]["flops"]
     sd = rec["alltop"]["noise_sd"]
     gap = rec["answer"]["val_loss"] - rec["alltop"]["best"]["val_loss"]
-    from tuner.study.validate import spearman
+    from tuner.study.workflows.validate import spearman
 
     bot, top = rec["bottom_by_candidate"], rec["alltop"]["by_candidate"]
     both = [k for k in bot if k in top and bot[k] is not None]
@@ -294,7 +294,7 @@ def summary_a2(data: dict[str, Any], seed: int) -> dict[str, Any]:
 
 
 def summary_b(data: dict[str, Any]) -> dict[str, Any]:
-    from tuner.study.validate import spearman
+    from tuner.study.workflows.validate import spearman
 
     out: dict[str, Any] = {}
     for mup in (True, False):

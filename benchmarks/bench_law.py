@@ -72,7 +72,7 @@ def spec_text(cfg: dict[str, Any], seed: int) -> str:
 def refit(seed: int, root: Path) -> dict[str, Any]:
     """One seed's law data recomputed from its stored studies (no trainings)."""
     from reports.law import law_data
-    from tuner.study.spec import load_spec
+    from tuner.study.specs.spec import load_spec
 
     spec = load_spec(root / f"law-s{seed}.toml")
     return law_data(spec, f"sqlite:///{root / 'runs' / spec.name / 'study.db'}")

@@ -33,8 +33,8 @@ from results_md import write_section  # benchmarks/ (this script's folder) is on
 
 from trainers import preset
 from tuner import testing
-from tuner.study.runner import run_study
-from tuner.study.spec import spec_from_dict
+from tuner.study.run.runner import run_study
+from tuner.study.specs.spec import spec_from_dict
 
 N_SMALL, N_LARGE = 4, 64
 REPEATS = 3  # medians over repeats: the fixed cost (worker start) varies by seconds

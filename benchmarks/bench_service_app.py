@@ -32,7 +32,7 @@ def build(tmp: Path) -> tuple[Any, Any, str]:
     from tuner.app.service.auth import Auth
     from tuner.app.service.context import Service, ServiceConfig
     from tuner.app.service.tokens import TokenStore
-    from tuner.study.database import open_storage
+    from tuner.study.store.database import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     url = f"sqlite:///{tmp / 'bench.db'}"

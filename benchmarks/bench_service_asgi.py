@@ -27,9 +27,8 @@ def build_app() -> Any:
     from tuner.app.service import api, context
     from tuner.app.service.auth import Auth
     from tuner.app.service.tokens import TokenStore
-    from tuner.study import database as db
-    from tuner.study import records
-
+    from tuner.study.store import database as db
+    from tuner.study.store import records
     root = Path(tempfile.mkdtemp(prefix="moetune-asgi-"))
     url = f"sqlite:///{root / 'service.db'}"
     storage = db.open_storage(url)

@@ -14,7 +14,7 @@ from reports.frame import trials_frame
 from reports.hypervolume import hypervolume
 from reports.ranked import top_table
 from reports.snapshot import Snapshot, take_snapshot
-from tuner.study.ranking import crowding_distance, nondominated_ranks
+from tuner.study.results.ranking import crowding_distance, nondominated_ranks
 
 __all__ = ["Snapshot", "build", "compare", "crowding_distance", "hypervolume",
            "nondominated_ranks", "take_snapshot", "top_table", "trials_frame", "write_report"]

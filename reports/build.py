@@ -25,7 +25,7 @@ def build(study: optuna.Study, out_dir: str | Path, *, snapshot_note: str | None
     the study runs; a running study's report says it is a snapshot.
 
     Args:
-        study: a moetune study (see ``tuner.study.records`` for what it keeps); plain Optuna
+        study: a moetune study (see ``tuner.study.store.records`` for what it keeps); plain Optuna
             studies work too, with fewer columns filled.
         out_dir: folder for the files.
         snapshot_note: extra sentence for the snapshot banner (e.g. "written by submit after

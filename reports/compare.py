@@ -25,8 +25,8 @@ from reports.hypervolume import hypervolume
 from reports.progress import feasible_points, pinned_reference
 from reports.snapshot import Snapshot, take_snapshot
 from reports.verdict import Verdict, equal_budgets, judge
-from tuner.study import records
-from tuner.study.ranking import to_minimization
+from tuner.study.results.ranking import to_minimization
+from tuner.study.store import records
 
 COLORS = ("#1f77b4", "#d62728")
 

@@ -1,6 +1,6 @@
 """How a study's ``[constraints]`` limits read in a report: which metric, which side, which limit.
 
-The bound's side is not stored next to the limit: `tuner.study.metrics.constraint_target`
+The bound's side is not stored next to the limit: `tuner.study.results.metrics.constraint_target`
 defines it from the key (``min_<metric>`` is a lower bound; ``<metric>`` and ``max_<metric>``
 upper bounds), and the runner decides feasibility with that same function, so the report must
 use it too.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tuner.study.metrics import constraint_target
+from tuner.study.results.metrics import constraint_target
 
 
 @dataclass(frozen=True, kw_only=True)

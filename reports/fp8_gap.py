@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 
 from reports.snapshot import Snapshot
 from trainers.result import to_float
-from tuner.study.trial_record import TrialRecord
+from tuner.study.results.trial_record import TrialRecord
 
 DEEPSEEK_V3_BAR = 0.0025  # fp8 loss within 0.25% (relative) of bf16
 

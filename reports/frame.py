@@ -9,21 +9,21 @@ Columns (prefixes keep names from colliding):
     tokens_per_s, val_loss, max_vio_batch, max_vio_val, loss_spikes, diverged,
     timed_tokens_per_s, timed_spread   the timing of the trial's systems signature, alone on
                        the cores (median of repeats, and their (max − min) / median), NaN in a
-                       study that does not time them (`tuner.study.timing`),
+                       study that does not time them (`tuner.study.run.timing`),
     rerun_of           the interrupted trial this one re-runs, if any,
     origin             how its point was chosen when not by the sampler: enqueued,
                        baseline:<name>, warm_start:<study> (never feasible: measured elsewhere).
 
 `pareto_rank` (1 = Pareto set) and `crowding` are computed over the feasible trials only; the
 others have no rank. `knee` marks the one trial `moetune export --pick knee` takes. Feasibility,
-ranks and the knee all come from the study core (`tuner.study.trial_record`,
-`tuner.study.ranking`), so the report and the export cannot disagree.
+ranks and the knee all come from the study core (`tuner.study.results.trial_record`,
+`tuner.study.results.ranking`), so the report and the export cannot disagree.
 
-Ties, by the core's one rule (`tuner.study.noise`), given the study's measured val_loss noise:
-`tied_best` marks a feasible trial whose val_loss is within the noise of the lowest feasible
+Ties, by the core's one rule (`tuner.study.results.noise`), given the study's measured val_loss
+noise: `tied_best` marks a feasible trial whose val_loss is within the noise of the lowest feasible
 val_loss (that trial included); `tied_knee` marks a Pareto-set trial tied with the knee
-(`noise.knee_ties`; with one objective, any feasible trial tied with the best). Both are NA where
-a tie cannot be judged: no noise measured, or the trial is no candidate. ranked.md and report.html
+(`noise.knee_ties`; with one objective, any feasible trial tied with the best). Both are NA where a
+tie cannot be judged: no noise measured, or the trial is no candidate. ranked.md and report.html
 both read these columns.
 """
 
@@ -38,9 +38,14 @@ import optuna
 import pandas as pd
 
 from trainers.result import GIB, NON_FINITE, to_float
-from tuner.study.noise import knee_ties, noise_sd, tied
-from tuner.study.ranking import rank_and_crowd, study_knee, to_minimization
-from tuner.study.trial_record import Objective, TrialRecord, study_objectives, trial_records
+from tuner.study.results.noise import knee_ties, noise_sd, tied
+from tuner.study.results.ranking import rank_and_crowd, study_knee, to_minimization
+from tuner.study.results.trial_record import (
+    Objective,
+    TrialRecord,
+    study_objectives,
+    trial_records,
+)
 
 METRIC_COLUMNS = ("tokens_per_s", "val_loss", "max_vio_batch", "max_vio_val", "loss_spikes",
                   "diverged")
@@ -62,7 +67,7 @@ def trials_frame(study: optuna.Study, *,
 def records_frame(recs: Sequence[TrialRecord], objectives: Sequence[Objective], *,
                   noise: float | None = None) -> pd.DataFrame:
     """`trials_frame` for trial records already read; ``noise``: the study's measured val_loss
-    sd (`tuner.study.noise.noise_sd`), None when not measured."""
+    sd (`tuner.study.results.noise.noise_sd`), None when not measured."""
     rows = [_row(r, objectives) for r in recs]
     df = pd.DataFrame(rows, columns=_columns(rows, objectives))
     df = _add_ranks(df, objectives)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.study.ranking import nondominated_ranks
+from tuner.study.results.ranking import nondominated_ranks
 
 # Margin added beyond the worst observed value when the reference point is derived from the data.
 REFERENCE_MARGIN = 0.1

@@ -10,11 +10,12 @@ Introduction to the Bootstrap", ch. 6 and 13), the evaluator is refitted on each
 each parameter gets
 the mean of its normalised importance and the 2.5–97.5 percentile interval (a 95% percentile
 interval). The resamples are drawn from a fixed seed, so a report is reproducible. A parameter
-that never varied (one value in every feasible trial, `tuner.study.diagnostics.unvaried_params`)
-gets no importance, only a line saying so: the study measured no effect of it. An objective
-ranks only the parameters its metric can depend on (`tuner.study.metrics.depends_on`): a timed
-throughput the systems knobs, a modeled full-run cost the precision; the others get no share
-of it and a line saying why (any share they drew would be the noise of the fit).
+that never varied (one value in every feasible trial,
+`tuner.study.results.diagnostics.unvaried_params`) gets no importance, only a line saying so: the
+study measured no effect of it. An objective ranks only the parameters its metric can depend on
+(`tuner.study.results.metrics.depends_on`): a timed throughput the systems knobs, a modeled
+full-run cost the precision; the others get no share of it and a line saying why (any share they
+drew would be the noise of the fit).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ import numpy as np
 import optuna
 
 from reports.snapshot import Snapshot
-from tuner.study import metrics
-from tuner.study.diagnostics import unvaried_params
+from tuner.study.results import metrics
+from tuner.study.results.diagnostics import unvaried_params
 
 MIN_TRIALS = 2
 # Bootstrap resamples per report: each copies the n feasible trials into a study and refits the

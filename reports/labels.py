@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tuner.modeling.fp8_speed import BLOCKWISE_H100
-from tuner.study.metrics import TIMED, is_modeled
+from tuner.study.results.metrics import TIMED, is_modeled
 
 MEMORY_METHODS = {
     "cuda_allocator": "measured: CUDA allocator peak",

@@ -1,7 +1,7 @@
 """A ladder's transfer report: how far each rung's answer carries to the next width.
 
 ``ladder.md`` (and ``ladder_lr.png``) in the bottom rung's run folder, from the rung studies'
-own data (`tuner.study.ladder`):
+own data (`tuner.study.workflows.ladder`):
 
 - per rung: width, active parameters, its own trials, the training compute they spent (tokens ×
   6 × active parameters: modeled from counts, not timed), the best trial;
@@ -25,14 +25,14 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from trainers.presets import count_params
-from tuner.study import database as db
-from tuner.study.ladder import candidate_pairs, rung_studies, rung_trials
-from tuner.study.ladder_spec import rung_name
-from tuner.study.proxy import resolve_model_args
-from tuner.study.spec import StudySpec
-from tuner.study.storage import stored_spec
-from tuner.study.trial_record import Objective, TrialRecord, study_objectives
-from tuner.study.validate import spearman
+from tuner.study.results.trial_record import Objective, TrialRecord, study_objectives
+from tuner.study.specs.ladder_spec import rung_name
+from tuner.study.specs.proxy import resolve_model_args
+from tuner.study.specs.spec import StudySpec
+from tuner.study.store import database as db
+from tuner.study.store.storage import stored_spec
+from tuner.study.workflows.ladder import candidate_pairs, rung_studies, rung_trials
+from tuner.study.workflows.validate import spearman
 
 BOOTSTRAP = 2000
 

@@ -2,7 +2,7 @@
 full run's extrapolation beside the published laws and recipes.
 
 ``law.md`` and ``law.png`` in budget 0's run folder (``law/``), from the budget studies' own data
-(`tuner.study.law_fit`). The figure: x (tokens, or compute C in standard parametrization)
+(`tuner.study.workflows.law_fit`). The figure: x (tokens, or compute C in standard parametrization)
 against lr* and B*: the budgets' optima with their bootstrap intervals, best-of-n beside them
 (hollow), the fitted law extended to the full run with its band there, DeepSeek LLM's law at
 the full run's C and the target's published recipe as points at the full run's x.
@@ -18,8 +18,8 @@ from tuner.modeling import power_law as pl
 from tuner.modeling.cost_model import non_embedding_flops_per_token
 from tuner.modeling.full_run import load_target
 from tuner.modeling.published_recipes import published_recipe
-from tuner.study.law_fit import LawFit, law_fit_at
-from tuner.study.spec import StudySpec
+from tuner.study.specs.spec import StudySpec
+from tuner.study.workflows.law_fit import LawFit, law_fit_at
 
 
 def full_run_view(fit: LawFit, spec: StudySpec) -> dict[str, Any] | None:

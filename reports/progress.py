@@ -13,7 +13,7 @@ import numpy as np
 
 from reports.hypervolume import ReferencePoint, hypervolume_history, reference_from_data
 from reports.snapshot import Snapshot
-from tuner.study.ranking import to_minimization
+from tuner.study.results.ranking import to_minimization
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,6 @@ and failed trials follow, grouped by reason, because why a region fails is a res
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 
 import pandas as pd
@@ -18,6 +17,7 @@ from reports.constraints import bound
 from reports.fp8_gap import DEEPSEEK_V3_BAR, Fp8Gap
 from reports.frame import objective_columns, ranked
 from reports.importance import Importances
+from reports.markdown import md_table, md_text
 from reports.progress import Progress
 from reports.recommend import markdown as recommend_md
 from reports.recommend import recommend
@@ -25,8 +25,8 @@ from reports.snapshot import Snapshot
 from reports.start import markdown as start_md
 from reports.transfer import validation_lines
 from tuner.modeling.vocab_share import vocab_share
-from tuner.study.metrics import TIMED
-from tuner.study.reasons import group_of
+from tuner.study.results.metrics import TIMED
+from tuner.study.results.reasons import group_of
 
 # Objective values these may hold are stand-ins (worst case) or partial, so they are not shown.
 GROUPS = (("infeasible", "Infeasible"), ("pruned", "Pruned"), ("fail", "Failed"),
@@ -45,7 +45,7 @@ def fmt(v: object) -> str:
 
 
 def objective_cell(row: pd.Series, column: str) -> str:
-    """An objective's value; a timed one (`tuner.study.metrics.TIMED`) with the spread of its
+    """An objective's value; a timed one (`metrics.TIMED`) with the spread of its
     repeats, e.g. ``2.14e+04 (spread 3.1%)``."""
     cell = fmt(row[column])
     spread = row.get("timed_spread") if column.removeprefix("objective.") in TIMED else None
@@ -89,23 +89,6 @@ def top_table(frame: pd.DataFrame, n: int = 10) -> str:
     lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
              for line in (header, *rows)]
     return "\n".join(lines)
-
-
-def md_text(text: str) -> str:
-    """``text`` made inert in Markdown: no raw HTML (a trial's error message or a categorical
-    choice is user text, and Markdown renderers pass raw HTML through): ``<`` is escaped where a
-    tag could open (before a letter, ``/``, ``!`` or ``?``) and ``&`` where an entity could
-    (before a letter or ``#``), so "<= 2" and "5.0 > 4.0" stay as written; table pipes
-    escaped, line breaks flattened."""
-    flat = text.replace("\r", " ").replace("\n", " ")
-    flat = re.sub(r"&(?=[A-Za-z#])", "&amp;", flat)  # only where an entity could start
-    return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", flat).replace("|", "\\|")  # or a tag
-
-
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    out = ["| " + " | ".join(md_text(h) for h in header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(md_text(c) for c in r) + " |" for r in rows]
-    return out
 
 
 def render_ranked(snapshot: Snapshot, *, importances: Importances, gaps: list[Fp8Gap],
@@ -175,7 +158,7 @@ def _feasible_sections(snapshot: Snapshot) -> list[str]:
                                      best=lowest_loss(df))
         rows = [[f"`{c}`" if h == "recipe" else emphasis(c, lambda w: f"**{w}**")
                  for h, c in zip(header, row, strict=True)] for row in rows]
-        out += [f"## {title}", ""] + _md_table(header, rows) + [""]
+        out += [f"## {title}", ""] + md_table(header, rows) + [""]
     if sd is not None:
         out += [f"**tied**: {tie_legend(sd, lowest_loss(df))}", ""]
     knee = df[df["knee"].astype(bool)]
@@ -284,7 +267,7 @@ def _what_matters(imp: Importances) -> list[str]:
                         key=lambda p: -max(v.get(p, 0.0) for v in imp.values.values()))
         header = ["parameter", *imp.values]
         rows = [[p, *[_importance_cell(imp, o, p) for o in imp.values]] for p in params]
-        out += _md_table(header, rows) + [""]
+        out += md_table(header, rows) + [""]
     out += [f"- {n}" for n in imp.notes]
     return out
 
@@ -309,5 +292,5 @@ def _fp8_section(gaps: list[Fp8Gap]) -> list[str]:
              "effect",
              "emulated" if g.fp8_emulated else ("native" if g.fp8_emulated is False else "–")]
             for g in gaps]
-    return out + _md_table(["fp8", "bf16", "fp8 loss", "bf16 loss", "gap", "within bar",
+    return out + md_table(["fp8", "bf16", "fp8 loss", "bf16 loss", "gap", "within bar",
                             "pairing", "fp8 kernels"], rows)

@@ -3,8 +3,8 @@ what each trades, how sure the study can be, what to check, and the command that
 
 The recommendation is the knee of the front (the best balance of the objectives; with one
 objective, the best trial): the trial `moetune export --pick knee` takes. It names the trials tied
-with it within the measured noise (`tuner.study.noise.knee_ties`), or says that ties cannot be
-judged without a noise measurement. It opens ranked.md and report.html, and `moetune submit`
+with it within the measured noise (`tuner.study.results.noise.knee_ties`), or says that ties cannot
+be judged without a noise measurement. It opens ranked.md and report.html, and `moetune submit`
 prints it when the study ends.
 """
 
@@ -14,11 +14,11 @@ import math
 from dataclasses import dataclass, field
 
 from reports.snapshot import Snapshot
-from tuner.study import records
-from tuner.study.diagnostics import edge_warnings, unvaried_warnings
-from tuner.study.metrics import LOAD_DEPENDENT, load_warning
-from tuner.study.ranking import pareto_front, study_knee
-from tuner.study.trial_record import TrialRecord
+from tuner.study.results.diagnostics import edge_warnings, unvaried_warnings
+from tuner.study.results.metrics import LOAD_DEPENDENT, load_warning
+from tuner.study.results.ranking import pareto_front, study_knee
+from tuner.study.results.trial_record import TrialRecord
+from tuner.study.store import records
 
 MAX_ALTERNATIVES = 4
 

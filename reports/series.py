@@ -11,7 +11,7 @@ import pandas as pd
 from reports.frame import ranked
 from reports.ranked import recipe_line
 from reports.snapshot import Snapshot
-from tuner.study import records
+from tuner.study.store import records
 
 MAX_CURVES = 8  # more lines than this are unreadable
 

@@ -14,9 +14,14 @@ import optuna
 import pandas as pd
 
 from reports.frame import records_frame
-from tuner.study import records
-from tuner.study.noise import KneeTies, knee_ties, noise_sd
-from tuner.study.trial_record import Objective, TrialRecord, study_objectives, trial_records
+from tuner.study.results.noise import KneeTies, knee_ties, noise_sd
+from tuner.study.results.trial_record import (
+    Objective,
+    TrialRecord,
+    study_objectives,
+    trial_records,
+)
+from tuner.study.store import records
 
 UNFINISHED = (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)
 
@@ -56,7 +61,8 @@ class Snapshot:
 
     @property
     def noise_sd(self) -> float | None:
-        """The study's measured val_loss noise (`tuner.study.noise`), None when not measured."""
+        """The study's measured val_loss noise (`tuner.study.results.noise`), None when not
+        measured."""
         return noise_sd(self.study_user_attrs)
 
     def knee_ties(self) -> KneeTies | None:

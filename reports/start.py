@@ -1,10 +1,10 @@
 """The report's "Start" section: what the study evaluated first and what it warm-started from.
 
-Baselines and enqueued points (`tuner.study.start`) are trials of the study like any other:
-they are ranked, and this section says which trials they are, where they stand, and what a
-baseline's mapping to the proxy had to clip. Warm-start trials (`tuner.study.warm_start`) were
-measured by another study, at its proxy and budget: the sampler saw them, the ranking does not,
-and this section says how many there are and from where.
+Baselines and enqueued points (`tuner.study.workflows.start`) are trials of the study like any
+other: they are ranked, and this section says which trials they are, where they stand, and what a
+baseline's mapping to the proxy had to clip. Warm-start trials (`tuner.study.workflows.warm_start`)
+were measured by another study, at its proxy and budget: the sampler saw them, the ranking does
+not, and this section says how many there are and from where.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from typing import Any
 
 import pandas as pd
 
+from reports.markdown import md_text
 from reports.snapshot import Snapshot
-from tuner.study import records
+from tuner.study.store import records
 
 
 def start_items(snapshot: Snapshot) -> list[str]:
@@ -48,8 +49,6 @@ def start_items(snapshot: Snapshot) -> list[str]:
 
 def markdown(snapshot: Snapshot) -> list[str]:
     """The section for ranked.md (no lines without baselines, enqueued points or a warm start)."""
-    from reports.ranked import md_text  # ranked.md's escaping; ranked imports this module
-
     items = start_items(snapshot)
     if not items:
         return []

@@ -1,7 +1,7 @@
 """Transfer confidence: what `moetune validate` recorded about the ranking surviving scale.
 
 `moetune validate STUDY --top K --scale S` re-trains the top-K recipes on a proxy S times wider
-(and/or longer) and stores the outcome in the study (`tuner.study.records.VALIDATION`);
+(and/or longer) and stores the outcome in the study (`tuner.study.store.records.VALIDATION`);
 reports show
 it so nobody exports a recipe whose rank did not survive scale without seeing that.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.study import records
+from tuner.study.store import records
 
 
 def validation_lines(study_user_attrs: dict[str, Any], study: str = "STUDY") -> list[str]:

@@ -2,16 +2,16 @@
 
 Equal budgets: both studies must train the same tokens per trial (``[budget] tokens_per_trial``;
 `equal_budgets` refuses otherwise), and they are compared on the same number of finished trials
-(those counted toward ``n_trials``, `tuner.study.resume.counts_toward_target`): the larger is
+(those counted toward ``n_trials``, `tuner.study.store.resume.counts_toward_target`): the larger is
 cut to its first N finished trials (by trial number), N the smaller's count, and the comparison
 says so. A hypervolume only grows with trials and a best value only improves, so a study that
 ran longer would otherwise win by spending more.
 
 The verdict (`judge`): with one objective, the best values; with several, the hypervolumes under
-one reference point. With the run-to-run noise both studies measured (`tuner.study.noise`,
+one reference point. With the run-to-run noise both studies measured (`tuner.study.results.noise`,
 pooled by `combined_noise`), two best values within the noise are "cannot tell apart"
-(`tuner.study.noise.tied`, the rule the ranked table uses). For hypervolumes the same rule is
-applied to the front: the apparent winner wins only if its hypervolume stays above the other's
+(`tuner.study.results.noise.tied`, the rule the ranked table uses). For hypervolumes the same rule
+is applied to the front: the apparent winner wins only if its hypervolume stays above the other's
 with every point of its front made worse by the noise on each objective whose noise is known (with
 one objective this is exactly ``tied``). Without a noise estimate for any objective the verdict is
 "cannot judge", never a winner.
@@ -28,8 +28,7 @@ import numpy as np
 from reports.frame import records_frame
 from reports.hypervolume import hypervolume
 from reports.snapshot import Snapshot
-from tuner.study import records
-from tuner.study.noise import (
+from tuner.study.results.noise import (
     HOW_TO_MEASURE,
     NOISY_METRIC,
     combined_noise,
@@ -37,8 +36,9 @@ from tuner.study.noise import (
     tied,
     timed_noise,
 )
-from tuner.study.ranking import to_minimization
-from tuner.study.resume import counts_toward_target
+from tuner.study.results.ranking import to_minimization
+from tuner.study.store import records
+from tuner.study.store.resume import counts_toward_target
 
 
 def tokens_per_trial(snap: Snapshot) -> int | None:

@@ -100,7 +100,7 @@ def test_the_table_catches_an_upward_import(tmp_path):
     fake = tmp_path / "m.py"
     fake.write_text("def f():\n    from tuner.export.pick import Pick\n")
     (line, target), = [i for i in project_imports(fake) if i[1] == "tuner.export.pick"]
-    assert line == 2 and floor_of(target, table) > floor_of("tuner.study.spec", table)
+    assert line == 2 and floor_of(target, table) > floor_of("tuner.study.specs.spec", table)
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["list", "--root", "{tmp}"]])

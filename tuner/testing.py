@@ -5,8 +5,8 @@ have something to rank, and the same recipe always gives the same numbers. They 
 package (like ``optuna.testing``) so Ray workers can import them, and the CLI can run them:
 ``moetune submit spec.toml --trainer tuner.testing:quick_train``.
 
-`StepTimer` is their step timer (`tuner.study.timing.step_timer_for` finds it in this module): a
-study with a timed metric run with these trainers gets timings at once, from `step_seconds`.
+`StepTimer` is their step timer (`tuner.study.run.timing.step_timer_for` finds it in this module):
+a study with a timed metric run with these trainers gets timings at once, from `step_seconds`.
 """
 
 from __future__ import annotations

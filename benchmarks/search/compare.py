@@ -73,8 +73,8 @@ def make_spec(*, sampler: str, scheduler: str, seed: int, n_trials: int = N_TRIA
               max_concurrent: int = MAX_CONCURRENT, grace: int = GRACE,
               reduction: float = REDUCTION, startup: int | str = "auto",
               budget: int = 60_000, objectives: tuple[str, ...] = OBJECTIVES) -> Any:
-    """A real StudySpec over the recorded knobs (validated by tuner.study.spec like a file)."""
-    from tuner.study.spec import spec_from_dict
+    """A real StudySpec over the recorded knobs (validated like a spec file)."""
+    from tuner.study.specs.spec import spec_from_dict
 
     return spec_from_dict({
         "study": {"name": "surrogate", "n_trials": n_trials, "max_concurrent": max_concurrent,
@@ -134,7 +134,7 @@ def _init_worker(surrogate: Surrogate) -> None:
 
 
 def _one_task(task: tuple) -> dict:
-    from tuner.study.samplers import resolve_sampler_name, startup_trials
+    from tuner.study.run.samplers import resolve_sampler_name, startup_trials
 
     (key, _label, sampler, scheduler, extra), seed, token_budget, noise, spec_kw = task
     t0 = time.perf_counter()

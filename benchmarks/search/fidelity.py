@@ -20,7 +20,7 @@ sys.path.insert(0, str(HERE.parents[1]))
 
 
 def analyse(data: dict[str, Any]) -> dict[str, Any]:
-    from tuner.study.validate import spearman
+    from tuner.study.workflows.validate import spearman
 
     def key(r: dict) -> tuple:
         return tuple(sorted(r["params"].items()))

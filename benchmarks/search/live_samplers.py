@@ -2,8 +2,8 @@
 
 The surrogate replays (compare.py) chose the default on an interpolation of recorded runs; this
 checks the verdict with real studies through the product's own path: a spec table validated by
-`tuner.study.spec.spec_from_dict` (``parse_spec`` + ``check_inputs``, what ``moetune submit``
-runs) and `tuner.study.runner.run_study`, the `debug` proxy on the stdlib corpus.
+`tuner.study.specs.spec.spec_from_dict` (``parse_spec`` + ``check_inputs``, what ``moetune submit``
+runs) and `tuner.study.run.runner.run_study`, the `debug` proxy on the stdlib corpus.
 
 Per space × method × seed one study: the same ``n_trials`` × ``tokens_per_trial`` for every
 study (no pruning, so every trial trains its full budget: equal tokens), 2 trials at once, one
@@ -13,11 +13,12 @@ search_spaces/quickstart.toml (read at run time; its knobs are recorded) and
 search_spaces/deepseek_v3.toml (conditional knobs, so "auto" is TPE there; fp8 is EMULATED on
 a CPU and slower than bf16). ``study.seed`` seeds both the sampler and the model's weights.
 
-Noise band: each study sets ``[study] noise_repeats = 2, noise_top = 1``, so `tuner.study.noise`
-re-trains its best recipe with the 2 next model seeds after the trials; the groups of all
-studies of a space give one pooled sd of val_loss (`tuner.study.noise.pooled_sd`), and a
-difference between methods within it is a tie (`tuner.study.noise.tied`). The same re-runs give
-each study's best recipe a mean over 3 seeds, free of the winner's curse of a best-of-n.
+Noise band: each study sets ``[study] noise_repeats = 2, noise_top = 1``, so
+`tuner.study.results.noise` re-trains its best recipe with the 2 next model seeds after the trials;
+the groups of all studies of a space give one pooled sd of val_loss
+(`tuner.study.results.noise.pooled_sd`), and a difference between methods within it is a tie
+(`tuner.study.results.noise.tied`). The same re-runs give each study's best recipe a mean over 3
+seeds, free of the winner's curse of a best-of-n.
 
 For the quickstart space the surrogate is also replayed at the same budget (compare.py's
 replay, 10 seeds), so its verdict and the real one sit side by side.
@@ -118,11 +119,11 @@ def run_one(space: str, method: str, seed: int, cfg: dict[str, Any], root: Path,
     """One real study; its record (every trial, best val_loss by tokens, the noise re-runs).
     ``pinned``: the space to use instead of the file's (see `pinned_space`)."""
     from trainers.result import to_float
-    from tuner.study import records
-    from tuner.study.runner import run_study
-    from tuner.study.samplers import resolve_sampler_name, startup_trials
-    from tuner.study.spec import spec_from_dict
-    from tuner.study.trial_record import trial_records
+    from tuner.study.results.trial_record import trial_records
+    from tuner.study.run.runner import run_study
+    from tuner.study.run.samplers import resolve_sampler_name, startup_trials
+    from tuner.study.specs.spec import spec_from_dict
+    from tuner.study.store import records
 
     table, base = spec_table(space, method, seed, cfg, pinned)
     spec = spec_from_dict(table, base_dir=base)
@@ -245,7 +246,7 @@ def noise_groups(rec: dict[str, Any]) -> list[list[float]]:
 def summarise(data: dict[str, Any]) -> dict[str, Any]:
     """Per space: per method the best val_loss at each fraction of the tokens over seeds, the
     pooled noise sd, the recipe means over seeds, and the verdict."""
-    from tuner.study.noise import pooled_sd, tied
+    from tuner.study.results.noise import pooled_sd, tied
 
     out: dict[str, Any] = {}
     for space in SPACES:
@@ -413,7 +414,7 @@ def results_lines(data: dict[str, Any], summary: dict[str, Any]) -> list[str]:
         f"= {cfg['n_trials'] * cfg['tokens_per_trial'] / 1e6:.2f} M tokens (equal for every "
         f"study: no pruning), {cfg['max_concurrent']} trials at once on "
         f"{cfg['cpus_per_trial']} core each, objective val_loss alone, through "
-        "`tuner.study.runner.run_study` with a spec validated like `moetune submit`'s; seeds "
+        "`tuner.study.run.runner.run_study` with a spec validated like `moetune submit`'s; seeds "
         f"{', '.join(map(str, cfg['seeds']))} (`[study] seed`: the sampler's and the model's). "
         f"Machine: {mach['machine']}, {mach['cores']} cores shared with other work (load "
         f"average {min(loads):.1f}–{max(loads):.1f} at the studies' ends), torch "
@@ -425,9 +426,11 @@ def results_lines(data: dict[str, Any], summary: dict[str, Any]) -> list[str]:
         "- Spaces (every study of a space ran the same one, pinned from the campaign's first "
         "study of it): " + "; ".join(_space_line(sp, st) for sp in summary) + ".",
         f"- Noise band: every study re-trained its best recipe with {cfg['noise_repeats']} "
-        "other model seeds (`[study] noise_repeats`, `tuner.study.noise`); the pooled sd of "
+        "other model seeds (`[study] noise_repeats`, `tuner.study.results.noise`); the pooled "
+        "sd of "
         "val_loss over those groups, per space, is the band: a difference within it is a tie "
-        "(`tuner.study.noise.tied`). \"Best recipe, mean of 3 seeds\" is each study's best "
+        "(`tuner.study.results.noise.tied`). \"Best recipe, mean of 3 seeds\" is each "
+        "study's best "
         "recipe averaged over its own and the re-run seeds: free of the winner's curse of a "
         "best-of-n.",
         "",

@@ -1,16 +1,16 @@
 """Replay a tuning study on the surrogate: Optuna ask/tell + an ASHA rule, in simulated time.
 
 What is the same as a live ``moetune`` study: the sampler is built by
-``tuner.study.samplers.make_sampler`` from a real `StudySpec` (so the default is exactly what the
-service runs), parameters are suggested by the spec's `SearchSpace`, trials are told exactly as
-``tuner.study.searcher`` tells them (COMPLETE with values and the diverged/out_of_memory
-constraints, PRUNED without values), and ``max_concurrent`` trials run at once, asked when a
-slot frees (so TPE's constant liar matters).
+``tuner.study.run.samplers.make_sampler`` from a real `StudySpec` (so the default is exactly what
+the service runs), parameters are suggested by the spec's `SearchSpace`, trials are told exactly as
+``tuner.study.run.searcher`` tells them (COMPLETE with values and the diverged/out_of_memory
+constraints, PRUNED without values), and ``max_concurrent`` trials run at once, asked when a slot
+frees (so TPE's constant liar matters).
 
 What is different: trainings are `Surrogate` lookups (interpolation of recorded real runs), the
 clock is simulated (a trial reaches an evaluation at tokens / its recorded tokens_per_s), and ASHA
 is `Asha` below, our re-implementation of Ray Tune's asynchronous successive halving rule (one
-bracket, as ``tuner.study.runner._BudgetASHA`` configures it), not Ray's scheduler itself.
+bracket, as ``tuner.study.run.runner._BudgetASHA`` configures it), not Ray's scheduler itself.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class _Running:
 
 def replay(spec: Any, surrogate: Surrogate, *, method: str,
            token_budget: float | None = None, noise: float = 0.0) -> Replay:
-    """Run ``spec`` (a `tuner.study.spec.StudySpec`) to its n_trials on the surrogate.
+    """Run ``spec`` (a `tuner.study.specs.spec.StudySpec`) to its n_trials on the surrogate.
 
     Args:
         token_budget: instead of stopping after n_trials, keep starting trials until this many
@@ -110,8 +110,8 @@ def replay(spec: Any, surrogate: Surrogate, *, method: str,
         noise: standard deviation of a per-trial val_loss offset (the whole curve shifts, as a
             different training seed would shift it); 0 = the surrogate's noise-free landscape.
     """
-    from tuner.study.outcome import constraint_names
-    from tuner.study.samplers import make_sampler
+    from tuner.study.results.outcome import constraint_names
+    from tuner.study.run.samplers import make_sampler
 
     study = optuna.create_study(directions=[d for _, d in spec.objectives],
                                 sampler=make_sampler(spec))
@@ -183,7 +183,7 @@ def replay(spec: Any, surrogate: Surrogate, *, method: str,
             diverged = state == "infeasible"
             for name in names:
                 r.trial.set_constraint(name, 1.0 if diverged and name == "diverged" else 0.0)
-            if diverged:  # tuner.study.outcome: worst observed val_loss, its own throughput
+            if diverged:  # as outcome.py: worst observed val_loss, own throughput
                 seen = [t.values[0] for t in study.get_trials(states=(TrialState.COMPLETE,))]
                 values = (max(seen, default=REFERENCE["val_loss"]), r.run.tokens_per_s)
             pair = dict(zip(("val_loss", "tokens_per_s"), values, strict=True))

@@ -1,4 +1,5 @@
-"""Synthetic moetune studies written exactly as tuner.study.records says, for the report tests.
+"""Synthetic moetune studies written exactly as `tuner.study.store.records` says, for the
+report tests.
 
 A plain module (not conftest.py) so that `from synthetic_studies import ...` cannot pick up
 another package's conftest.
@@ -12,7 +13,7 @@ import warnings
 
 import optuna
 
-from tuner.study import records
+from tuner.study.store import records
 
 DIST = {
     "lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True),

@@ -12,7 +12,7 @@ from synthetic_studies import MEMORY_LIMIT, add, new_study, random_study
 import reports
 from reports.fp8_gap import fp8_gaps
 from reports.snapshot import take_snapshot
-from tuner.study import records
+from tuner.study.store import records
 
 ARTIFACTS = ("trials_csv", "trials_parquet", "ranked_md", "report_html")
 
@@ -287,7 +287,7 @@ def test_constraints_are_shown_with_the_side_the_runner_applies(tmp_path, key, s
 
 
 def test_markdown_text_keeps_comparisons_and_escapes_only_what_could_be_markup() -> None:
-    from reports.ranked import md_text
+    from reports.markdown import md_text
     assert md_text("constraint max_vio: 2.1 violates <= 2 & 5.0 > 4.0") == \
         "constraint max_vio: 2.1 violates <= 2 & 5.0 > 4.0"
     assert md_text("<b>x</b> &amp; <!-- c -->") == "&lt;b>x&lt;/b> &amp;amp; &lt;!-- c -->"

@@ -10,7 +10,7 @@ from synthetic_studies import add, new_study, random_study
 
 from reports.hypervolume import hypervolume
 from tuner.app import report_command
-from tuner.study import database as db
+from tuner.study.store import database as db
 
 
 def run(argv: list[str]) -> int:
@@ -102,8 +102,7 @@ def test_missing_arguments_are_usage_errors(argv) -> None:
 
 def test_compare_says_when_the_studies_are_not_like_for_like(tmp_path) -> None:
     import reports
-    from tuner.study import records
-
+    from tuner.study.store import records
     a, b = new_study("a"), new_study("b")
     for study, every in ((a, 50_000), (b, 25_000)):
         study.set_user_attr(records.SPEC, {"budget": {"tokens_per_trial": 100_000,
@@ -125,8 +124,7 @@ def test_compare_says_when_the_studies_are_not_like_for_like(tmp_path) -> None:
 
 
 def test_compare_refuses_different_tokens_per_trial(tmp_path, capsys) -> None:
-    from tuner.study import records
-
+    from tuner.study.store import records
     url = f"sqlite:///{tmp_path / 'both.db'}"
     for name, tokens in (("a", 150_000), ("b", 100_000)):
         study = new_study(name, storage=url)

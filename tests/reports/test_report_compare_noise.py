@@ -10,7 +10,7 @@ from synthetic_studies import add, new_study
 
 import reports
 from reports.hypervolume import hypervolume
-from tuner.study import records
+from tuner.study.store import records
 
 SINGLE = [["val_loss", "minimize"]]
 

@@ -10,8 +10,8 @@ from test_report_pareto import brute_force_ranks
 
 import reports
 from tuner import testing
-from tuner.study.runner import run_study
-from tuner.study.spec import spec_from_dict
+from tuner.study.run.runner import run_study
+from tuner.study.specs.spec import spec_from_dict
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

@@ -8,7 +8,7 @@ import pytest
 from synthetic_studies import random_study
 
 import reports
-from tuner.study.ranking import crowding_distance, nondominated_ranks, rank_and_crowd
+from tuner.study.results.ranking import crowding_distance, nondominated_ranks, rank_and_crowd
 
 
 def brute_force_ranks(points: np.ndarray) -> list[int]:

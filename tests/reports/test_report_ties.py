@@ -8,7 +8,7 @@ from synthetic_studies import add, new_study
 import reports
 from reports.recommend import recommend
 from tuner.export.pick import Pick, pick_trial
-from tuner.study import records
+from tuner.study.store import records
 
 
 def ranked_md(study, tmp_path) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reports.transfer import validation_lines
-from tuner.study import records
+from tuner.study.store import records
 
 RECORD = {"label": "measured", "top": 3, "scale": 2, "tokens": 400000, "date": "2026-11-29",
           "spearman": 0.5, "chosen_trial": 4, "chosen_stays_on_top": False, "best_at_scale": 7,

@@ -11,10 +11,10 @@ from optuna.trial import TrialState
 
 from tuner import testing
 from tuner.app.cli import main
-from tuner.study import records
-from tuner.study.control import StorageStopFlag, clear_stop, request_stop
-from tuner.study.runner import run_study
-from tuner.study.spec import spec_from_dict
+from tuner.study.run.runner import run_study
+from tuner.study.specs.spec import spec_from_dict
+from tuner.study.store import records
+from tuner.study.store.control import StorageStopFlag, clear_stop, request_stop
 
 SPACE = {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}}}
 
@@ -80,8 +80,8 @@ class _flag_of:
 
 
 def _try_load(root, name: str):
-    from tuner.study import storage as st
-    from tuner.study.database import open_existing_storage, storage_url
+    from tuner.study.store import storage as st
+    from tuner.study.store.database import open_existing_storage, storage_url
 
     try:
         return st.load_study(name, open_existing_storage(storage_url(root / name)))

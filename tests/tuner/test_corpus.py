@@ -13,7 +13,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from tuner.app.cli import main
 from tuner.corpus import CorpusError, load, tokenize
-from tuner.study.spec import SpecError, load_spec
+from tuner.study.specs.spec import SpecError, load_spec
 
 WORDS = ["<|endoftext|>", "[UNK]", "hello", "world", "moe", "tune", "again"]
 
@@ -180,10 +180,10 @@ def test_a_trial_of_a_tokenizer_study_trains_on_the_tokenized_corpus(tmp_path):
     from types import SimpleNamespace
 
     from trainers import Recipe
-    from tuner.study.proxy import resolve_model_args
-    from tuner.study.runner import _job
-    from tuner.study.spec import parse_spec
-    from tuner.study.trainable import train_and_report
+    from tuner.study.run.runner import _job
+    from tuner.study.run.trainable import train_and_report
+    from tuner.study.specs.proxy import resolve_model_args
+    from tuner.study.specs.spec import parse_spec
     from tuner.testing import make_result
 
     (tmp_path / "t.txt").write_text("the quick brown fox jumps over the lazy dog. " * 400)

@@ -10,7 +10,7 @@ import optuna
 import pytest
 
 from tuner.app.dashboard_command import dashboard_app
-from tuner.study import database as db
+from tuner.study.store import database as db
 
 
 def _get(app, path: str) -> dict:

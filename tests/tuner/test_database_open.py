@@ -12,7 +12,7 @@ import optuna
 import pytest
 import sqlalchemy
 
-from tuner.study import database
+from tuner.study.store import database
 
 
 def _open(url: str, barrier, out) -> None:

@@ -19,9 +19,9 @@ from tuner.export.pick import Pick, finished_trials, pick_trial
 from tuner.modeling import scaling
 from tuner.modeling.full_run import ExportError, FullRunTarget, build_full_run, load_target
 from tuner.modeling.hardware import get_hardware
-from tuner.study import records
-from tuner.study.ranking import knee, pareto_front
-from tuner.study.trial_record import Objective
+from tuner.study.results.ranking import knee, pareto_front
+from tuner.study.results.trial_record import Objective
+from tuner.study.store import records
 
 CONFIGS = PUBLISHED_CONFIGS
 PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,
@@ -296,8 +296,8 @@ def test_full_run_metrics_are_registered_and_trade_precision_for_cost():
     import dataclasses
     from types import SimpleNamespace
 
-    from tuner.study.metrics import MetricContext, get_metric
-    from tuner.study.spec import parse_spec
+    from tuner.study.results.metrics import MetricContext, get_metric
+    from tuner.study.specs.spec import parse_spec
 
     hours, mem = get_metric("full_gpu_hours"), get_metric("full_peak_memory_gb")
     assert hours.label == mem.label == "modeled"

@@ -33,7 +33,7 @@ from tuner.export import formats
 from tuner.export.formats import deepseek
 from tuner.modeling.full_run import FullRunTarget, build_full_run, load_target
 from tuner.modeling.hardware import get_hardware
-from tuner.study import records
+from tuner.study.store import records
 
 PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,
                   vocab_size=256, n_routed_experts=8, n_activated_experts=2, kv_lora_rank=32,

@@ -15,9 +15,9 @@ from tuner.export import export_study
 from tuner.export.pick import Pick
 from tuner.modeling.full_run import FullRunTarget
 from tuner.modeling.hardware import get_hardware
-from tuner.study import records
-from tuner.study.spec import load_spec
-from tuner.study.validate import spearman, validate_study, widen
+from tuner.study.specs.spec import load_spec
+from tuner.study.store import records
+from tuner.study.workflows.validate import spearman, validate_study, widen
 from tuner.testing import make_result
 
 SPEC = Path(__file__).resolve().parents[2] / "search_spaces" / "quickstart.toml"

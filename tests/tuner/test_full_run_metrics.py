@@ -9,9 +9,9 @@ from trainers import ModelArgs, Recipe
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner import testing
 from tuner.modeling.full_run import modeled_cost, target_of
-from tuner.study import records
-from tuner.study.runner import run_study
-from tuner.study.spec import SpecError, spec_from_dict
+from tuner.study.run.runner import run_study
+from tuner.study.specs.spec import SpecError, spec_from_dict
+from tuner.study.store import records
 
 CONFIG = PUBLISHED_CONFIGS / "config_671B.json"
 SPACE = {"params": {"precision": {"type": "categorical", "choices": ["bf16", "fp8"]}},

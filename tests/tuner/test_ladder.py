@@ -9,10 +9,10 @@ import optuna
 import pytest
 
 from tuner import testing
-from tuner.study import records
-from tuner.study.ladder import promote, run_ladder, rung_spec
-from tuner.study.ladder_spec import rung_name
-from tuner.study.spec import SpecError, spec_from_dict
+from tuner.study.specs.ladder_spec import rung_name
+from tuner.study.specs.spec import SpecError, spec_from_dict
+from tuner.study.store import records
+from tuner.study.workflows.ladder import promote, run_ladder, rung_spec
 
 SPACE = {"params": {
     "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
@@ -50,7 +50,7 @@ def test_a_name_too_long_for_the_rung_suffix_is_refused():
 
 
 def test_rung_specs_set_width_mup_and_the_link_below():
-    from tuner.study.proxy import resolve_model_args
+    from tuner.study.specs.proxy import resolve_model_args
 
     spec = spec_from_dict(ladder_table())
     bottom = rung_spec(spec, 0, [])
@@ -106,7 +106,7 @@ def test_promotion_with_several_objectives_keeps_whole_ranks():
 
 
 def test_a_ladder_runs_its_rungs_in_one_storage_and_resumes(ray_session, tmp_path):
-    from tuner.study.runner import run_study
+    from tuner.study.run.runner import run_study
 
     spec = spec_from_dict(ladder_table())
     run_dir = tmp_path / "runs" / "lad"
@@ -128,7 +128,7 @@ def test_a_ladder_runs_its_rungs_in_one_storage_and_resumes(ray_session, tmp_pat
     warm = [t for t in mid.trials if t not in own]
     assert len(warm) == 9  # the sampler saw the whole rung below
     assert sorted(t.params["lr"] for t in own) == sorted(t.params["lr"] for t in best3)
-    from tuner.study.storage import stored_spec
+    from tuner.study.store.storage import stored_spec
     assert sorted(stored_spec(mid).ladder.promoted) == sorted(t.number for t in best3)
     # wider is better in this fake: the top rung's value is below its candidate's at the bottom
     top = optuna.load_study(study_name="lad.w128", storage=url)

@@ -10,8 +10,8 @@ import pytest
 
 from tuner.modeling.power_law import fit_power_law
 from tuner.modeling.response_surface import SurfaceError, fit_optimum
-from tuner.study.law import budget_spec, predicted_point, snap
-from tuner.study.spec import SpecError, parse_spec
+from tuner.study.specs.spec import SpecError, parse_spec
+from tuner.study.workflows.law import budget_spec, predicted_point, snap
 from tuner.testing import LAW_BATCH_EXPONENT, LAW_LR_EXPONENT, law_optimum
 
 BATCHES = [2, 4, 8, 16, 32, 64]
@@ -144,8 +144,8 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
     from tuner.export.pick import Pick
     from tuner.modeling.full_run import FullRunTarget, load_target
     from tuner.modeling.hardware import get_hardware
-    from tuner.study.law import run_law
-    from tuner.study.law_fit import budget_studies, fit_law
+    from tuner.study.workflows.law import run_law
+    from tuner.study.workflows.law_fit import budget_studies, fit_law
 
     table = _table(held_out=2_621_440, trials=10)
     table["study"] |= {"sampler": "random", "max_concurrent": 4, "seed": 3}
@@ -197,7 +197,7 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
 def test_the_shipped_law_spec_validates_as_documented() -> None:
     from pathlib import Path
 
-    from tuner.study.spec import load_spec
+    from tuner.study.specs.spec import load_spec
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "search_spaces" / "law.toml")
     law = spec.law

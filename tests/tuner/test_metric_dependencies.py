@@ -10,8 +10,8 @@ import pytest
 from trainers.presets import preset
 from trainers.recipe import Recipe
 from tuner.modeling.full_run import modeled_cost, target_of
-from tuner.study import metrics
-from tuner.study.timing import SYSTEMS_FIELDS, what_key
+from tuner.study.results import metrics
+from tuner.study.run.timing import SYSTEMS_FIELDS, what_key
 
 BASE = Recipe(batch_schedule="linear", batch_start=8, batch_end=32, seq_len=128, lr=2e-3)
 BUDGET = 200_000

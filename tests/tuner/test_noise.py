@@ -10,11 +10,18 @@ import optuna
 import pytest
 
 from tuner import testing
-from tuner.study import records
-from tuner.study.noise import combined_noise, knee_ties, measure_noise, pooled_sd, tied, top_trials
-from tuner.study.runner import run_study
-from tuner.study.spec import SpecError, spec_from_dict
-from tuner.study.trial_record import Objective, TrialRecord, trial_records
+from tuner.study.results.noise import (
+    combined_noise,
+    knee_ties,
+    measure_noise,
+    pooled_sd,
+    tied,
+    top_trials,
+)
+from tuner.study.results.trial_record import Objective, TrialRecord, trial_records
+from tuner.study.run.runner import run_study
+from tuner.study.specs.spec import SpecError, spec_from_dict
+from tuner.study.store import records
 
 SPACE = {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}},
          "fixed": {"seq_len": 64}}

@@ -3,7 +3,7 @@ study's text reasons read back as the typed reasons a schema-2 study stores."""
 
 import pytest
 
-from tuner.study.reasons import Reason, group_of, join_text, parse_reason_text
+from tuner.study.results.reasons import Reason, group_of, join_text, parse_reason_text
 
 
 def reason_kind(text: str) -> tuple[str, str]:

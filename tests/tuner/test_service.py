@@ -20,7 +20,7 @@ from service_process import SPEC, Server
 
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app.cli import main
-from tuner.study import records
+from tuner.study.store import records
 
 LIVE = ("queued", "starting", "running")  # a just-accepted study's state, read after acceptance
 
@@ -340,7 +340,7 @@ def test_a_law_study_runs_every_budget_on_the_service(server):
         study = optuna.load_study(study_name=name, storage=storage)
         done = [t for t in study.trials if t.state == TrialState.COMPLETE]
         assert len(done) == 6
-    from tuner.study.storage import stored_spec
+    from tuner.study.store.storage import stored_spec
 
     # the queued study is budget 0 itself: its spec trains at the smallest budget
     base = stored_spec(optuna.load_study(study_name="lw", storage=storage))

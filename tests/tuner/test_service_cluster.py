@@ -15,8 +15,8 @@ import pytest
 from optuna.trial import TrialState
 from service_process import SPEC, Server
 
-from tuner.study import records
-from tuner.study.database import open_storage
+from tuner.study.store import records
+from tuner.study.store.database import open_storage
 
 POSTGRES = os.environ.get("MOETUNE_TEST_POSTGRES",
                           "postgresql://moetune:moetune@127.0.0.1:5432/moetune_test")

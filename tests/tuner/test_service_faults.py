@@ -19,7 +19,7 @@ from optuna.trial import TrialState
 from service_process import SPEC, Server
 
 from tests.tuner.conftest import CANARY
-from tuner.study.database import open_storage
+from tuner.study.store.database import open_storage
 
 N = 6
 OUTAGE_S = 8.0  # longer than a trial (3 s): some trial ends while the storage is down

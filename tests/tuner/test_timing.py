@@ -15,8 +15,8 @@ import pytest
 from trainers import Recipe, preset
 from trainers.loop import StepTime
 from tuner import testing
-from tuner.study import timing
-from tuner.study.cores import CoreLock
+from tuner.study.run import timing
+from tuner.study.run.cores import CoreLock
 
 ARGS = preset("debug")
 BUDGET = 200_000
@@ -203,7 +203,7 @@ def test_step_timer_for_a_trainer():
 _HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from tuner.study.cores import CoreLock
+    from tuner.study.run.cores import CoreLock
     base, mode, log, ready, hold = sys.argv[1:6]
     lock = CoreLock(Path(base))
     def say(word):
@@ -287,7 +287,7 @@ TOKENS = 64 * 128
 
 
 def timed_spec(n: int):
-    from tuner.study.spec import spec_from_dict
+    from tuner.study.specs.spec import spec_from_dict
 
     return spec_from_dict({
         "study": {"name": "timed", "n_trials": n, "max_concurrent": 2, "sampler": "random"},
@@ -299,8 +299,8 @@ def timed_spec(n: int):
 def test_a_study_times_each_signature_once_and_a_resume_reuses_it(ray_session, tmp_path):
     import optuna
 
-    from tuner.study import records
-    from tuner.study.runner import run_study
+    from tuner.study.run.runner import run_study
+    from tuner.study.store import records
 
     def run(n: int, resume: bool) -> optuna.Study:
         s = run_study(timed_spec(n), run_dir=tmp_path / "timed", trainer=testing.quick_train,
@@ -345,7 +345,7 @@ def sig_of(recipe: Recipe, entry: dict) -> str:
 
 
 def test_a_trainer_without_the_step_gate_still_runs():
-    from tuner.study.cores import takes as _takes
+    from tuner.study.run.cores import takes as _takes
 
     def old(model_args, recipe, *, token_budget, seed=None, on_eval=None):
         return None
@@ -371,8 +371,9 @@ def test_every_training_moetune_runs_shares_the_cores_with_a_probe():
     # a probe of another study pauses them too; a trainer without the keyword runs ungated
     import types
 
-    from tuner.study import cores, noise
-    from tuner.study.spec import spec_from_dict
+    from tuner.study.results import noise
+    from tuner.study.run import cores
+    from tuner.study.specs.spec import spec_from_dict
 
     seen = []
 

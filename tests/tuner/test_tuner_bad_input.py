@@ -13,7 +13,7 @@ import pytest
 
 from trainers.data import load_corpus
 from tuner.app.cli import main
-from tuner.study.spec import SpecError, load_spec, parse_spec
+from tuner.study.specs.spec import SpecError, load_spec, parse_spec
 
 SPACE = {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}}}
 
@@ -101,7 +101,7 @@ def test_status_into_a_closed_pipe_ends_quietly(tmp_path):
 def test_an_extreme_finite_objective_counts_as_non_finite():
     from optuna.trial import TrialState
 
-    from tuner.study.trial_record import is_feasible
+    from tuner.study.results.trial_record import is_feasible
 
     assert not is_feasible(TrialState.COMPLETE, [-1e308], {})
     assert is_feasible(TrialState.COMPLETE, [-1e3], {})
@@ -109,7 +109,7 @@ def test_an_extreme_finite_objective_counts_as_non_finite():
 
 def test_markdown_and_csv_neutralise_user_text():
     from reports.build import csv_safe
-    from reports.ranked import md_text
+    from reports.markdown import md_text
 
     assert md_text("<img src=x onerror=alert(1)>|x") == "&lt;img src=x onerror=alert(1)>\\|x"
     frame = pd.DataFrame({"reason": ["=HYPERLINK(\"x\")", "+1", "@SUM(A1)", "\tx", "-1.5", "ok"],

@@ -9,7 +9,7 @@ import textwrap
 import optuna
 import pytest
 
-from tuner.study import records
+from tuner.study.store import records
 
 SPEC = """
 [study]

@@ -9,8 +9,8 @@ import optuna
 import pytest
 
 from tuner.app.cli import main
-from tuner.study import records
-from tuner.study.database import storage_url
+from tuner.study.store import records
+from tuner.study.store.database import storage_url
 
 SPEC = """
 [study]

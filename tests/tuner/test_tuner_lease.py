@@ -12,8 +12,8 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from tuner.study import database as db
-from tuner.study import lease as ls
+from tuner.study.store import database as db
+from tuner.study.store import lease as ls
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -11,11 +11,11 @@ from optuna.trial import TrialState
 
 from tuner import testing
 from tuner.app.cli import main
-from tuner.study import database as db
-from tuner.study import records
-from tuner.study.database import open_storage
-from tuner.study.runner import run_study
-from tuner.study.spec import spec_from_dict
+from tuner.study.run.runner import run_study
+from tuner.study.specs.spec import spec_from_dict
+from tuner.study.store import database as db
+from tuner.study.store import records
+from tuner.study.store.database import open_storage
 
 URL = os.environ.get("MOETUNE_TEST_POSTGRES",
                      "postgresql://moetune:moetune@127.0.0.1:5432/moetune_test")

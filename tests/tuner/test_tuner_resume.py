@@ -11,13 +11,13 @@ import pytest
 from optuna.trial import TrialState
 
 from tuner.app.cli import main
-from tuner.study import database as db
-from tuner.study import records
-from tuner.study import storage as st
-from tuner.study.samplers import make_sampler
-from tuner.study.searcher import StudySearcher
-from tuner.study.spec import spec_from_dict
-from tuner.study.trainable import FINAL_KEY
+from tuner.study.run.samplers import make_sampler
+from tuner.study.run.searcher import StudySearcher
+from tuner.study.run.trainable import FINAL_KEY
+from tuner.study.specs.spec import spec_from_dict
+from tuner.study.store import database as db
+from tuner.study.store import records
+from tuner.study.store import storage as st
 
 QT = ["--trainer", "tuner.testing:quick_train", "--no-progress"]
 SPEC = """
@@ -212,8 +212,7 @@ def test_a_study_whose_every_trial_failed_exits_1_saying_why(ray_session, tmp_pa
 def test_ctrl_c_says_how_to_resume_with_moetune(ray_session, tmp_path, capsys, monkeypatch):
     import logging
 
-    from tuner.study import runner as study_runner
-
+    from tuner.study.run import runner as study_runner
     def interrupted(*a, **kw):
         raise KeyboardInterrupt
 

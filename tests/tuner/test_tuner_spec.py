@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.study.spec import SpecError, StudySpec, load_spec, spec_from_dict, spec_warnings
+from tuner.study.specs.spec import SpecError, StudySpec, load_spec, spec_from_dict, spec_warnings
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "search_spaces" / "quickstart.toml"
@@ -216,7 +216,7 @@ def test_modeled_metrics_follow_the_full_run_section():
     from types import SimpleNamespace
 
     from trainers import Recipe, preset
-    from tuner.study.metrics import MetricContext, get_metric
+    from tuner.study.results.metrics import MetricContext, get_metric
 
     def cost(gpus: int) -> tuple[float, float]:
         spec = spec_from_dict(base() | {"full_run": {"target": "proxy-l", "gpus": gpus,
@@ -243,7 +243,7 @@ def test_a_storage_password_stays_in_memory():
 
 
 def test_model_group_score_reaches_the_proxy():
-    from tuner.study.proxy import resolve_model_args
+    from tuner.study.specs.proxy import resolve_model_args
     spec = spec_from_dict({**base(), "model": {"preset": "proxy-s", "group_score": "sum_top2"}})
     assert resolve_model_args(spec).group_rule == "sum_top2"
     assert resolve_model_args(spec_from_dict(base())).group_score == "auto"

@@ -10,7 +10,7 @@ import pytest
 
 from trainers import preset
 from tuner.app.cli import main
-from tuner.study.spec import SpecError, load_spec, spec_from_dict
+from tuner.study.specs.spec import SpecError, load_spec, spec_from_dict
 
 SPACE = '[space.params.lr]\ntype = "float"\nlow = 1e-4\nhigh = 1e-2\nlog = true\n'
 

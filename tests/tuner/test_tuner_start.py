@@ -22,16 +22,16 @@ from tuner.export.pick import Pick, pick_trial
 from tuner.modeling.baselines import proxy_baseline
 from tuner.modeling.full_run import build_full_run, target_of
 from tuner.modeling.references import DEEPSEEK_V3
-from tuner.study import records
-from tuner.study import resume as rs
-from tuner.study import storage as st
-from tuner.study import warm_start as ws
-from tuner.study.outcome import constraint_names
-from tuner.study.runner import run_study
-from tuner.study.samplers import make_sampler
-from tuner.study.spec import SpecError, spec_from_dict, spec_warnings
-from tuner.study.start import begin, start_points
-from tuner.study.trial_record import trial_records
+from tuner.study.results.outcome import constraint_names
+from tuner.study.results.trial_record import trial_records
+from tuner.study.run.runner import run_study
+from tuner.study.run.samplers import make_sampler
+from tuner.study.specs.spec import SpecError, spec_from_dict, spec_warnings
+from tuner.study.store import records
+from tuner.study.store import resume as rs
+from tuner.study.store import storage as st
+from tuner.study.workflows import warm_start as ws
+from tuner.study.workflows.start import begin, start_points
 
 SPACE = {"params": {
     "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
@@ -400,8 +400,7 @@ def test_a_study_with_other_objectives_is_refused(tmp_path):
     store_url = f"sqlite:///{tmp_path / 'shared.db'}"
     other = spec_from_dict(table("other") | {"objectives": {"val_loss": "minimize",
                                                             "tokens_per_s": "maximize"}})
-    from tuner.study import database as db
-
+    from tuner.study.store import database as db
     st.create_study(other, db.open_storage(store_url), make_sampler(other))
     s = spec("mine", start={"warm_start": "other", "warm_start_storage": store_url})
     with pytest.raises(ws.WarmStartError, match="the objectives must match"):

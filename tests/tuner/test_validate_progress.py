@@ -6,7 +6,7 @@ from test_export_validate import make_study
 
 from tuner.app.cli import main
 from tuner.app.validate_command import refresh_report
-from tuner.study.validate import validate_study
+from tuner.study.workflows.validate import validate_study
 from tuner.testing import make_result
 
 

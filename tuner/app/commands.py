@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from tuner.app.errors import DeferredStop, UsageError
-from tuner.study import database as db
-from tuner.study import resume as rs
-from tuner.study import storage as st
-from tuner.study.spec import SpecError, StudySpec, check_inputs, load_spec, spec_warnings
+from tuner.study.specs.spec import SpecError, StudySpec, check_inputs, load_spec, spec_warnings
+from tuner.study.store import database as db
+from tuner.study.store import resume as rs
+from tuner.study.store import storage as st
 
 DEFAULT_ROOT = "runs"
 
@@ -114,7 +114,7 @@ def resume(args: argparse.Namespace) -> int:
 
 def _sampler_note(spec: StudySpec) -> None:
     """What ``sampler = "auto"`` chose, when the choice needs a reason (`SAMPLER_NOTES`)."""
-    from tuner.study.samplers import SAMPLER_NOTES, resolve_sampler_name
+    from tuner.study.run.samplers import SAMPLER_NOTES, resolve_sampler_name
 
     note = SAMPLER_NOTES.get(resolve_sampler_name(spec)) if spec.study.sampler == "auto" else None
     if note:
@@ -148,8 +148,8 @@ def _check_resume_spec(study: Any, spec: StudySpec) -> None:
 
 def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any, *,
          resume: bool) -> int:
-    from tuner.study import lease as ls
-    from tuner.study.runner import ClusterError, run_study
+    from tuner.study.run.runner import ClusterError, run_study
+    from tuner.study.store import lease as ls
 
     if resume:
         _check_not_held(spec, run_dir, args.storage)
@@ -157,13 +157,13 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
     try:
         with signals:
             if spec.ladder.on and spec.ladder.rung == 0:  # the whole ladder, from its bottom
-                from tuner.study.ladder import run_ladder
+                from tuner.study.workflows.ladder import run_ladder
 
                 rungs = run_ladder(spec, run_dir=run_dir, storage=args.storage,
                                    trainer=trainer, address=args.address,
                                    progress=not args.no_progress, interrupt=signals)
             elif spec.law.on and spec.law.budget == 0:  # every budget, from the smallest
-                from tuner.study.law import run_law
+                from tuner.study.workflows.law import run_law
 
                 rungs = run_law(spec, run_dir=run_dir, storage=args.storage, trainer=trainer,
                                 address=args.address, progress=not args.no_progress,
@@ -223,7 +223,7 @@ def _report_law(spec: StudySpec, run_dir: Path, budgets: list[Any], storage: str
 
 def _report_ladder(spec: StudySpec, run_dir: Path, rungs: list[Any], storage: str) -> int:
     """Each rung's line, the top rung's report (the answer), the ladder's transfer report."""
-    from tuner.study.ladder_spec import rung_name
+    from tuner.study.specs.ladder_spec import rung_name
 
     widths = spec.ladder.widths
     for i, summary in enumerate(rungs):
@@ -260,8 +260,7 @@ def _build_ladder_report(spec: StudySpec, run_dir: Path, storage: str) -> None:
 
 def _check_not_held(spec: StudySpec, run_dir: Path, storage: str) -> None:
     """Refuse at once (before Ray starts) when another live driver runs the study."""
-    from tuner.study import lease as ls
-
+    from tuner.study.store import lease as ls
     try:
         store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
         ls.check_free(store.engine, spec.name)
@@ -393,8 +392,8 @@ def _names(args: argparse.Namespace) -> list[str]:
 
 
 def rerun(args: argparse.Namespace) -> int:
-    from tuner.study.progress import stderr_lines
-    from tuner.study.rerun import rerun_trial
+    from tuner.study.run.progress import stderr_lines
+    from tuner.study.workflows.rerun import rerun_trial
 
     run_dir = Path(args.root) / args.study
     study = open_study(args.study, run_dir, args.storage)

@@ -19,8 +19,8 @@ from optuna.trial import TrialState
 
 from tuner.app.commands import open_study, where_options
 from tuner.app.errors import UsageError
-from tuner.study import records
-from tuner.study.control import request_stop
+from tuner.study.store import records
+from tuner.study.store.control import request_stop
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

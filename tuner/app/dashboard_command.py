@@ -10,7 +10,7 @@ measures the proposals that change), so the stored trials keep
 Optuna 5's keys alone and this command serves the dashboard over the same read-only view
 ``moetune serve`` mounts: the constraint list added in what the dashboard reads, every write
 refused. Learning curves come from the trials' intermediate values (val_loss at each
-evaluation, `tuner.study.searcher`).
+evaluation, `tuner.study.run.searcher`).
 
     moetune dashboard quickstart --port 8080     # then open http://127.0.0.1:8080
 """

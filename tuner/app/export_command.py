@@ -234,11 +234,11 @@ def _law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]
     """A law study (any of its budgets) exports its laws: the LR and final batch from the
     study's own fit at the full run, the other knobs from the pick at its largest budget (the
     held-out one once it exists), from the same storage."""
-    from tuner.study import database as db
-    from tuner.study import records
-    from tuner.study import storage as st
-    from tuner.study.law_fit import budget_studies, fit_law
-    from tuner.study.law_spec import base_name
+    from tuner.study.specs.law_spec import base_name
+    from tuner.study.store import database as db
+    from tuner.study.store import records
+    from tuner.study.store import storage as st
+    from tuner.study.workflows.law_fit import budget_studies, fit_law
 
     if not (study.user_attrs.get(records.SPEC) or {}).get("law"):
         return study, None, ""  # not a law study
@@ -263,10 +263,10 @@ def _law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]
 def _ladder_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, str]:
     """A ladder's answer is its top rung: exporting the ladder (its bottom study) exports the
     top rung's trial, from the same storage; a rung says the width it was measured at."""
-    from tuner.study import database as db
-    from tuner.study import records
-    from tuner.study import storage as st
-    from tuner.study.ladder_spec import rung_name
+    from tuner.study.specs.ladder_spec import rung_name
+    from tuner.study.store import database as db
+    from tuner.study.store import records
+    from tuner.study.store import storage as st
 
     if not (study.user_attrs.get(records.SPEC) or {}).get("ladder"):
         return study, ""  # not a ladder (a study without a stored spec is none either)

@@ -87,9 +87,9 @@ def run_report(args: argparse.Namespace) -> int:
 
 def _law_report(study: Any, args: argparse.Namespace, out: Path) -> None:
     """For a law study (its budget 0), the law's report beside the budget's own."""
-    from tuner.study import database as db
-    from tuner.study import records
-    from tuner.study.storage import stored_spec
+    from tuner.study.store import database as db
+    from tuner.study.store import records
+    from tuner.study.store.storage import stored_spec
 
     if not (study.user_attrs.get(records.SPEC) or {}).get("law"):
         return  # not a law study
@@ -106,9 +106,9 @@ def _law_report(study: Any, args: argparse.Namespace, out: Path) -> None:
 
 def _ladder_report(study: Any, args: argparse.Namespace, out: Path) -> None:
     """For a ladder (its bottom study), the transfer report beside the rung's own."""
-    from tuner.study import database as db
-    from tuner.study import records
-    from tuner.study.storage import stored_spec
+    from tuner.study.store import database as db
+    from tuner.study.store import records
+    from tuner.study.store.storage import stored_spec
 
     if not (study.user_attrs.get(records.SPEC) or {}).get("ladder"):
         return  # not a ladder (a study without a stored spec is none either)

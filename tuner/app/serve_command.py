@@ -99,8 +99,7 @@ def _private_root(root: Path, storage: str) -> None:
 
 def _token_store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from tuner.app.service.tokens import TokenStore
-    from tuner.study import database as db
-
+    from tuner.study.store import database as db
     root = Path(args.root)
     _private_root(root, args.storage)
     url = service_url(root, args.storage)
@@ -214,8 +213,7 @@ def serve(args: argparse.Namespace) -> int:
     from tuner.app.service.private import csrf_key
     from tuner.app.service.scheduler import Scheduler
     from tuner.app.service.tokens import TokenStore
-    from tuner.study import database as db
-
+    from tuner.study.store import database as db
     url = service_url(root, args.storage)
     try:
         storage = db.open_storage(url)

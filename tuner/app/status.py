@@ -9,10 +9,11 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from tuner.study import ranking, records
-from tuner.study.reasons import one_line
-from tuner.study.resume import counts_toward_target
-from tuner.study.trial_record import study_objectives, trial_records
+from tuner.study.results import ranking
+from tuner.study.results.reasons import one_line
+from tuner.study.results.trial_record import study_objectives, trial_records
+from tuner.study.store import records
+from tuner.study.store.resume import counts_toward_target
 
 MAX_REASON = 60
 

@@ -1,12 +1,12 @@
 """A systems knob chosen by timing the proxy on one device, carried to a full run on another.
 
-A study with a timed objective or constraint (`tuner.study.metrics.TIMED`) ranks its systems
-knobs by how fast the proxy ran on the study's device. Where the export carries such a knob to
-the full run unchanged (a rule of kind ``carried``: the precision), the choice rested on that
-device's speed at the proxy's GEMM shapes, not the target's at the full run's: on a CPU fp32
-times faster than bf16, on an H800 bf16 costs half of fp32, and fp8 that loses at a proxy's
-small GEMMs gains at the full run's. `timed_choice_warnings` says so, with the modeled cost
-on the target of each value the study tried for that knob.
+A study with a timed objective or constraint (`tuner.study.results.metrics.TIMED`) ranks its
+systems knobs by how fast the proxy ran on the study's device. Where the export carries such a knob
+to the full run unchanged (a rule of kind ``carried``: the precision), the choice rested on that
+device's speed at the proxy's GEMM shapes, not the target's at the full run's: on a CPU fp32 times
+faster than bf16, on an H800 bf16 costs half of fp32, and fp8 that loses at a proxy's small GEMMs
+gains at the full run's. `timed_choice_warnings` says so, with the modeled cost on the target of
+each value the study tried for that knob.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any
 
 from tuner.export.pick import Picked, finished_trials
 from tuner.modeling.full_run import FullRun, FullRunTarget, modeled_cost
-from tuner.study import metrics, records
-from tuner.study.timing import SYSTEMS_FIELDS
-from tuner.study.trial_record import study_objectives
+from tuner.study.results import metrics
+from tuner.study.results.trial_record import study_objectives
+from tuner.study.run.timing import SYSTEMS_FIELDS
+from tuner.study.store import records
 
 
 def timed_names(study: Any) -> list[str]:

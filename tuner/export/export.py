@@ -2,12 +2,12 @@
 
 Besides the warnings of `build_full_run` (numbers the proxy could not inform, numbers outside
 published practice), the export warns when a searched parameter of the chosen trial sits in the
-outer edge of its search range (`tuner.study.diagnostics`; a log range measured in log space),
-with how many finished trials sit there too: the optimum may lie beyond the range. Parameters
-the study did not search are named once, since their values were fixed, not tuned. In a study
-with a timed objective, a systems knob the export carries (the precision) was chosen by the
-proxy's speed on the study's device: the export says so, with the knob's modeled cost on the
-target (`tuner.export.device`).
+outer edge of its search range (`tuner.study.results.diagnostics`; a log range measured in log
+space), with how many finished trials sit there too: the optimum may lie beyond the range.
+Parameters the study did not search are named once, since their values were fixed, not tuned. In a
+study with a timed objective, a systems knob the export carries (the precision) was chosen by the
+proxy's speed on the study's device: the export says so, with the knob's modeled cost on the target
+(`tuner.export.device`).
 
     >>> full, picked = export_study(study, Pick(kind="knee"), target)  # doctest: +SKIP
     >>> print(tuner.export.formats.render("megatron", full))          # doctest: +SKIP
@@ -24,13 +24,15 @@ from tuner.modeling import scaling
 from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run
 from tuner.modeling.power_law import StudyLaw, deepseek_llm_batch, deepseek_llm_lr
 from tuner.modeling.published_recipes import published_recipe
-from tuner.study import diagnostics, records
+from tuner.study.results import diagnostics
+from tuner.study.store import records
 
 
 def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
                  law: StudyLaw | None = None) -> tuple[FullRun, Picked]:
     """Pick a trial of an Optuna ``study`` and scale it to ``target``; with a law study's
-    ``law``, the LR and final batch come from the study's own laws (`tuner.study.law_fit`)."""
+    ``law``, the LR and final batch come from the study's own laws
+    (`tuner.study.workflows.law_fit`)."""
     picked = pick_trial(study, pick)
     info = {"study": study.study_name, "pick": pick.kind, "how": picked.how,
             "validation": study.user_attrs.get(records.VALIDATION)}
@@ -99,7 +101,7 @@ TUNED = ("lr", "warmup_fraction", "batch_schedule", "bias_update_speed", "balanc
 
 
 def edge_warnings(study: Any, picked: Picked) -> list[str]:
-    """`tuner.study.diagnostics.edge_warnings` for the picked trial."""
+    """`tuner.study.results.diagnostics.edge_warnings` for the picked trial."""
     own = [r for r in finished_trials(study) if not r.warm_start]  # not another study's
     return diagnostics.edge_warnings(study.trials, picked.record.number, own)
 

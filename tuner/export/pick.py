@@ -1,13 +1,14 @@
 """Choose the trial to export from a study in storage: best loss, the Pareto knee, or trial N.
 
-Reads trials as `tuner.study.trial_record` decodes them. Only trials that finished training are
-candidates (state COMPLETE with a recipe and model args). ``best-loss`` and ``knee`` consider
-feasible trials only (the one rule, `tuner.study.trial_record.is_feasible`); ``trial N`` takes
-any such trial and says when it is infeasible; a warm-start trial (measured by another study,
-`tuner.study.warm_start`) is never a candidate: export it from that study. The knee is
-`tuner.study.ranking`'s: without limits it is the trial the report marks as the knee. Its
-``how`` names the trials tied with it within the measured noise (`tuner.study.noise.knee_ties`),
-or says that cannot be judged; the pick itself stays the knee.
+Reads trials as `tuner.study.results.trial_record` decodes them. Only trials that finished training
+are candidates (state COMPLETE with a recipe and model args). ``best-loss`` and ``knee`` consider
+feasible trials only (the one rule, `tuner.study.results.trial_record.is_feasible`); ``trial N``
+takes any such trial and says when it is infeasible; a warm-start trial (measured by another study,
+`tuner.study.workflows.warm_start`) is never a candidate: export it from that study. The knee is
+`tuner.study.results.ranking`'s: without limits it is the trial the report marks as the knee. Its
+``how`` names the trials tied with it within the measured noise
+(`tuner.study.results.noise.knee_ties`), or says that cannot be judged; the pick itself stays the
+knee.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import optuna
 
 from trainers.result import to_float
 from tuner.modeling.hardware import GIB
-from tuner.study.noise import knee_ties, noise_sd
-from tuner.study.ranking import knee, pareto_front
-from tuner.study.trial_record import TrialRecord, study_objectives, trial_records
+from tuner.study.results.noise import knee_ties, noise_sd
+from tuner.study.results.ranking import knee, pareto_front
+from tuner.study.results.trial_record import TrialRecord, study_objectives, trial_records
 
 PICKS = ("best-loss", "knee", "trial")
 

@@ -116,7 +116,7 @@ def law_lr(law: StudyLaw, proxy: ModelArgs, target: ModelArgs, x_full: float
 
 
 LAW_SOURCE = ("this study's [law]: each budget's optimum from a response surface over all its "
-              "trials, a power law through them (tuner.study.law_fit)")
+              "trials, a power law through them (tuner.study.workflows.law_fit)")
 
 
 def round_to_multiple(x: float, multiple: int) -> int:

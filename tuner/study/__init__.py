@@ -1,10 +1,19 @@
 """The study core (floor 3): a study from its spec to its stored, typed trial records.
 
-Spec (`parse_spec` pure, `check_inputs` the file checks), storage (database, study, schema,
-resume), the typed trial record and its reasons, the metric table, the one ranking (Pareto rank,
-crowding, knee), samplers, the Ray Tune ⇄ Optuna searcher, the trial function and the runner.
+Five rooms, each a sub-package (docs/architecture.md gives each its row):
 
-Names are imported on first use, so that a Ray worker importing `tuner.study.trainable` does
+- `tuner.study.specs`: the spec and its sections (`parse_spec` pure, `check_inputs` the file
+  checks), ``[start]``, ``[ladder]``, ``[law]``, the proxy a spec resolves to.
+- `tuner.study.store`: the database URL, the Optuna study and its schema, the stored records,
+  the one-driver lease, stop requests, the resume rules.
+- `tuner.study.run`: the preflight (`prepare` → `Plan`), the runner, the Ray connection, the
+  schedulers, the Ray Tune ⇄ Optuna searcher, the trial function, samplers, timing, the cores.
+- `tuner.study.results`: the typed trial record and its reasons, the metric table, the one
+  ranking (Pareto rank, crowding, knee), noise, diagnostics.
+- `tuner.study.workflows`: what a study evaluates first, warm start, the ladder, the law,
+  rerun, validate.
+
+Names are imported on first use, so that a Ray worker importing `tuner.study.run.trainable` does
 not pull in Optuna, and a light command does not pull in Ray.
 """
 
@@ -13,13 +22,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+_SPEC, _METRICS, _RECORD = ("tuner.study.specs.spec", "tuner.study.results.metrics",
+                            "tuner.study.results.trial_record")
 _EXPORTS = {
-    "SpecError": "tuner.study.spec", "StudySpec": "tuner.study.spec",
-    "load_spec": "tuner.study.spec", "parse_spec": "tuner.study.spec",
-    "check_inputs": "tuner.study.spec", "Metric": "tuner.study.metrics",
-    "MetricContext": "tuner.study.metrics", "register_metric": "tuner.study.metrics",
-    "TrialRecord": "tuner.study.trial_record", "trial_records": "tuner.study.trial_record",
-    "StudySummary": "tuner.study.runner", "run_study": "tuner.study.runner",
+    "SpecError": _SPEC, "StudySpec": _SPEC, "load_spec": _SPEC, "parse_spec": _SPEC,
+    "check_inputs": _SPEC, "Metric": _METRICS, "MetricContext": _METRICS,
+    "register_metric": _METRICS, "TrialRecord": _RECORD, "trial_records": _RECORD,
+    "StudySummary": "tuner.study.run.runner", "run_study": "tuner.study.run.runner",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -33,12 +33,12 @@ from tuner.app.service.studies import (
 )
 from tuner.app.service.tokens import User
 from tuner.app.service.views import View, ViewCache
-from tuner.study import storage as st
-from tuner.study import warm_start as ws
-from tuner.study.control import clear_stop, request_stop
-from tuner.study.database import shown, study_names
-from tuner.study.samplers import make_sampler
-from tuner.study.spec import NAME_RE, SpecError, StudySpec, check_inputs, parse_spec
+from tuner.study.run.samplers import make_sampler
+from tuner.study.specs.spec import NAME_RE, SpecError, StudySpec, check_inputs, parse_spec
+from tuner.study.store import storage as st
+from tuner.study.store.control import clear_stop, request_stop
+from tuner.study.store.database import shown, study_names
+from tuner.study.workflows import warm_start as ws
 
 MAX_SPEC_BYTES = 256 * 1024
 MAX_KEY_PARTS = 64  # dotted parts of one TOML key (`_toml`)
@@ -329,15 +329,16 @@ class Service:
 
 def _first_stage(spec: StudySpec) -> StudySpec:
     """What a study's driver runs first, stored at submit: a law's budget 0
-    (`tuner.study.law.budget_spec`), a ladder's bottom rung (`tuner.study.ladder.rung_spec`),
-    else the spec itself. The driver then runs the law's budgets or the ladder's rungs in the
+    (`tuner.study.workflows.law.budget_spec`), a ladder's bottom rung
+    (`tuner.study.workflows.ladder.rung_spec`), else the spec itself. The driver then runs the
+    law's budgets or the ladder's rungs in the
     service's storage, each an ordinary study there."""
     if spec.law.on:
-        from tuner.study.law import budget_spec
+        from tuner.study.workflows.law import budget_spec
 
         return budget_spec(spec, 0)
     if spec.ladder.on:
-        from tuner.study.ladder import rung_spec
+        from tuner.study.workflows.ladder import rung_spec
 
         return rung_spec(spec, 0, [])
     return spec

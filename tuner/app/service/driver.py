@@ -42,10 +42,10 @@ def run_driver(name: str, storage_url: str, root: str, trainer: str) -> str:
         service_record,
         set_state,
     )
-    from tuner.study import database as db
-    from tuner.study import storage as st
-    from tuner.study.control import StorageStopFlag, stop_requested
-    from tuner.study.spec import check_inputs
+    from tuner.study.specs.spec import check_inputs
+    from tuner.study.store import database as db
+    from tuner.study.store import storage as st
+    from tuner.study.store.control import StorageStopFlag, stop_requested
 
     study = None
     try:
@@ -99,22 +99,23 @@ def isolate_tune_registry() -> None:
 
 def _stages(spec: Any, run_dir: Path, storage_url: str, train: Any, stop: Any) -> bool:
     """Run the study ``spec`` to its end, a law's every budget or a ladder's every rung
-    (`tuner.study.law.run_law`, `tuner.study.ladder.run_ladder`, in the one storage); whether
+    (`tuner.study.workflows.law.run_law`, `tuner.study.workflows.ladder.run_ladder`, in the one
+    storage); whether
     it reached its end (else a stop or a fault ended it early)."""
     if spec.law.on and spec.law.budget == 0:
-        from tuner.study.law import run_law
+        from tuner.study.workflows.law import run_law
 
         runs = run_law(spec, run_dir=run_dir, storage=storage_url, trainer=train,
                        progress=False, stop=stop, log=log.info)
         stages = len(spec.law.budgets)
     elif spec.ladder.on and spec.ladder.rung == 0:
-        from tuner.study.ladder import run_ladder
+        from tuner.study.workflows.ladder import run_ladder
 
         runs = run_ladder(spec, run_dir=run_dir, storage=storage_url, trainer=train,
                           progress=False, stop=stop, log=log.info)
         stages = len(spec.ladder.widths)
     else:
-        from tuner.study.runner import run_study
+        from tuner.study.run.runner import run_study
 
         runs = [run_study(spec, run_dir=run_dir, storage=storage_url, resume=True,
                           trainer=train, progress=False, stop=stop)]

@@ -22,8 +22,8 @@ import optuna
 from tuner.app.service import driver
 from tuner.app.service.faults import storage_down
 from tuner.app.service.studies import ACTIVE, STORAGE_UNREACHABLE, service_record, set_state
-from tuner.study import storage as st
-from tuner.study.database import study_names
+from tuner.study.store import storage as st
+from tuner.study.store.database import study_names
 
 log = logging.getLogger(__name__)
 MAX_RESTARTS = 3

@@ -1,7 +1,7 @@
 """The service's view of the studies in its storage: who owns each, what state it is in, and the
 progress, trials and front the API and the page show.
 
-A study the service runs carries a SERVICE attribute (`tuner.study.records`):
+A study the service runs carries a SERVICE attribute (`tuner.study.store.records`):
 ``{"owner", "state", "submitted_at", "started_at", "ended_at", "error"}``. States:
 
     queued       waiting for a free slot (the queue is the set of queued studies, oldest first)
@@ -30,11 +30,11 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.study import records
-from tuner.study.noise import knee_ties, noise_sd
-from tuner.study.ranking import pareto_front, study_knee
-from tuner.study.resume import counts_toward_target
-from tuner.study.trial_record import Objective, TrialRecord, study_objectives, trial_record
+from tuner.study.results.noise import knee_ties, noise_sd
+from tuner.study.results.ranking import pareto_front, study_knee
+from tuner.study.results.trial_record import Objective, TrialRecord, study_objectives, trial_record
+from tuner.study.store import records
+from tuner.study.store.resume import counts_toward_target
 
 STATES = ("queued", "starting", "running", "stopping", "cancelled", "finished", "failed",
           "interrupted")
@@ -182,7 +182,8 @@ def detail(study: optuna.Study) -> dict[str, Any]:
 
 def _ties(read: _Read) -> dict[str, Any] | None:
     """The trials tied with the knee within the measured noise, and the reports' sentence on it
-    (`tuner.study.noise.knee_ties`: the rule ranked.md, report.html and ``export --pick knee``
+    (`tuner.study.results.noise.knee_ties`: the rule ranked.md, report.html and ``export --pick
+    knee``
     use); None without a feasible trial."""
     ties = knee_ties(read.recs, read.objectives, noise_sd(read.attrs))
     if ties is None:

@@ -1,0 +1,296 @@
+"""Run-to-run noise of val_loss, measured at the end of a study, and the tie rule that uses it.
+
+With ``[study] noise_repeats = R`` (0, the default, measures nothing), once a study counts its
+``n_trials`` the driver trains the ``noise_top`` feasible trials of lowest val_loss again, each
+with R other seeds (the study's seed + 1 … + R), and stores the pooled standard deviation of
+val_loss over those groups as the study attribute `records.NOISE`::
+
+    {"sd": 0.012, "n": 6, "how": "2 recipe(s) x 3 seeds, pooled sd", "trials": [3, 7],
+     "runs": [{"trial": 3, "seed": 1, "val_loss": 2.871}, ...]}
+
+``n`` counts the runs behind ``sd``, the trials' own included. A run that diverges or raises is
+kept in ``runs`` (val_loss "nan"/"inf", and ``error`` for an exception) and left out of ``sd``.
+
+The re-trainings run in the driver's process, one after another, with the trainer the study
+uses and the trial's thread count (``resources.cpus_per_trial``), after Ray Tune's trials have
+ended: nothing else of the study runs on those cores then. They are not Optuna trials, so they
+never count toward ``n_trials``, are never seen by the sampler and appear in no ranking. A
+resumed study measures again only when its top trials changed.
+
+`tied` is the rule reports use: a difference in val_loss no larger than the measured sd is a tie.
+The knee (`tuner.study.results.ranking.study_knee`) is tied with the other Pareto-set trials that
+are within the noise of it on every objective whose noise is known (`knee_ties`: val_loss has a
+measured noise, a modeled objective none — only an equal value ties; a timed one the spread of its
+timings, `timed_noise`; the others are not judged). The pick stays the knee: a tie says the data
+cannot order those trials, not which to take. `combined_noise` pools two studies' measurements for
+`moetune compare`.
+
+    >>> pooled_sd([[2.0, 2.02, 1.98], [3.0, 3.02, 2.98]])
+    0.02
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainers.result import json_safe, to_float
+from tuner.study.results.metrics import TIMED, is_modeled
+from tuner.study.results.ranking import knee, pareto_front
+from tuner.study.results.trial_record import Objective, TrialRecord, trial_records
+from tuner.study.run.cores import gate_for
+from tuner.study.specs.spec import StudySpec, load_data
+from tuner.study.store import records
+
+Log = Callable[[str], None]
+NOISY_METRIC = "val_loss"  # the one metric whose run-to-run noise a study measures
+HOW_TO_MEASURE = ("set `noise_repeats = 2` in [study] to re-train the top trials with other "
+                  "seeds at the end of the study")
+
+
+def pooled_sd(groups: Sequence[Sequence[float]]) -> float:
+    """Pooled standard deviation of ``groups`` (each: val_loss of one recipe over seeds):
+    sqrt(Σ_g Σ_i (x_gi − mean_g)² / Σ_g (n_g − 1)). Non-finite values are left out; NaN when
+    no group keeps two values."""
+    squares, dof = 0.0, 0
+    for group in groups:
+        xs = [x for x in group if math.isfinite(x)]
+        if len(xs) < 2:
+            continue
+        mean = sum(xs) / len(xs)
+        squares += sum((x - mean) ** 2 for x in xs)
+        dof += len(xs) - 1
+    return round(math.sqrt(squares / dof), 12) if dof else math.nan
+
+
+def noise_sd(study_user_attrs: Mapping[str, Any]) -> float | None:
+    """The measured sd of val_loss stored on a study, None when it was not measured."""
+    noise = study_user_attrs.get(records.NOISE) or {}
+    sd = noise.get("sd")
+    return float(sd) if isinstance(sd, int | float) and math.isfinite(sd) else None
+
+
+def tied(a: float, b: float, sd: float | None) -> bool:
+    """Whether val_loss ``a`` and ``b`` are tied: their difference is within the noise ``sd``
+    (never, when the noise was not measured)."""
+    # (1 + 1e-9): a difference of exactly sd stays a tie after float rounding (2.0 - 1.98)
+    return (sd is not None and math.isfinite(a) and math.isfinite(b)
+            and abs(a - b) <= sd * (1 + 1e-9))
+
+
+def objective_noise(sd: float | None, objectives: Sequence[Objective]) -> dict[str, float]:
+    """The noise known per objective: the measured val_loss ``sd`` for an objective named
+    val_loss, 0 for a modeled one (a function of the recipe: the same recipe gives the same
+    value, so only equal values tie), no entry for any other objective (never measured). Empty
+    when val_loss noise was not measured: without it no tie can be judged."""
+    if sd is None:
+        return {}
+    return {o.name: (sd if o.name == NOISY_METRIC else 0.0) for o in objectives
+            if o.name == NOISY_METRIC or is_modeled(o.name)}
+
+
+def timed_noise(recs: Sequence[TrialRecord], objectives: Sequence[Objective]) -> dict[str, float]:
+    """For a timed objective its measured noise, as a share of the value: half the median
+    relative range ((max - min) / median of a probe's repeats) of the timings behind the
+    feasible ``recs`` — a bound on how far a median of the repeats moves (two studies timing
+    one signature differed by up to 8.6% where this gave ~10%: benchmarks/RESULTS.md, "Timed
+    cost"); no entry without a timing."""
+    out: dict[str, float] = {}
+    for o in objectives:
+        if o.name not in TIMED:
+            continue
+        spreads = [float(r.timing["spread"]) for r in recs
+                   if r.feasible and isinstance(r.timing.get("spread"), int | float)
+                   and math.isfinite(r.timing["spread"])]
+        if spreads:
+            out[o.name] = statistics.median(spreads) / 2
+    return out
+
+
+def tied_relative(a: float, b: float, share: float) -> bool:
+    """Whether ``a`` and ``b`` are within ``share`` of the larger of them."""
+    return (math.isfinite(a) and math.isfinite(b)
+            and abs(a - b) <= share * max(abs(a), abs(b)) * (1 + 1e-9))
+
+
+@dataclass(frozen=True, kw_only=True)
+class KneeTies:
+    """The knee (with one objective: the best trial) and the trials tied with it.
+
+    ``noise`` holds the objectives the tie was judged on and their sd; empty when it could not
+    be judged (``measured`` then says whether any noise was stored at all)."""
+
+    knee: int
+    single: bool
+    tied: tuple[int, ...]
+    noise: dict[str, float]
+    unjudged: tuple[str, ...]  # objectives without a noise estimate
+    measured: bool
+    relative: dict[str, float] = field(default_factory=dict)  # timed objectives: share of value
+
+    @property
+    def judged(self) -> bool:
+        return bool(self.noise)
+
+    def sentence(self) -> str:
+        """One sentence for the report, the recommendation and ``export --pick knee``."""
+        who = f"the best trial #{self.knee}" if self.single else f"the knee #{self.knee}"
+        others = "other feasible trials" if self.single else "other Pareto-set trials"
+        if not self.measured:
+            return (f"Whether {others} are tied with {who} cannot be judged: run-to-run noise "
+                    f"was not measured ({HOW_TO_MEASURE}).")
+        if not self.judged:
+            return (f"Whether {others} are tied with {who} cannot be judged: noise is measured "
+                    f"for {NOISY_METRIC} only, and no objective is {NOISY_METRIC}.")
+        within = ", ".join([f"±{sd:.3g} on {name}" if sd else f"{name} exact (modeled)"
+                            for name, sd in self.noise.items()]
+                           + [f"±{r:.1%} on {name} (half the median range of its timings' "
+                              "repeats)" for name, r in self.relative.items()])
+        rest = ""
+        if self.unjudged:
+            many = len(self.unjudged) > 1
+            rest = (f"; {', '.join(self.unjudged)} {'have' if many else 'has'} no noise "
+                    f"estimate and {'were' if many else 'was'} not judged")
+        if not self.tied:
+            return (f"None of the {others} is within the measured run-to-run noise ({within}) "
+                    f"of {who}{rest}.")
+        names = ", ".join(f"#{n}" for n in self.tied)
+        return (f"Within the measured run-to-run noise ({within}), {who} is tied with {names}: "
+                f"the data cannot order them; the pick stays #{self.knee} (the ranking's "
+                f"deterministic rule){rest}.")
+
+
+def knee_ties(recs: Sequence[TrialRecord], objectives: Sequence[Objective],
+              sd: float | None, *, front: Sequence[TrialRecord] | None = None,
+              ) -> KneeTies | None:
+    """The knee of ``front`` (default: the Pareto set of the feasible ``recs``) and the trials
+    tied with it (module docstring); None without a feasible trial.
+
+    Candidates are the front; with one objective the front is the best value alone, so every
+    feasible trial of ``recs`` is a candidate there (a tie with the best trial).
+    """
+    feasible = sorted((r for r in recs if r.feasible), key=lambda r: r.number)
+    front = list(front) if front is not None else pareto_front(feasible, objectives)
+    if not front:
+        return None
+    k = knee(front, objectives)
+    noise = objective_noise(sd, objectives)
+    single = len(objectives) == 1
+    pool = feasible if single else front
+    relative = timed_noise(feasible, objectives) if noise else {}
+    ties = tuple(r.number for r in pool if r.number != k.number and noise
+                 and all(tied(r.values[o], k.values[o], s) for o, s in noise.items())
+                 and all(tied_relative(r.values[o], k.values[o], share)
+                         for o, share in relative.items()))
+    return KneeTies(knee=k.number, single=single, tied=ties, noise=noise,
+                    unjudged=tuple(o.name for o in objectives
+                                   if o.name not in noise and o.name not in relative),
+                    measured=sd is not None, relative=relative)
+
+
+def combined_noise(attrs: Sequence[Mapping[str, Any]]) -> tuple[float, int] | None:
+    """The val_loss noise of several studies together: the sd pooled over their measurements
+    (each weighted by its degrees of freedom, runs minus recipes, as `pooled_sd` does) and the
+    number of runs behind it; None when none of them measured it."""
+    squares, dof, runs = 0.0, 0, 0
+    for a in attrs:
+        sd = noise_sd(a)
+        if sd is None:
+            continue
+        noise = a[records.NOISE]
+        n = int(noise.get("n") or 0)
+        k = max(n - (len(noise.get("trials") or []) or 1), 1)  # one mean per recipe
+        squares += k * sd * sd
+        dof += k
+        runs += n
+    return (round(math.sqrt(squares / dof), 12), runs) if dof else None
+
+
+def top_trials(recs: Sequence[TrialRecord], k: int) -> list[TrialRecord]:
+    """The ``k`` feasible, trained trials of lowest val_loss (ties by trial number)."""
+    ok = [r for r in recs if r.feasible and r.trained and math.isfinite(_loss(r))]
+    return sorted(ok, key=lambda r: (_loss(r), r.number))[:k]
+
+
+def measure_noise(study: Any, spec: StudySpec, *, trainer: Callable[..., Any],
+                  should_stop: Callable[[], bool] = lambda: False,
+                  log: Log | None = None) -> dict[str, Any] | None:
+    """Re-train the study's top trials with other seeds and store the spread as `records.NOISE`.
+
+    Does nothing (returns the stored value, or None) when ``spec.study.noise_repeats`` is 0, when
+    the stored measurement covers the same top trials, or when the study has no feasible trial.
+    ``should_stop`` is polled before each run; once it is true nothing is stored.
+
+    Returns:
+        The stored NOISE dict, or None when nothing was measured.
+    """
+    s = spec.study
+    if s.noise_repeats <= 0:
+        return None
+    top = top_trials(trial_records(study), s.noise_top)
+    stored: dict[str, Any] | None = study.user_attrs.get(records.NOISE)
+    if not top or (stored and stored.get("trials") == [r.number for r in top]):
+        return stored
+    runs = _retrain(top, spec, trainer=trainer, should_stop=should_stop, log=log)
+    if runs is None:
+        return None
+    groups = [[_loss(r)] + [to_float(x["val_loss"]) for x in runs if x["trial"] == r.number]
+              for r in top]
+    sd = pooled_sd(groups)
+    if not math.isfinite(sd):
+        return None
+    noise = {"sd": sd, "n": sum(len(g) for g in groups),
+             "how": f"{len(top)} recipe(s) x {1 + s.noise_repeats} seeds, pooled sd",
+             "trials": [r.number for r in top], "runs": runs}
+    study.set_user_attr(records.NOISE, noise)
+    return noise
+
+
+def _retrain(top: Sequence[TrialRecord], spec: StudySpec, *, trainer: Callable[..., Any],
+             should_stop: Callable[[], bool], log: Log | None) -> list[dict[str, Any]] | None:
+    """One run per (trial, other seed); None when stopped before the last."""
+    # torch and the trainer only here: the tie rules above are imported by light commands
+    # (`moetune export`'s parser), which must not load torch
+    import torch
+
+    say = log or (lambda line: None)
+    data = load_data(spec.data)
+    device = "cuda" if spec.resources.gpus_per_trial > 0 and torch.cuda.is_available() else "cpu"
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
+    runs = []
+    try:
+        for r in top:
+            first = spec.study.seed + 1
+            for seed in range(first, first + spec.study.noise_repeats):
+                if should_stop():
+                    return None
+                runs.append(_one_run(r, seed, spec, trainer=trainer, data=data, device=device))
+                say(f"noise: trial {r.number} with seed {seed}: val_loss {runs[-1]['val_loss']}")
+    finally:
+        torch.set_num_threads(before)
+    return runs
+
+
+def _one_run(r: TrialRecord, seed: int, spec: StudySpec, *, trainer: Callable[..., Any],
+             data: Any, device: str) -> dict[str, Any]:
+    """One re-training; an exception is recorded on the run (val_loss NaN), not raised: the
+    study's trials are done, and one failed re-run leaves the others' spread usable."""
+    from trainers import ModelArgs, Recipe
+
+    run: dict[str, Any] = {"trial": r.number, "seed": seed}
+    try:
+        result = trainer(ModelArgs.from_dict(r.model_args_dict), Recipe.from_dict(r.recipe_dict),
+                         data=data, token_budget=spec.budget.tokens_per_trial, seed=seed,
+                         eval_every_tokens=spec.budget.eval_every_tokens, device=device,
+                         **gate_for(trainer))
+    except Exception as e:  # noqa: BLE001 - recorded on the run below
+        return run | {"val_loss": "nan", "error": f"{type(e).__name__}: {e}"[:300]}
+    return run | {"val_loss": json_safe(float(result.val_loss))}
+
+
+def _loss(r: TrialRecord) -> float:
+    return to_float(r.metrics.get("val_loss"))

@@ -1,0 +1,101 @@
+"""The Optuna sampler a spec asks for, seeded, with constraints honoured.
+
+Constraints reach every sampler through ``trial.set_constraint`` (Optuna 5.0): TPE, GP and
+NSGA-II read ``trial.constraints`` of finished trials, so no ``constraints_func`` is needed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+
+import numpy as np
+import optuna
+
+from search_spaces.loader import SearchSpace
+from tuner.study.specs.spec import StudySpec
+
+GP_MAX_TRIALS = 300  # beyond this a GP fit per proposal costs seconds
+SAMPLER_NOTES = {"random": "sampler auto -> random on a conditional space: no sampler has been "
+                           "measured ahead of random search there (tuner.study.run.samplers)"}
+
+
+
+def resolve_sampler_name(spec: StudySpec) -> str:
+    """``auto`` (the default): GP for an unconditional space of any objectives (it reached random
+    search's result with ~1/3 of its compute in benchmarks/RESULTS.md, "Search efficiency"),
+    random search for conditional spaces, and for very long studies (GP's cost grows with
+    trials) NSGA-II if several objectives, else TPE.
+
+    Why random on conditional spaces: no sampler has been measured ahead of random there. On
+    real trainings of search_spaces/deepseek_v3.toml grouped multivariate TPE tied random in one
+    campaign (benchmarks/RESULTS.md, "Samplers on real trainings (measured)") and ended behind it
+    beyond the noise in another (median best 2.95 vs 2.81, sd 0.076, 3 seeds); GP samples
+    conditional knobs at random. `SAMPLER_NOTES` is what ``submit`` says about the choice."""
+    name = spec.study.sampler
+    if name != "auto":
+        return name
+    space: SearchSpace = spec.space
+    has_scipy = importlib.util.find_spec("scipy") is not None  # GPSampler needs it
+    if space.has_conditions():
+        return "random"
+    if has_scipy and spec.study.n_trials <= GP_MAX_TRIALS:
+        return "gp"
+    return "nsga2" if len(spec.objectives) > 1 else "tpe"
+
+
+def startup_trials(spec: StudySpec) -> int:
+    """Random trials before TPE or GP fit a model: ``[study] startup_trials`` if set, else
+    (``"auto"``) a third of the study, between 2 and 10 trials for TPE and between 2 and 3 for
+    GP. GP's smaller cap is the measured better one: on the search-efficiency replays, GP reached
+    random search's final hypervolume with fewer tokens after 3 random trials than after 10, at
+    an equal or better final result (figures in benchmarks/RESULTS.md, "Search efficiency")."""
+    if spec.study.startup_trials != "auto":
+        return int(spec.study.startup_trials)
+    cap = 3 if resolve_sampler_name(spec) == "gp" else 10
+    return max(2, min(cap, spec.study.n_trials // 3))
+
+
+def sampler_seed(seed: int, n_existing: int) -> int:
+    """The seed for a sampler that joins a study already holding ``n_existing`` trials.
+
+    A fresh study (0 trials) uses ``[study] seed`` itself, so it stays reproducible. A resumed
+    one must not: a sampler seeded as at the start would replay the random draws the first
+    driver already ran (the same startup configs again). Mixing in the trial count gives each
+    resume point its own, still deterministic, stream.
+    """
+    if n_existing == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, n_existing]).generate_state(1)[0])
+
+
+def make_sampler(spec: StudySpec, *, n_existing: int = 0) -> optuna.samplers.BaseSampler:
+    """A fresh sampler for ``spec``; same spec and seed → same proposals given the same history.
+
+    ``n_existing``: trials the study already holds (on resume); see `sampler_seed`.
+    TPE and GP start with `startup_trials` random trials; NSGA-II ignores that setting (its
+    first generation, ``population_size`` trials, is its random start) and so does random.
+    """
+    seed = sampler_seed(spec.study.seed, n_existing)
+    n = spec.study.n_trials
+    startup = startup_trials(spec)
+    name = resolve_sampler_name(spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name == "tpe":
+            return optuna.samplers.TPESampler(
+                seed=seed, n_startup_trials=startup, multivariate=True,
+                group=spec.space.has_conditions(),
+                # With parallel trials, pretend running ones scored badly so they are not
+                # proposed twice.
+                constant_liar=spec.study.max_concurrent > 1)
+        if name == "gp":
+            return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
+        if name == "nsga2":
+            return optuna.samplers.NSGAIISampler(seed=seed,
+                                                 population_size=max(4, min(50, n // 4)))
+        if name == "qmc":  # a scrambled Sobol design: the space covered evenly, for a surface
+            return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed,
+                                              warn_independent_sampling=False,
+                                              warn_asynchronous_seeding=False)
+        return optuna.samplers.RandomSampler(seed=seed)

@@ -1,0 +1,6 @@
+"""The spec and its sections.
+
+`spec` (`StudySpec`, `parse_spec` pure, `check_inputs` the file checks), `start_spec`
+(``[start]``), `ladder_spec` (``[ladder]``), `law_spec` (``[law]``), `proxy` (the model args a
+spec resolves to).
+"""

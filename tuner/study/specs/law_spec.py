@@ -1,0 +1,148 @@
+"""The ``[law]`` section: a study that fits how the optimal lr and batch move with the token
+budget (`tuner.study.workflows.law` runs it; `tuner.study.workflows.law_fit` fits it).
+
+    [law]
+    tokens = [20_000, 60_000, 180_000, 540_000]  # the fitted budgets (tokens per trial),
+                                # ascending: at least 4, spanning at least 1.5 decades
+    held_out = 2_700_000        # predicted from the fitted budgets before it runs, then
+                                # searched on its own (0: no held-out check)
+    trials = 0                  # trials per budget (0: [study] n_trials)
+    mup = true                  # µP based at the proxy's width: the laws are in tokens D, and
+                                # the full run's hidden matrices take lr / width_mult
+
+The budget study i is ``[study] name`` for i = 0 and ``<name>.t<tokens>`` above it (the
+held-out budget too), all in one storage. ``budget``, ``predicted`` are written by the law into
+each budget's stored spec (which budget it is; at the held-out budget, the laws' prediction
+made before it ran), not by a user.
+
+Why µP by default: the grid varies the tokens at one width (the cheapest way to span decades of
+compute on a few cores), so it measures the laws' dependence on D and nothing of N. Under µP
+(Tensor Programs V, arXiv:2203.03466) the base lr does not move with width, so a law in D alone
+carries to the full run's width. In standard parametrization (``mup = false``) the laws are
+stated in C = M·D as DeepSeek LLM's are (arXiv:2401.02954 §3.1), but at one width C only moves
+with D, so their N-dependence is assumed, not measured; the export says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+BUDGET_SEP = ".t"
+MIN_BUDGETS = 4
+MIN_DECADES = 1.5
+KNOWN = ("tokens", "held_out", "trials", "mup", "budget", "predicted")
+
+
+class LawError(ValueError):
+    """A ``[law]`` value breaks a rule; the message names the field, the rule and the value."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LawSection:
+    tokens: tuple[int, ...] = ()
+    held_out: int = 0
+    trials: int = 0
+    mup: bool = True
+    budget: int = 0
+    # at the held-out budget: {"lr": .., "lr_band": [lo, hi], "batch": .., "batch_band": ..}
+    predicted: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def on(self) -> bool:
+        return bool(self.tokens)
+
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        """Every budget's tokens, the held-out one last (when there is one)."""
+        return self.tokens + ((self.held_out,) if self.held_out else ())
+
+    @property
+    def is_held_out(self) -> bool:
+        return bool(self.held_out) and self.budget == len(self.tokens)
+
+    @property
+    def variable(self) -> str:
+        """What the laws are in: ``tokens`` (µP) or ``compute`` (standard parametrization)."""
+        return "tokens" if self.mup else "compute"
+
+    def to_dict(self) -> dict[str, Any]:
+        """TOML-shaped; {} without a law (a study stored without one compares equal)."""
+        if not self.on:
+            return {}
+        out: dict[str, Any] = {"tokens": list(self.tokens), "held_out": self.held_out,
+                               "trials": self.trials, "mup": self.mup}
+        if self.budget:
+            out["budget"] = self.budget
+        if self.predicted:
+            out["predicted"] = dict(self.predicted)
+        return out
+
+
+def budget_name(study_name: str, law: LawSection, i: int) -> str:
+    """The study of budget ``i``: the law's own name at i = 0, ``<name>.t<tokens>`` above."""
+    return study_name if i == 0 else f"{study_name}{BUDGET_SEP}{law.budgets[i]}"
+
+
+def base_name(study_name: str, law: LawSection) -> str:
+    """The law's own name, from any of its budget studies' names."""
+    return study_name.rsplit(BUDGET_SEP, 1)[0] if law.budget else study_name
+
+
+def parse_law(table: Any, *, study_name: str, name_re: Any) -> LawSection:
+    """Validate ``[law]`` (an empty table: no law).
+
+    Raises:
+        LawError: naming the field, the rule and the value.
+    """
+    if not isinstance(table, Mapping):
+        raise LawError(f"law: must be a table, but got {table!r}.")
+    unknown = sorted(set(table) - set(KNOWN))
+    if unknown:
+        raise LawError(f"law: unknown key(s) {unknown}; valid keys are {sorted(KNOWN)}.")
+    if not table:
+        return LawSection()
+    tokens: Any = table.get("tokens")
+    _require(isinstance(tokens, list) and len(tokens) >= MIN_BUDGETS
+             and all(_is_int(t) and t > 0 for t in tokens), "law.tokens",
+             f"must be a list of at least {MIN_BUDGETS} positive integer token budgets", tokens)
+    _require(all(a < b for a, b in zip(tokens, tokens[1:])), "law.tokens",
+             "must increase from the smallest budget to the largest", tokens)
+    span = math.log10(tokens[-1] / tokens[0])
+    _require(span >= MIN_DECADES - 1e-9, "law.tokens",
+             f"must span at least {MIN_DECADES} decades (largest/smallest >= "
+             f"{10 ** MIN_DECADES:.3g}); these span {span:.2f}", tokens)
+    held = table.get("held_out", 0)
+    _require(_is_int(held) and (held == 0 or held > tokens[-1]), "law.held_out",
+             f"must be 0 (no held-out check) or an integer above the largest fitted budget "
+             f"({tokens[-1]})", held)
+    trials = table.get("trials", 0)
+    _require(_is_int(trials) and trials >= 0, "law.trials",
+             "must be an integer >= 0 (0: [study] n_trials per budget)", trials)
+    mup = table.get("mup", True)
+    _require(isinstance(mup, bool), "law.mup", "must be true or false", mup)
+    n = len(tokens) + (1 if held else 0)
+    budget = table.get("budget", 0)
+    _require(_is_int(budget) and 0 <= budget < n, "law.budget",
+             f"must be an integer in [0, {n - 1}] (written by the law)", budget)
+    predicted = table.get("predicted", {})
+    _require(isinstance(predicted, Mapping), "law.predicted",
+             "must be a table (written by the law)", predicted)
+    law = LawSection(tokens=tuple(tokens), held_out=held, trials=trials, mup=mup,
+                     budget=budget, predicted=dict(predicted))
+    top = budget_name(base_name(study_name, law), law, n - 1)
+    _require(bool(name_re.fullmatch(top)), "study.name",
+             f"must leave room for the budget suffix: the largest budget's study would be "
+             f"{top!r}, past 64 characters", study_name)
+    return law
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _require(ok: bool, field: str, rule: str, value: Any) -> None:
+    if not ok:
+        raise LawError(f"{field}: {rule}, but got {value!r}.")

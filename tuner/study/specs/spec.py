@@ -1,0 +1,647 @@
+"""StudySpec: a tuning study as declared in TOML, validated into frozen dataclasses.
+
+Two steps. `parse_spec` is pure: it checks every rule that needs no file (types, ranges, names,
+the metric table) and resolves relative paths against the spec file's folder, storing them
+absolute so Ray workers (in their own trial folders) and a later ``resume`` from any folder see
+the same files. `check_inputs` then does the checks that read files: the model config loads, the
+corpus loads and holds a sequence. `load_spec` (``submit``) runs both; a stored spec is only
+parsed, and the command that trains from it checks its inputs once.
+
+Every error names the field, the rule and the value; unknown keys are rejected with the valid
+ones listed. Nothing here writes to disk, so the CLI can validate first and write nothing on bad
+input.
+
+    >>> spec = load_spec("search_spaces/quickstart.toml")  # doctest: +SKIP
+    >>> spec.study.n_trials
+    12
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from search_spaces.loader import SearchSpace, SpaceError, load_space, space_from_dict
+from trainers.model_args import GROUP_SCORES, ModelArgs
+from trainers.presets import preset, preset_names
+from tuner.modeling.hardware import HARDWARE
+from tuner.modeling.targets import TARGETS
+from tuner.study.results.metrics import (
+    DIRECTIONS,
+    LOAD_DEPENDENT,
+    METRICS,
+    Direction,
+    constraint_target,
+    load_warning,
+)
+from tuner.study.specs.ladder_spec import LadderError, LadderSection, parse_ladder
+from tuner.study.specs.law_spec import LawError, LawSection, parse_law
+from tuner.study.specs.start_spec import StartError, StartSection, parse_start
+from tuner.study.store.database import URL_PREFIXES, shown
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+SAMPLERS = ("tpe", "gp", "nsga2", "random", "qmc", "auto")
+SCHEDULERS = ("auto", "asha", "none")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch: no "\n" at the end
+STDLIB_CORPUS = "stdlib"  # load_corpus's name for the built-in corpus, not a path
+SECTIONS = ("study", "model", "data", "budget", "objectives", "constraints", "pruning",
+            "resources", "full_run", "space", "start", "ladder", "law")
+
+
+class SpecError(ValueError):
+    """A study spec breaks a rule; the message names the field, the rule and the value."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudySection:
+    name: str
+    n_trials: int = 12
+    max_concurrent: int = 2
+    seed: int = 0
+    sampler: str = "auto"
+    # random trials before TPE/GP model the results; "auto" =
+    # tuner.study.run.samplers.startup_trials
+    startup_trials: int | str = "auto"
+    storage: str = ""  # "" = sqlite file in the study's run folder
+    # val_loss noise: re-train the noise_top best feasible trials with this many other seeds
+    # once the study is done (tuner.study.results.noise; not counted in n_trials); 0 = not measured
+    noise_repeats: int = 0
+    noise_top: int = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSection:
+    """Exactly one way to name the proxy: a preset, or a full config (+ the proxy preset size)."""
+
+    preset: str = ""
+    full: str = ""
+    proxy: str = ""
+    group_score: str = "auto"  # trainers.model_args.GROUP_SCORES: how routing scores a group
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataSection:
+    corpus: str = STDLIB_CORPUS  # or an absolute path, once validated
+    vocab_size: int = 0  # 0 = the corpus' own; else must equal it (256 for byte corpora)
+    # a larger corpus is refused before any trial runs (every worker maps it)
+    max_corpus_gb: float = 8.0
+    # "" = none; a tokenizer.json path, or "bpe:N" (N tokens trained on the corpus): text is
+    # tokenized once per machine into a cached Megatron dataset (tuner.corpus)
+    tokenizer: str = ""
+    text_field: str = "text"  # the field of a .jsonl line / the column of a .parquet file
+    eod_token: str = ""  # "" = the tokenizer's end-of-document token, found by its name
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetSection:
+    tokens_per_trial: int = 200_000
+    eval_every_tokens: int = 50_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class PruningSection:
+    scheduler: str = "auto"
+    grace_tokens: int = 50_000
+    reduction_factor: float = 3.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResourcesSection:
+    cpus_per_trial: float = 1.0
+    gpus_per_trial: float = 0.0
+    # wall-clock seconds one trial may run; a trial past it is ended and recorded infeasible
+    # (reason "timeout"). An hour: 10-100x a proxy trial of the shipped presets on a CPU.
+    trial_timeout_s: float = 3600.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class FullRunSection:
+    """The full run the study's recipe is for: what the modeled ``full_*`` metrics cost and
+    ``moetune export`` defaults to. ``target`` is a published config's name
+    (`tuner.modeling.targets.TARGETS`, e.g. ``deepseek-v3-671b``), a DeepSeek config JSON or a
+    preset name; empty means ``[model] full``. The defaults are DeepSeek-V3's pre-training run
+    (technical report, arXiv:2412.19437: 14.8T tokens, 4K sequences, 2048 H800 GPUs)."""
+
+    target: str = ""
+    hardware: str = "h800"
+    gpus: int = 2048
+    tokens: int = 14_800_000_000_000
+    seq_len: int = 4096
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudySpec:
+    """A validated study. ``objectives`` and ``constraints`` keep the spec's order."""
+
+    study: StudySection
+    model: ModelSection
+    data: DataSection
+    budget: BudgetSection
+    objectives: tuple[tuple[str, Direction], ...]
+    constraints: tuple[tuple[str, float], ...]
+    pruning: PruningSection
+    resources: ResourcesSection
+    space: SearchSpace
+    full_run: FullRunSection = FullRunSection()
+    # evaluated or learnt from first: baselines, enqueued points, a warm start (start_spec)
+    start: StartSection = StartSection()
+    # the widths this study climbs, and which rung it is (ladder_spec)
+    ladder: LadderSection = LadderSection()
+    # the token budgets whose optima fit the lr and batch laws, and which one this is (law_spec)
+    law: LawSection = LawSection()
+
+    @property
+    def name(self) -> str:
+        return self.study.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """TOML-shaped dict with the space inline, so a stored spec needs no other file.
+
+        A password in ``study.storage`` is masked: the dict is what gets stored and written, and
+        a secret stays in memory. The study is found again through ``--storage`` anyway."""
+        return {
+            "study": dataclasses.asdict(self.study) | {"storage": shown(self.study.storage)},
+            "model": {k: v for k, v in dataclasses.asdict(self.model).items() if v},
+            "data": dataclasses.asdict(self.data),
+            "budget": dataclasses.asdict(self.budget),
+            "objectives": dict(self.objectives),
+            "constraints": dict(self.constraints),
+            "pruning": dataclasses.asdict(self.pruning),
+            "resources": dataclasses.asdict(self.resources),
+            "full_run": {k: v for k, v in dataclasses.asdict(self.full_run).items() if v},
+            "space": self.space.to_dict(),
+        } | ({"start": self.start.to_dict()} if self.start.to_dict() else {}) \
+          | ({"ladder": self.ladder.to_dict()} if self.ladder.on else {}) \
+          | ({"law": self.law.to_dict()} if self.law.on else {})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySpec:
+        return spec_from_dict(d, base_dir=base_dir)
+
+    @property
+    def full_run_target(self) -> str:
+        """The full run's model: ``[full_run] target``, else ``[model] full`` ("" if neither)."""
+        return self.full_run.target or self.model.full
+
+
+def load_spec(path: str | Path, *, overrides: Mapping[str, Any] | None = None) -> StudySpec:
+    """Read and validate a study spec file.
+
+    Args:
+        path: the TOML file.
+        overrides: ``{"study.name": "x", ...}`` applied before validation (CLI flags).
+
+    Raises:
+        SpecError: unreadable file, bad TOML, unknown key, or a value breaking a rule.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"spec: must be an existing file, but got {str(path)!r}.")
+    try:
+        table = tomllib.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError; an int of > 4300 digits
+        raise SpecError(f"{path}: not valid TOML ({_first_line(e)}).") from None
+    except RecursionError:
+        raise SpecError(f"{path}: not valid TOML (arrays or tables nested too deep for the "
+                        "parser).") from None
+    for dotted, value in (overrides or {}).items():
+        section, key = dotted.split(".", 1)
+        table.setdefault(section, {})[key] = value
+    return spec_from_dict(table, base_dir=path.resolve().parent)
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+
+
+def spec_from_dict(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySpec:
+    """Validate a spec table in full: `parse_spec`, then `check_inputs`."""
+    spec = parse_spec(d, base_dir=base_dir)
+    check_inputs(spec)
+    return spec
+
+
+def parse_spec(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySpec:
+    """Validate a spec table without reading any file but a ``[space] file`` (module docstring).
+
+    Raises:
+        SpecError: the first rule broken.
+    """
+    _reject_unknown(d, SECTIONS, "spec")
+    for key in SECTIONS:
+        _require(isinstance(d.get(key, {}), Mapping), key, "must be a table", d.get(key))
+    _require("study" in d, "study", "is required (at least [study] name = ...)", None)
+    study = _section(StudySection, d["study"], "study")
+    _check_study(study)
+    model = _model(d.get("model", {}), base_dir)
+    data = _data(d.get("data", {}), base_dir)
+    budget = _section(BudgetSection, d.get("budget", {}), "budget")
+    pruning = _section(PruningSection, d.get("pruning", {}), "pruning")
+    budget, pruning = _relative_defaults(budget, pruning, d)
+    _check_budget(budget, pruning)
+    resources = _section(ResourcesSection, d.get("resources", {}), "resources")
+    _check_resources(resources)
+    objectives = _objectives(d.get("objectives", {"val_loss": "minimize"}))
+    pruning = _resolve_pruning(pruning)
+    constraints = _constraints(d.get("constraints", {}))
+    full_run = _full_run(d.get("full_run", {}), base_dir)
+    _check_modeled_metrics(model, full_run, objectives, constraints)
+    space = _space(d.get("space"), base_dir)
+    # trainers.train's rule: the budget must hold one whole sequence
+    seq_len = space.largest("seq_len")
+    _require(budget.tokens_per_trial >= seq_len, "budget.tokens_per_trial",
+             f"must hold at least one sequence of the longest seq_len the space allows "
+             f"(seq_len={seq_len})", budget.tokens_per_trial)
+    try:
+        start = parse_start(d.get("start", {}), space, study_name=study.name,
+                            n_trials=study.n_trials, name_re=NAME_RE)
+    except StartError as e:
+        raise SpecError(str(e)) from None
+    try:
+        ladder = parse_ladder(d.get("ladder", {}), study_name=study.name, name_re=NAME_RE)
+    except LadderError as e:
+        raise SpecError(str(e)) from None
+    law = _law(d.get("law", {}), study.name, ladder, space, objectives)
+    return StudySpec(study=study, model=model, data=data, budget=budget, objectives=objectives,
+                     constraints=constraints, pruning=pruning, resources=resources, space=space,
+                     full_run=full_run, start=start, ladder=ladder, law=law)
+
+
+def _law(table: Any, name: str, ladder: LadderSection, space: SearchSpace,
+         objectives: tuple[tuple[str, Direction], ...]) -> LawSection:
+    """``[law]``, and what a law needs of the rest of the spec: lr searched, val_loss an
+    objective (the surface is fitted to it), no ladder beside it (one study, one kind of
+    fidelity)."""
+    try:
+        law = parse_law(table, study_name=name, name_re=NAME_RE)
+    except LawError as e:
+        raise SpecError(str(e)) from None
+    if not law.on:
+        return law
+    _require(not ladder.on, "law", "cannot be combined with [ladder] (a law varies the tokens "
+             "at one width, a ladder the width at one budget)", sorted(table))
+    _require("lr" in space.names(), "law",
+             "needs lr searched in [space] (the law fits the optimal lr)", list(space.names()))
+    _require("val_loss" in dict(objectives), "law",
+             "needs val_loss among the objectives (the optimum is val_loss's)", dict(objectives))
+    seq_len = space.largest("seq_len")
+    _require(law.tokens[0] >= seq_len, "law.tokens",
+             f"must each hold at least one sequence of the longest seq_len the space allows "
+             f"(seq_len={seq_len})", list(law.tokens))
+    return law
+
+
+def spec_warnings(spec: StudySpec) -> list[str]:
+    """What a valid spec should still reconsider, one line each (``submit`` prints them; none
+    stops the study): an objective or constraint on a load-dependent metric
+    (`metrics.LOAD_DEPENDENT`), which measures the machine's load as much as the recipe; a
+    ``[start]`` baseline value clipped to the space
+    (`tuner.study.workflows.start.baseline_warnings`).
+
+        >>> spec_warnings(load_spec("search_spaces/quickstart.toml"))  # doctest: +SKIP
+        []
+    """
+    roles = [(name, "objective") for name, _ in spec.objectives]
+    roles += [(constraint_target(key)[0], "constraint") for key, _ in spec.constraints]
+    from tuner.study.workflows.start import baseline_warnings  # it imports this module
+
+    return ([load_warning(name, role) for name, role in roles if name in LOAD_DEPENDENT]
+            + baseline_warnings(spec))
+
+
+def check_inputs(spec: StudySpec) -> None:
+    """The checks that read files: ``[model] full`` and ``[full_run] target`` load as DeepSeek
+    configs, and the corpus loads as every trial will load it, matches ``data.vocab_size`` and
+    holds the longest sequence the space allows (so a corpus no trial could train on is a spec
+    error, not a study of failed trials).
+
+    Raises:
+        SpecError: naming the field, the rule and the value.
+    """
+    if spec.model.full:
+        _check_config_file("model.full", spec.model.full)
+    if spec.full_run.target.endswith(".json"):
+        _check_config_file("full_run.target", spec.full_run.target)
+    _check_corpus(spec.data, spec.space.largest("seq_len"))
+
+
+_MODELED = ("full_peak_memory_gb", "full_gpu_hours")
+
+
+def _check_modeled_metrics(model: ModelSection, full_run: FullRunSection, objectives: tuple,
+                           constraints: tuple) -> None:
+    """full_* metrics model a full run; without a target model there is nothing to model."""
+    names = [n for n, _ in objectives] + [constraint_target(k)[0] for k, _ in constraints]
+    for name in names:
+        if name in _MODELED:
+            _require(bool(full_run.target or model.full),
+                     f"objectives.{name}" if name in dict(objectives) else "constraints",
+                     "needs [model] full = a DeepSeek config JSON, or [full_run] target = a "
+                     "config JSON or preset (the full run it models)", name)
+
+
+def _full_run(table: Mapping[str, Any], base_dir: Path | None) -> FullRunSection:
+    table = dict(table)
+    tokens = table.get("tokens")
+    if isinstance(tokens, float) and math.isfinite(tokens) and tokens.is_integer():
+        table["tokens"] = int(tokens)  # TOML reads 14.8e12 as a float
+    f = _section(FullRunSection, table, "full_run")
+    _require(f.hardware in HARDWARE, "full_run.hardware", f"must be one of {sorted(HARDWARE)}",
+             f.hardware)
+    for key in ("gpus", "tokens", "seq_len"):
+        _require(getattr(f, key) >= 1, f"full_run.{key}", "must be a positive integer",
+                 getattr(f, key))
+    if f.target.endswith(".json"):
+        return dataclasses.replace(f, target=_absolute(f.target, base_dir))
+    if f.target and f.target.lower() not in TARGETS:
+        try:
+            preset(f.target)
+        except (ValueError, KeyError):
+            raise SpecError(f"full_run.target: must be a published config "
+                            f"({sorted(TARGETS)}), a config JSON or a preset "
+                            f"({preset_names()}), but got {f.target!r}.") from None
+    return f
+
+
+_Section = TypeVar("_Section", bound="DataclassInstance")
+
+
+def _section(cls: type[_Section], table: Mapping[str, Any], where: str) -> _Section:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    _reject_unknown(table, tuple(fields), where)
+    kinds: dict[str, type | tuple[type, ...]] = {"str": str, "int": int, "float": float,
+                                                 "int | str": (int, str)}
+    for key, value in table.items():
+        want = kinds[str(fields[key].type)]
+        ok = isinstance(value, want) and not isinstance(value, bool)
+        if want is float:  # TOML writes 3 for 3.0
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            ok = ok and math.isfinite(value)
+        _require(ok, f"{where}.{key}", f"must be {_kind(want)}", value)
+    try:
+        return cls(**table)
+    except TypeError as e:  # a required key missing
+        missing = [n for n, f in fields.items()
+                   if f.default is dataclasses.MISSING and n not in table]
+        raise SpecError(f"{where}.{missing[0] if missing else '?'}: is required ({e}).") from None
+
+
+def _kind(t: type | tuple[type, ...]) -> str:
+    if isinstance(t, tuple):
+        return " or ".join(_kind(x) for x in t)
+    return {int: "an integer", float: "a finite number", str: "a string"}.get(t, t.__name__)
+
+
+def _check_study(s: StudySection) -> None:
+    _require(bool(NAME_RE.fullmatch(s.name)), "study.name",
+             "must be 1-64 characters of letters, digits, '_', '-', '.' (a folder name)", s.name)
+    _require(s.n_trials >= 1, "study.n_trials", "must be >= 1", s.n_trials)
+    _require(s.max_concurrent >= 1, "study.max_concurrent", "must be >= 1", s.max_concurrent)
+    # the samplers seed numpy's legacy generator, which takes 32 bits
+    _require(0 <= s.seed < 2**32, "study.seed", "must be an integer in [0, 2**32)", s.seed)
+    _require(s.sampler in SAMPLERS, "study.sampler", f"must be one of {SAMPLERS}", s.sampler)
+    _require(s.noise_repeats >= 0, "study.noise_repeats", "must be >= 0 (0 = noise not measured)",
+             s.noise_repeats)
+    _require(s.noise_top >= 1, "study.noise_top", "must be >= 1", s.noise_top)
+    _require(s.startup_trials == "auto" or (isinstance(s.startup_trials, int)
+                                            and s.startup_trials >= 1),
+             "study.startup_trials", "must be an integer >= 1 or \"auto\"", s.startup_trials)
+    if s.sampler in ("gp", "qmc"):
+        _require(importlib.util.find_spec("scipy") is not None, "study.sampler",
+                 f"{s.sampler!r} needs scipy installed (pip install scipy)", s.sampler)
+    if s.storage:
+        _require(s.storage.startswith(URL_PREFIXES), "study.storage",
+                 "must be '' (a sqlite file in the run folder) or a database URL "
+                 "(sqlite:///…, postgresql://…)", s.storage)
+
+
+def _model(table: Mapping[str, Any], base_dir: Path | None) -> ModelSection:
+    model = _section(ModelSection, table, "model")
+    if not model.preset and not model.full:
+        model = dataclasses.replace(model, preset="debug")
+    if model.full:
+        model = dataclasses.replace(model, full=_absolute(model.full, base_dir))
+    given = [k for k in ("preset", "full") if getattr(model, k)]
+    _require(len(given) == 1, "model", "must set exactly one of preset or full", given)
+    if model.proxy:
+        _require(bool(model.full), "model.proxy", "is only valid with model.full", model.proxy)
+    for key in ("preset", "proxy"):
+        if getattr(model, key):
+            _check_preset_value(f"model.{key}", getattr(model, key))
+    _require(model.group_score in GROUP_SCORES, "model.group_score",
+             f"must be one of {list(GROUP_SCORES)}", model.group_score)
+    return model
+
+
+def _check_config_file(where: str, path: str) -> None:
+    _require(Path(path).is_file(), where, "must be an existing JSON file (a relative path is "
+             "read from the spec's folder)", path)
+    try:
+        ModelArgs.from_json(path)
+    except (ValueError, TypeError, OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"{where}: must be a DeepSeek config JSON that ModelArgs accepts ({e}), "
+                        f"but got {path!r}.") from None
+
+
+def _absolute(path: str, base_dir: Path | None) -> str:
+    """``path`` read from the spec's folder (the current one for a table with no file)."""
+    p = Path(path).expanduser()
+    return str(p if p.is_absolute() else ((base_dir or Path.cwd()) / p).resolve())
+
+
+def _check_preset_value(where: str, value: str) -> None:
+    try:
+        preset(value)
+    except (ValueError, KeyError) as e:
+        raise SpecError(f"{where}: {e}") from None
+
+
+def _relative_defaults(budget: BudgetSection, pruning: PruningSection,
+                       d: Mapping[str, Any]) -> tuple[BudgetSection, PruningSection]:
+    """Unset intervals follow the budget: a quarter of it between evaluations, and ASHA's grace
+    one evaluation, so a spec that only shrinks tokens_per_trial stays valid."""
+    if "eval_every_tokens" not in d.get("budget", {}) and isinstance(
+            budget.tokens_per_trial, int) and budget.tokens_per_trial > 0:
+        budget = dataclasses.replace(
+            budget, eval_every_tokens=min(50_000, max(1, budget.tokens_per_trial // 4)))
+    if "grace_tokens" not in d.get("pruning", {}):
+        pruning = dataclasses.replace(pruning, grace_tokens=budget.eval_every_tokens)
+    return budget, pruning
+
+
+def _resolve_pruning(pruning: PruningSection) -> PruningSection:
+    """``auto``: no pruning; ASHA is there to ask for (``scheduler = "asha"``).
+
+    With several objectives ASHA, which ranks by val_loss alone, prunes the fast large-batch end
+    of the Pareto front; with val_loss alone GP, the default sampler, did better without it on
+    the search-efficiency replays (figures in benchmarks/RESULTS.md, "Search efficiency"). The
+    resolved choice is what the stored spec shows.
+    """
+    if pruning.scheduler != "auto":
+        return pruning
+    return dataclasses.replace(pruning, scheduler="none")
+
+
+def _check_budget(b: BudgetSection, p: PruningSection) -> None:
+    _require(b.tokens_per_trial > 0, "budget.tokens_per_trial", "must be > 0", b.tokens_per_trial)
+    _require(0 < b.eval_every_tokens <= b.tokens_per_trial, "budget.eval_every_tokens",
+             f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", b.eval_every_tokens)
+    _require(p.scheduler in SCHEDULERS, "pruning.scheduler", f"must be one of {SCHEDULERS}",
+             p.scheduler)
+    if p.scheduler == "none":
+        return
+    _require(0 < p.grace_tokens <= b.tokens_per_trial, "pruning.grace_tokens",
+             f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", p.grace_tokens)
+    _require(p.reduction_factor > 1, "pruning.reduction_factor", "must be > 1",
+             p.reduction_factor)
+
+
+def _data(table: Mapping[str, Any], base_dir: Path | None) -> DataSection:
+    """``[data]``, its paths absolute (each path of a blend ``"W1 P1 W2 P2"``)."""
+    from trainers.blend import parse_blend  # light: no torch, no tokenizers
+    from tuner.corpus.documents import CorpusError
+    from tuner.corpus.tokenizer import bpe_size
+
+    data = _section(DataSection, table, "data")
+    _require(isinstance(data.vocab_size, int) and data.vocab_size >= 0, "data.vocab_size",
+             "must be an integer >= 0 (0 = the corpus' own)", data.vocab_size)
+    _require(data.max_corpus_gb > 0, "data.max_corpus_gb", "must be > 0 (GB)",
+             data.max_corpus_gb)
+    _require(bool(data.text_field), "data.text_field", "must not be empty", data.text_field)
+    try:
+        bpe = bpe_size(data.tokenizer) if data.tokenizer else None
+        blend = parse_blend(data.corpus)
+    except CorpusError as e:
+        raise SpecError(f"data.{e.field}: {e}") from None
+    except ValueError as e:
+        raise SpecError(f"data.corpus: {str(e).removeprefix('corpus: ')}") from None
+    if data.tokenizer and bpe is None:
+        data = dataclasses.replace(data, tokenizer=_absolute(data.tokenizer, base_dir))
+    if data.corpus == STDLIB_CORPUS:
+        return data
+    if blend is not None:  # each path absolute; the weights as written
+        words = data.corpus.split()
+        return dataclasses.replace(data, corpus=" ".join(
+            f"{w} {_absolute(p, base_dir)}" for w, p in zip(words[0::2], words[1::2])))
+    return dataclasses.replace(data, corpus=_absolute(data.corpus, base_dir))
+
+
+def load_data(data: DataSection, *, progress: bool = False) -> Any:
+    """The corpus ``[data]`` names, as every trial loads it (`tuner.corpus.load`: text with a
+    tokenizer is tokenized into the cache the first time on a machine, with a progress bar
+    when ``progress``); a `trainers.data.Corpus` or `Blend`.
+
+    Raises:
+        SpecError: ``data.<key>: <the file, the rule, the value>``.
+    """
+    from tuner.corpus.build import load  # torch: only commands that check inputs need it
+    from tuner.corpus.documents import CorpusError
+
+    try:
+        return load(data.corpus, tokenizer=data.tokenizer, text_field=data.text_field,
+                    eod_token=data.eod_token, vocab=data.vocab_size,
+                    max_bytes=max_corpus_bytes(data), progress=progress)
+    except CorpusError as e:
+        raise SpecError(f"data.{e.field}: {str(e).removeprefix('corpus: ')}") from None
+    except (ValueError, OSError) as e:
+        raise SpecError(f"data.corpus: {str(e).removeprefix('corpus: ')}") from None
+
+
+def data_vocab_size(data: DataSection) -> int:
+    """The proxy's vocabulary that ``[data]`` states: ``vocab_size``, else the tokenizer's
+    (N of ``bpe:N``; a tokenizer.json's largest id + 1), else 0 (the preset's own)."""
+    from tuner.corpus.tokenizer import bpe_size
+
+    if data.vocab_size or not data.tokenizer:
+        return data.vocab_size
+    bpe = bpe_size(data.tokenizer)
+    if bpe is not None:
+        return bpe
+    from tuner.corpus.tokenizer import load_tokenizer, vocab_size
+
+    return vocab_size(load_tokenizer(data.tokenizer))
+
+
+def _check_corpus(data: DataSection, seq_len: int) -> None:
+    corpus = load_data(data, progress=True)
+    # load_corpus ignores vocab_size for "stdlib" but rejects it for a text file; one rule
+    # for every corpus: the model's vocabulary is the corpus' own
+    _require(data.vocab_size in (0, corpus.vocab_size), "data.vocab_size",
+             f"must be 0 or the corpus' own vocabulary ({corpus.vocab_size} for "
+             f"{data.corpus!r})", data.vocab_size)
+    try:
+        corpus.check_fits(seq_len)
+    except ValueError as e:
+        raise SpecError(f"data.corpus: {e}") from None
+
+
+def max_corpus_bytes(data: DataSection) -> int:
+    """``data.max_corpus_gb`` in bytes (GB = 10**9 bytes)."""
+    return int(data.max_corpus_gb * 1e9)
+
+
+def _check_resources(r: ResourcesSection) -> None:
+    _require(r.cpus_per_trial > 0, "resources.cpus_per_trial", "must be > 0", r.cpus_per_trial)
+    _require(r.gpus_per_trial >= 0, "resources.gpus_per_trial", "must be >= 0", r.gpus_per_trial)
+    _require(r.trial_timeout_s > 0, "resources.trial_timeout_s", "must be > 0 (seconds)",
+             r.trial_timeout_s)
+
+
+def _objectives(table: Mapping[str, Any]) -> tuple[tuple[str, Direction], ...]:
+    _require(len(table) > 0, "objectives", "must name at least one metric", dict(table))
+    for name, direction in table.items():
+        _require(name in METRICS, f"objectives.{name}", f"must be a metric in {sorted(METRICS)}",
+                 name)
+        _require(direction in DIRECTIONS, f"objectives.{name}", f"must be one of {DIRECTIONS}",
+                 direction)
+    return tuple(table.items())
+
+
+def _constraints(table: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+    out = []
+    for key, limit in table.items():
+        try:
+            constraint_target(key)
+        except ValueError as e:
+            raise SpecError(str(e)) from None
+        ok = isinstance(limit, (int, float)) and not isinstance(limit, bool)
+        _require(ok and math.isfinite(limit), f"constraints.{key}", "must be a finite number",
+                 limit)
+        out.append((key, float(limit)))
+    return tuple(out)
+
+
+def _space(table: Any, base_dir: Path | None) -> SearchSpace:
+    _require(isinstance(table, Mapping), "space",
+             'is required: [space] file = "deepseek_v3.toml", or inline [space.params.*]', table)
+    try:
+        if "file" in table:
+            rest = sorted(set(table) - {"file"})
+            _require(not rest, "space", "must set either file or inline params/fixed, not both",
+                     rest)
+            _require(isinstance(table["file"], str), "space.file", "must be a string",
+                     table["file"])
+            return load_space(table["file"], base_dir=base_dir)
+        return space_from_dict(table, where="space")
+    except SpaceError as e:
+        raise SpecError(str(e)) from None
+
+
+def _reject_unknown(table: Mapping[str, Any], valid: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(table) - set(valid))
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {unknown}; valid keys are {sorted(valid)}.")
+
+
+def _require(cond: bool, where: str, rule: str, value: Any) -> None:
+    if not cond:
+        raise SpecError(f"{where}: {rule}, but got {value!r}.")

@@ -1,0 +1,117 @@
+"""A moetune study in its database: created, found, its stored spec, and its schema version.
+
+The storage is the truth (see `tuner.study.store.records`). A study records the schema version it
+was written with; `load_study` refuses one from a newer moetune, readers decode every older
+schema's records as they are, and `migrate` (run by a driver about to write) records the current
+version. Imports Optuna, never Ray.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import optuna
+
+from tuner.study.specs.spec import StudySpec, parse_spec
+from tuner.study.store import records
+from tuner.study.store.database import study_names
+
+
+class SchemaError(ValueError):
+    """The study was written by a newer moetune whose records this version cannot read."""
+
+
+class IncompleteStudy(ValueError):
+    """The study's driver died while creating it: Optuna's study exists, its spec does not."""
+
+
+def create_study(spec: StudySpec, storage: optuna.storages.BaseStorage,
+                 sampler: optuna.samplers.BaseSampler) -> optuna.Study:
+    """Create the study; refuses a name that exists (never joins someone else's study)."""
+    if spec.name in study_names(storage):
+        raise FileExistsError(f"study {spec.name!r} already exists in this storage; "
+                              "use `moetune resume` (or submit --resume) to continue it.")
+    study = optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler,
+                                directions=[d for _, d in spec.objectives])
+    finish_creation(study, spec)
+    return study
+
+
+def is_complete(study: optuna.Study) -> bool:
+    """Whether the study got its moetune attributes (Optuna creates a study and its attributes
+    in separate commits, and a driver may die in between)."""
+    return records.SPEC in study.user_attrs
+
+
+def finish_creation(study: optuna.Study, spec: StudySpec) -> None:
+    """Record the study's moetune attributes: its spec, objectives, constraints, schema."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names([n for n, _ in spec.objectives])
+    study.set_user_attr(records.SCHEMA, records.SCHEMA_VERSION)
+    study.set_user_attr(records.SPEC, spec.to_dict())
+    study.set_user_attr(records.OBJECTIVES, [list(o) for o in spec.objectives])
+    study.set_user_attr(records.CONSTRAINTS, dict(spec.constraints))
+
+
+def load_study(name: str, storage: optuna.storages.BaseStorage,
+               sampler: optuna.samplers.BaseSampler | None = None) -> optuna.Study:
+    """The study ``name``.
+
+    Raises:
+        LookupError: no such study. SchemaError: written by a newer moetune.
+    """
+    if name not in study_names(storage):
+        raise LookupError(f"no study named {name!r} in this storage; known: "
+                          f"{sorted(study_names(storage))}.")
+    study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+    version = schema_version(study)
+    if version > records.SCHEMA_VERSION:
+        raise SchemaError(f"study {name!r} was written with record schema {version}, newer than "
+                          f"this moetune's {records.SCHEMA_VERSION}; upgrade moetune "
+                          "(pip install -U moetune) to read or resume it.")
+    return study
+
+
+def schema_version(study: optuna.Study) -> int:
+    """The record schema the study was written with (1: before versions were recorded)."""
+    return int(study.user_attrs.get(records.SCHEMA, 1))
+
+
+def migrate(study: optuna.Study) -> int:
+    """Bring a study written with an older schema up to `records.SCHEMA_VERSION`; returns the
+    version it had. Only a driver that is about to write to the study calls this.
+
+    A finished trial's attributes cannot change (Optuna refuses), so a step never rewrites old
+    trials: the reader decodes each schema's records (`tuner.study.results.trial_record`), and a
+    migration records the new version so the trials written from now on follow it.
+
+    1 → 2: trials gain typed REASONS; a schema-1 trial's REASON text is parsed on read
+    (`tuner.study.results.reasons.parse_reason_text`).
+    """
+    version = schema_version(study)
+    if version < records.SCHEMA_VERSION:
+        study.set_user_attr(records.SCHEMA, records.SCHEMA_VERSION)
+    return version
+
+
+def stored_spec(study: optuna.Study) -> StudySpec:
+    """The spec the study was submitted with (space inline, so no file is needed). Parsed
+    only: the corpus and model files are checked by the command that uses them
+    (`tuner.study.specs.spec.check_inputs`), once.
+
+    Raises:
+        IncompleteStudy: the study has no stored spec (its creating driver died).
+    """
+    if not is_complete(study):
+        raise IncompleteStudy(
+            f"study {study.study_name!r} has no stored spec: the driver creating it stopped "
+            "before recording it. `moetune submit SPEC --resume` with its spec file finishes "
+            "creating it and runs it.")
+    return parse_spec(study.user_attrs[records.SPEC])
+
+
+def update_stored_spec(study: optuna.Study, spec: StudySpec) -> None:
+    """Record ``spec`` (checked by `check_resume_spec`) as the study's spec, so status and a
+    later resume use its n_trials."""
+    study.set_user_attr(records.SPEC, spec.to_dict())

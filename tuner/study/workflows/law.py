@@ -1,0 +1,160 @@
+"""A study that fits how the optimal lr and batch move with the token budget (``[law]``).
+
+Each budget is an ordinary study in the law's one storage (so reports, export, rerun and the
+service read it as they read any study): budget 0 is ``[study] name``, budget i > 0
+``<name>.t<tokens>`` (`law_spec.budget_name`). Every budget searches the same space afresh (a
+budget's optimum is not another's, so no warm start carries over), without pruning (the
+response surface wants every trial's final val_loss).
+
+The held-out budget (``held_out``) runs last. Before it is created, the laws are fitted on the
+budgets below it and their prediction (lr, batch, bands) is written into its spec
+(``law.predicted``), so the stored study shows what was predicted before any of its trials ran;
+its first trial is the predicted recipe (``start.enqueue[0]``: lr and batch snapped into the
+space, the other knobs from the largest fitted budget's best trial), then its own search of
+``trials`` trials, from which `tuner.study.workflows.law_fit` finds its optimum without that first
+trial.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from tuner.study.specs.law_spec import LawSection, budget_name
+from tuner.study.specs.spec import BudgetSection, PruningSection, StudySpec
+from tuner.study.specs.start_spec import StartSection
+from tuner.study.store import database as db
+from tuner.study.store import storage as st
+from tuner.study.workflows.law_fit import budget_studies, fit_law
+
+
+class LawUnfit(ValueError):
+    """The fitted budgets place no lr law, so the held-out budget cannot be predicted."""
+
+
+def budget_spec(spec: StudySpec, i: int, *, predicted: dict[str, Any] | None = None,
+                point: dict[str, Any] | None = None) -> StudySpec:
+    """The spec of budget ``i`` of the law ``spec`` (its base study's spec)."""
+    law = spec.law
+    tokens = law.budgets[i]
+    n = law.trials or spec.study.n_trials
+    every = max(1, tokens // 4)
+    return dataclasses.replace(
+        spec,
+        study=dataclasses.replace(spec.study, name=budget_name(spec.name, law, i),
+                                  n_trials=n + (1 if point else 0)),
+        budget=BudgetSection(tokens_per_trial=tokens, eval_every_tokens=every),
+        pruning=PruningSection(scheduler="none", grace_tokens=every,
+                               reduction_factor=spec.pruning.reduction_factor),
+        start=spec.start if i == 0 else StartSection(enqueue=(point,) if point else ()),
+        law=dataclasses.replace(law, budget=i, predicted=dict(predicted or {})))
+
+
+def predicted_point(spec: StudySpec, prediction: dict[str, Any],
+                    best_params: dict[str, Any]) -> dict[str, Any]:
+    """The held-out budget's first trial: the predicted lr and batch snapped into the space,
+    the other searched knobs as the largest fitted budget's best trial set them."""
+    dists = spec.space.distributions()
+    point = {k: v for k, v in best_params.items() if k in dists}
+    point["lr"] = snap(dists["lr"], prediction["lr"])
+    if "batch" in prediction and "batch_end" in dists:
+        seq_len = spec.space.largest("seq_len")
+        point["batch_end"] = snap(dists["batch_end"], prediction["batch"] / seq_len)
+    return point
+
+
+def snap(dist: optuna.distributions.BaseDistribution, value: float) -> Any:
+    """The value of ``dist`` nearest ``value`` in log space (a float range: clipped)."""
+    if isinstance(dist, optuna.distributions.CategoricalDistribution):
+        numeric = [c for c in dist.choices if isinstance(c, int | float)
+                   and not isinstance(c, bool) and c > 0]
+        return min(numeric, key=lambda c: abs(math.log(c / value)))
+    if isinstance(dist, optuna.distributions.IntDistribution):
+        values = list(range(dist.low, dist.high + 1, dist.step))
+        i = bisect.bisect_left(values, value)
+        near = [v for v in values[max(0, i - 1):i + 1] if v > 0] or values[:1]
+        return min(near, key=lambda c: abs(math.log(c / value)))
+    if isinstance(dist, optuna.distributions.FloatDistribution):
+        return min(max(float(value), dist.low), dist.high)
+    raise ValueError(f"cannot place {value!r} in {dist!r}")
+
+
+def run_law(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: Any = None,
+            address: str | None = None, progress: bool = True, stop: Any = None,
+            interrupt: Any = None, log: Any = print) -> list[Any]:
+    """Run every budget of the law ``spec`` in one storage, resuming those that exist; the
+    summaries of the budgets that ran, smallest first (`runner.StudySummary`). A budget that
+    ends before its ``n_trials`` (Ctrl-C, a cancel) ends the law there: ``moetune resume
+    <name>`` goes on.
+
+    ``run_dir`` is budget 0's folder; budget i > 0 runs in ``<run_dir's parent>/<its name>``
+    with budget 0's storage.
+    """
+    from trainers import train  # torch and Ray load only when a law runs
+    from tuner.study.run.runner import ray_cluster, run_study
+
+    url = db.storage_url(run_dir, storage, spec.study.storage)
+    law = spec.law
+    summaries: list[Any] = []
+    with ray_cluster(address, spec):
+        for i, tokens in enumerate(law.budgets):
+            name = budget_name(spec.name, law, i)
+            existing = _existing(url, name)
+            if existing is not None:
+                bspec = st.stored_spec(existing)
+            elif i == len(law.tokens):  # the held-out budget: predict, then run
+                try:
+                    bspec = _held_out_spec(spec, url, log)
+                except LawUnfit as e:
+                    log(str(e))
+                    break
+            else:
+                bspec = budget_spec(spec, i)
+            log(f"law {spec.name}: budget {i} ({tokens} tokens per trial, study {name})"
+                + (": held out, predicted lr {:.3g}".format(bspec.law.predicted["lr"])
+                   if bspec.law.is_held_out else ""))
+            rdir = run_dir if i == 0 else run_dir.parent / name
+            summary = run_study(bspec, run_dir=rdir, storage=url, resume=existing is not None,
+                                trainer=trainer or train, progress=progress, stop=stop,
+                                interrupt=interrupt)
+            summaries.append(summary)
+            if summary.done < bspec.study.n_trials or (stop is not None and stop.is_set()):
+                break
+    return summaries
+
+
+def _held_out_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
+    """The held-out budget's spec, with the laws' prediction from the budgets below it."""
+    law: LawSection = spec.law
+    store = db.open_existing_storage(url)
+    studies = [(i, s) for i, s in budget_studies(spec, store) if i < len(law.tokens)]
+    by_index = dict(studies)
+    fit = fit_law(spec, studies)
+    if fit.lr_law is None:  # the held-out budget would check nothing
+        raise LawUnfit(f"law {spec.name}: no held-out prediction: fewer than 2 fitted budgets "
+                       "have an lr optimum inside their searched range (law/law.md says which "
+                       "sit on its edge); widen [space] lr and `moetune resume` the law")
+    prediction = fit.predict(law.held_out)
+    largest = fit.fitted[-1] if fit.fitted else None
+    best = {}
+    if largest is not None and largest.best:
+        best = dict(by_index[largest.index].trials[int(largest.best["number"])].params)
+    point = predicted_point(spec, prediction, best)
+    log(f"law {spec.name}: predicted at {law.held_out} tokens from {len(fit.fitted)} budgets: "
+        f"lr {prediction['lr']:.3g} (band {prediction['lr_band'][0]:.3g}-"
+        f"{prediction['lr_band'][1]:.3g})"
+        + (f", batch {prediction['batch']:.0f} tokens" if "batch" in prediction else ""))
+    return budget_spec(spec, len(law.tokens), predicted=prediction, point=point)
+
+
+def _existing(url: str, name: str) -> optuna.Study | None:
+    try:
+        store = db.open_existing_storage(url)
+    except LookupError:
+        return None
+    return st.load_study(name, store) if name in db.study_names(store) else None

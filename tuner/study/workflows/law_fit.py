@@ -1,0 +1,268 @@
+"""A law study's answer, from its budget studies' own trials: each budget's optimum (a response
+surface over all its trials, `tuner.modeling.response_surface`), the lr and batch laws through
+them with their band (`tuner.modeling.power_law`), and the held-out check.
+
+Notation: D tokens per trial, M the proxy's non-embedding training FLOPs per token (DeepSeek
+LLM's M), C = M·D, B the final batch in tokens per step (batch_end × seq_len). The laws are in
+x = D under µP and x = C in standard parametrization (`tuner.study.specs.law_spec`).
+
+An optimum on the edge of the range its budget searched is censored: the optimum lies beyond it,
+so that budget is left out of that law (``lr_budgets``, ``batch_budgets`` say which went in).
+
+The held-out check compares the prediction stored in the held-out budget's spec before it ran
+(``law.predicted``) with that budget's own optimum, found from its own search: the trial of the
+predicted recipe (the budget's ``start.enqueue[0]``) is left out of that surface, and its
+val_loss is set against the surface's minimum in noise sd (the budget's measured noise, else
+the surface's residual sd) and in %. Beside it, the rule an export applies without a law: the
+smallest budget's best-of-n lr moved by DeepSeek LLM's exponent, (C_held/C_smallest)^−0.125.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
+from tuner.modeling.power_law import PowerLaw, StudyLaw, fit_power_law
+from tuner.modeling.response_surface import Optimum, SurfaceError, fit_optimum
+from tuner.modeling.scaling import LR_EXPONENT
+from tuner.study.results.noise import noise_sd
+from tuner.study.results.trial_record import TrialRecord, trial_records
+from tuner.study.specs.law_spec import LawSection, budget_name
+from tuner.study.specs.spec import StudySpec
+from tuner.study.store import database as db
+from tuner.study.store import records
+from tuner.study.store import storage as st
+
+PREDICTED_POINT = "start.enqueue[0]"  # the held-out budget's trial of the predicted recipe
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetResult:
+    """One budget: its optimum from all its trials, and best-of-n beside it."""
+
+    index: int
+    study: str
+    tokens: int
+    compute: float
+    held_out: bool
+    n_trials: int
+    optimum: Optimum | None
+    error: str  # why there is no optimum ("" when there is)
+    best: dict[str, float]  # best-of-n: number, lr, batch, loss
+    noise_sd: float | None
+    predicted_trial: dict[str, float]  # held-out only: the predicted recipe's trial
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "study": self.study, "tokens": self.tokens,
+                "compute": self.compute, "held_out": self.held_out,
+                "n_trials": self.n_trials, "error": self.error, "best": self.best,
+                "noise_sd": self.noise_sd, "predicted_trial": self.predicted_trial,
+                "optimum": self.optimum.to_dict() if self.optimum else None}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LawFit:
+    """Every budget that exists, the laws through the fitted ones, the held-out check."""
+
+    name: str
+    variable: str  # "tokens" | "compute"
+    flops_per_token: float  # M
+    params: float  # N: active non-embedding parameters (Step Law's N, for reference)
+    budgets: tuple[BudgetResult, ...]
+    lr_law: PowerLaw | None
+    batch_law: PowerLaw | None
+    predicted: dict[str, Any]  # as stored in the held-out budget's spec before it ran
+    # the budgets each law went through (an optimum on the range's edge is left out)
+    lr_budgets: tuple[int, ...] = ()
+    batch_budgets: tuple[int, ...] = ()
+
+    def x(self, tokens: float, flops_per_token: float | None = None) -> float:
+        """The laws' variable at ``tokens`` (C with ``flops_per_token``, default the proxy's)."""
+        return tokens if self.variable == "tokens" else (flops_per_token or
+                                                        self.flops_per_token) * tokens
+
+    @property
+    def fitted(self) -> list[BudgetResult]:
+        return [b for b in self.budgets if not b.held_out and b.optimum is not None]
+
+    @property
+    def held(self) -> BudgetResult | None:
+        return next((b for b in self.budgets if b.held_out), None)
+
+    def predict(self, tokens: float) -> dict[str, Any]:
+        """The laws' lr and batch at ``tokens`` of the proxy, with their bands."""
+        if self.lr_law is None:
+            raise ValueError(f"law {self.name}: no lr law (it needs at least 2 fitted budgets "
+                             "whose lr optimum lies inside the searched range)")
+        x = self.x(tokens)
+        out: dict[str, Any] = {"tokens": tokens, "x": x, "lr": self.lr_law.at(x),
+                               "lr_band": list(self.lr_law.band(x)),
+                               "decades_past": self.lr_law.decades_past(x)}
+        if self.batch_law is not None:
+            out |= {"batch": self.batch_law.at(x), "batch_band": list(self.batch_law.band(x))}
+        return out
+
+    def study_law(self) -> StudyLaw | None:
+        """The laws as the export uses them; None before an lr law exists."""
+        if self.lr_law is None:
+            return None
+        return StudyLaw(name=self.name, variable=self.variable, lr=self.lr_law,
+                        batch=self.batch_law, held_out=self.held_out_check())
+
+    def held_out_check(self) -> dict[str, Any] | None:
+        """Predicted / measured at the held-out budget (module docstring); None before it has
+        an optimum."""
+        held = self.held
+        if held is None or held.optimum is None or not self.predicted:
+            return None
+        p, o = self.predicted, held.optimum
+        out: dict[str, Any] = {
+            "tokens": held.tokens, "lr_predicted": p["lr"], "lr_band": p["lr_band"],
+            "lr_measured": o.lr, "lr_interval": list(o.lr_interval),
+            "lr_ratio": p["lr"] / o.lr,
+            "lr_inside": p["lr_band"][0] <= o.lr <= p["lr_band"][1]}
+        if "batch" in p and self.batch_law is not None:
+            out |= {"batch_predicted": p["batch"], "batch_band": p["batch_band"],
+                    "batch_measured": o.batch, "batch_interval": list(o.batch_interval),
+                    "batch_ratio": p["batch"] / o.batch}
+        smallest = self.budgets[0]
+        if smallest.best:
+            today = smallest.best["lr"] * (held.compute / smallest.compute) ** LR_EXPONENT
+            out |= {"lr_today_rule": today, "lr_today_ratio": today / o.lr}
+        if held.predicted_trial:
+            sd = held.noise_sd or o.tolerance
+            gap = held.predicted_trial["loss"] - o.loss
+            out |= {"loss_predicted_recipe": held.predicted_trial["loss"],
+                    "loss_optimum": o.loss, "loss_gap": gap, "loss_gap_sd": gap / sd if sd
+                    else math.nan, "loss_gap_pct": 100 * gap / o.loss, "sd": sd,
+                    "sd_measured": held.noise_sd is not None}
+        return out
+
+    def compute_ratio(self) -> float | None:
+        """The fitted budgets' compute (every trial) over a direct search at the held-out
+        budget with as many trials as the held-out budget's own search."""
+        held = self.held
+        if held is None or not held.n_trials:
+            return None
+        fitted = sum(b.compute * b.n_trials for b in self.budgets if not b.held_out)
+        return fitted / (held.compute * held.n_trials)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "variable": self.variable,
+                "flops_per_token": self.flops_per_token, "params": self.params,
+                "budgets": [b.to_dict() for b in self.budgets],
+                "lr_law": self.lr_law.to_dict() if self.lr_law else None,
+                "batch_law": self.batch_law.to_dict() if self.batch_law else None,
+                "predicted": self.predicted, "held_out_check": self.held_out_check(),
+                "lr_budgets": list(self.lr_budgets), "batch_budgets": list(self.batch_budgets),
+                "compute_ratio": self.compute_ratio()}
+
+
+def budget_studies(spec: StudySpec, storage: optuna.storages.BaseStorage
+                   ) -> list[tuple[int, optuna.Study]]:
+    """(budget index, study) of every budget of the law ``spec`` (its base study's spec) that
+    exists in ``storage``."""
+    names = set(db.study_names(storage))
+    out = []
+    for i in range(len(spec.law.budgets)):
+        name = budget_name(spec.name, spec.law, i)
+        if name in names:
+            out.append((i, st.load_study(name, storage)))
+    return out
+
+
+def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
+            seed: int = 0) -> LawFit:
+    """The law of ``spec`` from its budget ``studies`` (the laws through the fitted budgets
+    only; the held-out prediction passes the studies below the held-out budget)."""
+    law = spec.law
+    results = []
+    m = n = 0.0
+    for i, study in studies:
+        recs = [r for r in trial_records(study) if r.feasible and not r.warm_start]
+        if recs and not m:
+            args = recs[0].model_args
+            m = non_embedding_flops_per_token(args, recs[0].recipe.seq_len)
+            c = count_params(args)
+            n = float(c.active - c.embedding - c.head)
+        results.append(_budget(i, study, recs, law, m, seed))
+    fitted = [b for b in results if b.index < len(law.tokens) and b.optimum is not None]
+    variable = law.variable
+
+    def x_of(b: BudgetResult) -> float:
+        return b.tokens if variable == "tokens" else b.compute
+
+    # an optimum on the searched box's edge is censored (the optimum lies beyond the range):
+    # a law through it would bend toward the range, so such a budget is left out of that law
+    lr_pts = [b for b in fitted if b.optimum and "lr" not in b.optimum.at_edge]
+    batch_pts = [b for b in fitted if b.optimum and b.optimum.batch_placed
+                 and "batch" not in b.optimum.at_edge]
+    lr_law = batch_law = None
+    if len({x_of(b) for b in lr_pts}) >= 2:
+        lr_law = fit_power_law([x_of(b) for b in lr_pts], [_o(b).lr for b in lr_pts],
+                               [[10 ** s[0] for s in _o(b).samples] for b in lr_pts])
+    if "batch_end" in spec.space.names() and len({x_of(b) for b in batch_pts}) >= 2:
+        batch_law = fit_power_law([x_of(b) for b in batch_pts], [_o(b).batch for b in batch_pts],
+                                  [[10 ** s[1] for s in _o(b).samples] for b in batch_pts])
+    predicted: dict[str, Any] = {}
+    held = next((s for i, s in studies if law.held_out and i == len(law.tokens)), None)
+    if held is not None:
+        predicted = dict(st.stored_spec(held).law.predicted)
+    return LawFit(name=spec.name, variable=variable, flops_per_token=m, params=n,
+                  budgets=tuple(results), lr_law=lr_law, batch_law=batch_law,
+                  predicted=predicted, lr_budgets=tuple(b.index for b in lr_pts),
+                  batch_budgets=tuple(b.index for b in batch_pts))
+
+
+def _o(b: BudgetResult) -> Optimum:
+    assert b.optimum is not None  # the callers filter on it
+    return b.optimum
+
+
+def _budget(i: int, study: optuna.Study, recs: list[TrialRecord], law: LawSection, m: float,
+            seed: int) -> BudgetResult:
+    held = bool(law.held_out) and i == len(law.tokens)
+    tokens = law.budgets[i]
+    marked = _predicted_numbers(study) if held else set()
+    predicted = [r for r in recs if r.number in marked]
+    own = [r for r in recs if r not in predicted]
+    sd = noise_sd(study.user_attrs)
+    best: dict[str, float] = {}
+    if own:
+        b = min(own, key=lambda r: (r.values["val_loss"], r.number))
+        best = {"number": b.number, "lr": b.recipe.lr, "batch": _batch(b),
+                "loss": b.values["val_loss"]}
+    optimum, error = None, ""
+    try:
+        optimum = fit_optimum([r.recipe.lr for r in own], [_batch(r) for r in own],
+                              [r.values["val_loss"] for r in own], noise_sd=sd, seed=seed + i)
+    except SurfaceError as e:
+        error = str(e)
+    pt = ({"number": predicted[0].number, "lr": predicted[0].recipe.lr,
+           "batch": _batch(predicted[0]), "loss": predicted[0].values["val_loss"]}
+          if predicted else {})
+    return BudgetResult(index=i, study=study.study_name, tokens=tokens, compute=m * tokens,
+                        held_out=held, n_trials=len(own), optimum=optimum, error=error,
+                        best=best, noise_sd=sd, predicted_trial=pt)
+
+
+def _batch(r: TrialRecord) -> float:
+    """The trial's final batch in tokens per step."""
+    return float(r.recipe.batch_end * r.recipe.seq_len)
+
+
+def _predicted_numbers(study: optuna.Study) -> set[int]:
+    """The trials of the predicted recipe (`PREDICTED_POINT`) in ``study``."""
+    return {t.number for t in study.get_trials(deepcopy=False)
+            if t.user_attrs.get(records.START_POINT) == PREDICTED_POINT}
+
+
+def law_fit_at(spec: StudySpec, url: str) -> LawFit:
+    """`fit_law` of the law ``spec`` (its base study's spec) from the storage at ``url``."""
+    store = db.open_existing_storage(url)
+    return fit_law(spec, budget_studies(spec, store))
