@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tuner.study.specs.spec import SpecError, StudySpec, load_spec, spec_from_dict, spec_warnings
+from tuner.study.run.preflight import spec_warnings
+from tuner.study.specs.spec import SpecError, StudySpec, load_spec, spec_from_dict
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "search_spaces" / "quickstart.toml"

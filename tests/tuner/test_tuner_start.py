@@ -24,9 +24,10 @@ from tuner.modeling.full_run import build_full_run, target_of
 from tuner.modeling.references import DEEPSEEK_V3
 from tuner.study.results.outcome import constraint_names
 from tuner.study.results.trial_record import trial_records
+from tuner.study.run.preflight import spec_warnings
 from tuner.study.run.runner import run_study
 from tuner.study.run.samplers import make_sampler
-from tuner.study.specs.spec import SpecError, spec_from_dict, spec_warnings
+from tuner.study.specs.spec import SpecError, spec_from_dict
 from tuner.study.store import records
 from tuner.study.store import resume as rs
 from tuner.study.store import storage as st

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tuner.app.errors import DeferredStop, UsageError
-from tuner.study.specs.spec import SpecError, StudySpec, check_inputs, load_spec, spec_warnings
+from tuner.study.run.preflight import spec_warnings
+from tuner.study.specs.spec import SpecError, StudySpec, check_inputs, load_spec
 from tuner.study.store import database as db
 from tuner.study.store import resume as rs
 from tuner.study.store import storage as st

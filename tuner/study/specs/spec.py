@@ -35,11 +35,9 @@ from tuner.modeling.hardware import HARDWARE
 from tuner.modeling.targets import TARGETS
 from tuner.study.results.metrics import (
     DIRECTIONS,
-    LOAD_DEPENDENT,
     METRICS,
     Direction,
     constraint_target,
-    load_warning,
 )
 from tuner.study.specs.ladder_spec import LadderError, LadderSection, parse_ladder
 from tuner.study.specs.law_spec import LawError, LawSection, parse_law
@@ -298,24 +296,6 @@ def _law(table: Any, name: str, ladder: LadderSection, space: SearchSpace,
              f"must each hold at least one sequence of the longest seq_len the space allows "
              f"(seq_len={seq_len})", list(law.tokens))
     return law
-
-
-def spec_warnings(spec: StudySpec) -> list[str]:
-    """What a valid spec should still reconsider, one line each (``submit`` prints them; none
-    stops the study): an objective or constraint on a load-dependent metric
-    (`metrics.LOAD_DEPENDENT`), which measures the machine's load as much as the recipe; a
-    ``[start]`` baseline value clipped to the space
-    (`tuner.study.workflows.start.baseline_warnings`).
-
-        >>> spec_warnings(load_spec("search_spaces/quickstart.toml"))  # doctest: +SKIP
-        []
-    """
-    roles = [(name, "objective") for name, _ in spec.objectives]
-    roles += [(constraint_target(key)[0], "constraint") for key, _ in spec.constraints]
-    from tuner.study.workflows.start import baseline_warnings  # it imports this module
-
-    return ([load_warning(name, role) for name, role in roles if name in LOAD_DEPENDENT]
-            + baseline_warnings(spec))
 
 
 def check_inputs(spec: StudySpec) -> None:

@@ -90,15 +90,6 @@ def baseline_params(name: str, spec: StudySpec, model_args: ModelArgs
     return params, tuple(notes)
 
 
-def baseline_warnings(spec: StudySpec) -> list[str]:
-    """The clip notes of the spec's baselines on its proxy (``submit`` prints them)."""
-    if not spec.start.baselines:
-        return []
-    from tuner.study.specs.proxy import resolve_model_args  # imports this floor's spec module
-
-    return [n for p in start_points(spec, resolve_model_args(spec)) for n in p.notes]
-
-
 def clip(d: Distribution, value: Any) -> Any:
     """``value`` moved to the nearest value ``d`` can take: a range's nearer end, then its step
     grid. A choice is returned as is (`specs.start_spec` refused one the space lacks)."""
