@@ -40,6 +40,7 @@ from typing import Any
 import optuna
 
 from trainers.recipe import Recipe, field_names
+from trainers.validation import FieldError, reject_unknown, require
 
 KINDS = ("float", "int", "categorical")
 PARAM_KEYS = {
@@ -55,8 +56,9 @@ RangeDistribution = optuna.distributions.IntDistribution | optuna.distributions.
 Distribution = optuna.distributions.CategoricalDistribution | RangeDistribution
 
 
-class SpaceError(ValueError):
-    """A search-space file or table breaks a rule; the message names field, rule and value."""
+class SpaceError(FieldError):
+    """A search-space file or table breaks a rule; ``field`` names where, the message the rule
+    and the value."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,7 +160,7 @@ def load_space(source: str | Path | Mapping[str, Any], *, base_dir: Path | None 
     try:
         table = tomllib.loads(path.read_text())
     except (ValueError, RecursionError) as e:  # TOMLDecodeError, 5000-digit ints, deep nesting
-        raise SpaceError(f"{path}: not valid TOML ({e}).") from None
+        raise SpaceError(f"{path}: not valid TOML ({e}).", str(path)) from None
     return space_from_dict(table, where=str(path))
 
 
@@ -178,25 +180,28 @@ def resolve_space_path(name: str | Path, *, base_dir: Path | None = None) -> Pat
     shipped = sorted(p.name for p in SPACES_DIR.glob("*.toml"))
     raise SpaceError(f"space.file: must name an existing file (a path, relative to the spec's "
                      f"folder, or one of {shipped} in {SPACES_DIR}), but got file={str(name)!r} "
-                     f"(looked for {str(path)!r}).")
+                     f"(looked for {str(path)!r}).", "space.file")
 
 
 def space_from_dict(table: Mapping[str, Any], *, where: str = "space") -> SearchSpace:
     """Validate a parsed space table (``params`` and ``fixed``) into a `SearchSpace`."""
-    _reject_unknown(table, SPACE_KEYS, where)
+    reject_unknown(table, SPACE_KEYS, where, error=SpaceError)
     params_t = table.get("params", {})
     fixed = table.get("fixed", {})
-    _require(isinstance(params_t, Mapping), f"{where}.params", "must be a table", params_t)
-    _require(isinstance(fixed, Mapping), f"{where}.fixed", "must be a table", fixed)
-    _require(len(params_t) > 0, f"{where}.params", "must declare at least one parameter",
-             dict(params_t))
+    require(isinstance(params_t, Mapping), f"{where}.params", "must be a table", params_t,
+            error=SpaceError)
+    require(isinstance(fixed, Mapping), f"{where}.fixed", "must be a table", fixed,
+            error=SpaceError)
+    require(len(params_t) > 0, f"{where}.params", "must declare at least one parameter",
+            dict(params_t), error=SpaceError)
     valid = field_names()
     for name in list(params_t) + list(fixed):
         if name not in valid:
             raise SpaceError(f"{where}: {name!r} is not a Recipe field; valid names are "
-                             f"{sorted(valid)}.")
+                             f"{sorted(valid)}.", where)
     both = sorted(set(params_t) & set(fixed))
-    _require(not both, f"{where}.fixed", "must not repeat a searched parameter", both)
+    require(not both, f"{where}.fixed", "must not repeat a searched parameter", both,
+            error=SpaceError)
     params: list[Param] = []
     for name, spec in params_t.items():
         params.append(_param(name, spec, f"{where}.params.{name}", params, dict(fixed)))
@@ -208,10 +213,10 @@ def space_from_dict(table: Mapping[str, Any], *, where: str = "space") -> Search
 
 def _param(name: str, spec: Any, where: str, earlier: list[Param], fixed: dict[str, Any]
            ) -> Param:
-    _require(isinstance(spec, Mapping), where, "must be a table", spec)
+    require(isinstance(spec, Mapping), where, "must be a table", spec, error=SpaceError)
     kind = spec.get("type")
-    _require(kind in KINDS, f"{where}.type", f"must be one of {KINDS}", kind)
-    _reject_unknown(spec, PARAM_KEYS[kind], where)
+    require(kind in KINDS, f"{where}.type", f"must be one of {KINDS}", kind, error=SpaceError)
+    reject_unknown(spec, PARAM_KEYS[kind], where, error=SpaceError)
     dist = _categorical(spec, where) if kind == "categorical" else _numeric(kind, spec, where)
     _check_recipe_accepts(name, dist, where)
     when = _when(spec.get("when"), f"{where}.when", name, earlier, fixed)
@@ -220,26 +225,29 @@ def _param(name: str, spec: Any, where: str, earlier: list[Param], fixed: dict[s
 
 def _numeric(kind: str, spec: Mapping[str, Any], where: str) -> RangeDistribution:
     for key in ("low", "high"):
-        _require(key in spec, f"{where}.{key}", "is required", None)
+        require(key in spec, f"{where}.{key}", "is required", None, error=SpaceError)
         v = spec[key]
         if kind == "int":
-            _require(isinstance(v, int) and not isinstance(v, bool), f"{where}.{key}",
-                     "must be an integer", v)
+            require(isinstance(v, int) and not isinstance(v, bool), f"{where}.{key}",
+                    "must be an integer", v, error=SpaceError)
         else:
-            _require(isinstance(v, (int, float)) and not isinstance(v, bool), f"{where}.{key}",
-                     "must be a number", v)
-            _require(math.isfinite(v), f"{where}.{key}", "must be finite (no NaN/inf)", v)
+            require(isinstance(v, (int, float)) and not isinstance(v, bool), f"{where}.{key}",
+                    "must be a number", v, error=SpaceError)
+            require(math.isfinite(v), f"{where}.{key}", "must be finite (no NaN/inf)", v,
+                    error=SpaceError)
     low, high = spec["low"], spec["high"]
     log, step = spec.get("log", False), spec.get("step")
-    _require(isinstance(log, bool), f"{where}.log", "must be true or false", log)
-    _require(low <= high, f"{where}", "`low <= high` must hold", f"low={low}, high={high}")
+    require(isinstance(log, bool), f"{where}.log", "must be true or false", log, error=SpaceError)
+    require(low <= high, f"{where}", "`low <= high` must hold", f"low={low}, high={high}",
+            error=SpaceError)
     if log:
-        _require(low > 0, f"{where}.low", "must be > 0 when log = true", low)
-        _require(step is None, f"{where}.step", "cannot be combined with log = true", step)
+        require(low > 0, f"{where}.low", "must be > 0 when log = true", low, error=SpaceError)
+        require(step is None, f"{where}.step", "cannot be combined with log = true", step,
+                error=SpaceError)
     if step is not None:
         ok = isinstance(step, int) if kind == "int" else isinstance(step, (int, float))
-        _require(ok and not isinstance(step, bool) and math.isfinite(step) and step > 0,
-                 f"{where}.step", "must be a finite number > 0", step)
+        require(ok and not isinstance(step, bool) and math.isfinite(step) and step > 0,
+                f"{where}.step", "must be a finite number > 0", step, error=SpaceError)
     if kind == "int":
         return optuna.distributions.IntDistribution(low, high, log=log, step=step or 1)
     return optuna.distributions.FloatDistribution(float(low), float(high), log=log,
@@ -249,16 +257,16 @@ def _numeric(kind: str, spec: Mapping[str, Any], where: str) -> RangeDistributio
 def _categorical(spec: Mapping[str, Any], where: str
                  ) -> optuna.distributions.CategoricalDistribution:
     choices = spec.get("choices")
-    _require(isinstance(choices, list) and len(choices) > 0, f"{where}.choices",
-             "must be a non-empty list", choices)
-    assert isinstance(choices, list)  # _require raised otherwise
+    require(isinstance(choices, list) and len(choices) > 0, f"{where}.choices",
+            "must be a non-empty list", choices, error=SpaceError)
+    assert isinstance(choices, list)  # require raised otherwise
     for c in choices:
-        _require(c is None or isinstance(c, (bool, int, float, str)), f"{where}.choices",
-                 "must hold only strings, numbers or booleans", c)
-        _require(not (isinstance(c, float) and not math.isfinite(c)), f"{where}.choices",
-                 "must not hold NaN or inf", c)
-    _require(len({repr(c) for c in choices}) == len(choices), f"{where}.choices",
-             "must not repeat a value", choices)
+        require(c is None or isinstance(c, (bool, int, float, str)), f"{where}.choices",
+                "must hold only strings, numbers or booleans", c, error=SpaceError)
+        require(not (isinstance(c, float) and not math.isfinite(c)), f"{where}.choices",
+                "must not hold NaN or inf", c, error=SpaceError)
+    require(len({repr(c) for c in choices}) == len(choices), f"{where}.choices",
+            "must not repeat a value", choices, error=SpaceError)
     return optuna.distributions.CategoricalDistribution(choices)
 
 
@@ -282,24 +290,26 @@ def _check_recipe_accepts(name: str, dist: Distribution, where: str) -> None:
             Recipe.from_dict({**base, name: value})
         except ValueError as e:
             raise SpaceError(f"{where}.{key}: must be a value Recipe accepts ({e}), "
-                             f"but got {value!r}.") from None
+                             f"but got {value!r}.", f"{where}.{key}") from None
 
 
 def _when(when: Any, where: str, name: str, earlier: list[Param], fixed: dict[str, Any]
           ) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     if when is None:
         return ()
-    _require(isinstance(when, Mapping) and len(when) > 0, where,
-             "must be a non-empty table {param = [values]}", when)
+    require(isinstance(when, Mapping) and len(when) > 0, where,
+            "must be a non-empty table {param = [values]}", when, error=SpaceError)
     known = {p.name: p for p in earlier}
     out = []
     for key, values in when.items():
-        _require(key != name, where, "must not refer to the parameter itself", key)
-        _require(key in known or key in fixed, where,
-                 f"must name a parameter declared before {name!r} or a fixed one "
-                 f"(declared before: {sorted(known)}, fixed: {sorted(fixed)})", key)
-        _require(isinstance(values, list) and len(values) > 0, f"{where}.{key}",
-                 "must be a non-empty list of values", values)
+        require(key != name, where, "must not refer to the parameter itself", key,
+                error=SpaceError)
+        require(key in known or key in fixed, where,
+                f"must name a parameter declared before {name!r} or a fixed one "
+                f"(declared before: {sorted(known)}, fixed: {sorted(fixed)})", key,
+                error=SpaceError)
+        require(isinstance(values, list) and len(values) > 0, f"{where}.{key}",
+                "must be a non-empty list of values", values, error=SpaceError)
         if key in known:
             _check_values_in(known[key].distribution, values, f"{where}.{key}")
         out.append((key, tuple(values)))
@@ -312,22 +322,11 @@ def _check_values_in(dist: Distribution, values: list[Any], where: str) -> None:
             ok = v in dist.choices
         else:
             ok = isinstance(v, (int, float)) and dist.low <= v <= dist.high
-        _require(ok, where, "must list values the parameter can take", v)
+        require(ok, where, "must list values the parameter can take", v, error=SpaceError)
 
 
 def _check_fixed(fixed: dict[str, Any], where: str) -> None:
     try:
         Recipe.from_dict(fixed)
     except ValueError as e:
-        raise SpaceError(f"{where}.fixed: {e}") from None
-
-
-def _reject_unknown(table: Mapping[str, Any], valid: tuple[str, ...], where: str) -> None:
-    unknown = sorted(set(table) - set(valid))
-    if unknown:
-        raise SpaceError(f"{where}: unknown key(s) {unknown}; valid keys are {sorted(valid)}.")
-
-
-def _require(cond: bool, where: str, rule: str, value: Any) -> None:
-    if not cond:
-        raise SpaceError(f"{where}: {rule}, but got {value!r}.")
+        raise SpaceError(f"{where}.fixed: {e}", f"{where}.fixed") from None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from trainers.validation import require
+from trainers.validation import reject_unknown, require
 
 SCORE_FUNCS = ("softmax", "sigmoid")
 # how group-limited routing scores a group: "auto" is DeepSeek's Gate (the best expert's score
@@ -107,12 +107,7 @@ class ModelArgs:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModelArgs:
         """Build from a dict, rejecting unknown keys with the list of valid ones."""
-        valid = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - valid)
-        if unknown:
-            raise ValueError(
-                f"ModelArgs: unknown key(s) {unknown}; valid keys are {sorted(valid)}."
-            )
+        reject_unknown(d, (f.name for f in dataclasses.fields(cls)), "ModelArgs")
         return cls(**d)
 
     @classmethod
@@ -130,10 +125,6 @@ class ModelArgs:
         return cls.from_dict(d)
 
 
-def _require(cond: bool, field: str, rule: str, value: Any) -> None:
-    require(cond, "ModelArgs", field, rule, value)
-
-
 def _validate(a: ModelArgs) -> None:
     positive = (
         "vocab_size", "dim", "inter_dim", "moe_inter_dim", "n_layers", "n_heads",
@@ -142,34 +133,36 @@ def _validate(a: ModelArgs) -> None:
     )
     for name in positive:
         v = getattr(a, name)
-        _require(isinstance(v, int) and not isinstance(v, bool) and v > 0, name,
-                 "must be a positive integer", v)
+        require(isinstance(v, int) and not isinstance(v, bool) and v > 0, name,
+                "must be a positive integer", v, owner="ModelArgs")
     for name in ("n_dense_layers", "n_shared_experts", "q_lora_rank", "mtp_depth",
                  "mup_base_dim"):
         v = getattr(a, name)
-        _require(isinstance(v, int) and not isinstance(v, bool) and v >= 0, name,
-                 "must be a non-negative integer", v)
-    _require(a.score_func in SCORE_FUNCS, "score_func", f"must be one of {SCORE_FUNCS}",
-             a.score_func)
-    _require(a.n_dense_layers <= a.n_layers, "n_dense_layers", f"must be <= n_layers={a.n_layers}",
-             a.n_dense_layers)
-    _require(a.n_routed_experts % a.n_expert_groups == 0, "n_expert_groups",
-             f"must divide n_routed_experts={a.n_routed_experts}", a.n_expert_groups)
-    _require(a.n_limited_groups <= a.n_expert_groups, "n_limited_groups",
-             f"must be <= n_expert_groups={a.n_expert_groups}", a.n_limited_groups)
+        require(isinstance(v, int) and not isinstance(v, bool) and v >= 0, name,
+                "must be a non-negative integer", v, owner="ModelArgs")
+    require(a.score_func in SCORE_FUNCS, "score_func", f"must be one of {SCORE_FUNCS}",
+            a.score_func, owner="ModelArgs")
+    require(a.n_dense_layers <= a.n_layers, "n_dense_layers", f"must be <= n_layers={a.n_layers}",
+            a.n_dense_layers, owner="ModelArgs")
+    require(a.n_routed_experts % a.n_expert_groups == 0, "n_expert_groups",
+            f"must divide n_routed_experts={a.n_routed_experts}", a.n_expert_groups,
+            owner="ModelArgs")
+    require(a.n_limited_groups <= a.n_expert_groups, "n_limited_groups",
+            f"must be <= n_expert_groups={a.n_expert_groups}", a.n_limited_groups,
+            owner="ModelArgs")
     per_group = a.n_routed_experts // a.n_expert_groups
-    _require(a.n_activated_experts <= a.n_limited_groups * per_group, "n_activated_experts",
-             f"must be <= n_limited_groups * experts per group = "
-             f"{a.n_limited_groups * per_group}", a.n_activated_experts)
-    _require(a.qk_rope_head_dim % 2 == 0, "qk_rope_head_dim", "must be even (RoPE pairs)",
-             a.qk_rope_head_dim)
+    require(a.n_activated_experts <= a.n_limited_groups * per_group, "n_activated_experts",
+            f"must be <= n_limited_groups * experts per group = "
+            f"{a.n_limited_groups * per_group}", a.n_activated_experts, owner="ModelArgs")
+    require(a.qk_rope_head_dim % 2 == 0, "qk_rope_head_dim", "must be even (RoPE pairs)",
+            a.qk_rope_head_dim, owner="ModelArgs")
     for name in ("route_scale", "init_std", "norm_eps", "rope_theta"):
         v = getattr(a, name)
-        _require(isinstance(v, (int, float)) and math.isfinite(v) and v > 0, name,
-                 "must be a finite positive number", v)
-    _require(a.group_score in GROUP_SCORES, "group_score", f"must be one of {GROUP_SCORES}",
-             a.group_score)
+        require(isinstance(v, (int, float)) and math.isfinite(v) and v > 0, name,
+                "must be a finite positive number", v, owner="ModelArgs")
+    require(a.group_score in GROUP_SCORES, "group_score", f"must be one of {GROUP_SCORES}",
+            a.group_score, owner="ModelArgs")
     if a.group_rule == "sum_top2" and a.n_expert_groups > 1:
-        _require(per_group >= 2, "n_expert_groups",
-                 "with a top-2-sum group score (gate_bias or group_score 'sum_top2') every "
-                 "group needs >= 2 experts", a.n_expert_groups)
+        require(per_group >= 2, "n_expert_groups",
+                "with a top-2-sum group score (gate_bias or group_score 'sum_top2') every "
+                "group needs >= 2 experts", a.n_expert_groups, owner="ModelArgs")

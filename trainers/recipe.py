@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from trainers.validation import require
+from trainers.validation import reject_unknown, require
 
 BATCH_SCHEDULES = ("constant", "linear", "step")
 DECAYS = ("cosine", "wsd", "multistep")
@@ -83,20 +83,12 @@ class Recipe:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Recipe:
         """Build from a dict, rejecting unknown keys with the list of valid ones."""
-        unknown = sorted(set(d) - set(field_names()))
-        if unknown:
-            raise ValueError(
-                f"Recipe: unknown key(s) {unknown}; valid keys are {sorted(field_names())}."
-            )
+        reject_unknown(d, field_names(), "Recipe")
         return cls(**d)
 
 
 def field_names() -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(Recipe))
-
-
-def _require(cond: bool, field: str, rule: str, value: Any) -> None:
-    require(cond, "Recipe", field, rule, value)
 
 
 def _is_int(v: Any) -> bool:
@@ -111,34 +103,38 @@ def _validate(r: Recipe) -> None:
     choices = {"batch_schedule": BATCH_SCHEDULES, "decay": DECAYS, "precision": PRECISIONS,
                "spike_policy": SPIKE_POLICIES}
     for name, allowed in choices.items():
-        _require(getattr(r, name) in allowed, name, f"must be one of {allowed}", getattr(r, name))
+        require(getattr(r, name) in allowed, name, f"must be one of {allowed}", getattr(r, name),
+                owner="Recipe")
     for name in ("batch_start", "batch_end", "seq_len"):
-        _require(_is_int(getattr(r, name)) and getattr(r, name) > 0, name,
-                 "must be a positive integer", getattr(r, name))
-    _require(_is_int(r.micro_batch) and r.micro_batch >= 0, "micro_batch",
-             "must be a non-negative integer", r.micro_batch)
-    _require(_is_int(r.batch_multiple) and r.batch_multiple > 0, "batch_multiple",
-             "must be a positive integer", r.batch_multiple)
+        require(_is_int(getattr(r, name)) and getattr(r, name) > 0, name,
+                "must be a positive integer", getattr(r, name), owner="Recipe")
+    require(_is_int(r.micro_batch) and r.micro_batch >= 0, "micro_batch",
+            "must be a non-negative integer", r.micro_batch, owner="Recipe")
+    require(_is_int(r.batch_multiple) and r.batch_multiple > 0, "batch_multiple",
+            "must be a positive integer", r.batch_multiple, owner="Recipe")
     for name in ("batch_start", "batch_end"):
-        _require(getattr(r, name) % r.batch_multiple == 0, name,
-                 f"must be a multiple of batch_multiple={r.batch_multiple}", getattr(r, name))
-    _require(_is_int(r.seed), "seed", "must be an integer", r.seed)
+        require(getattr(r, name) % r.batch_multiple == 0, name,
+                f"must be a multiple of batch_multiple={r.batch_multiple}", getattr(r, name),
+                owner="Recipe")
+    require(_is_int(r.seed), "seed", "must be an integer", r.seed, owner="Recipe")
     if r.batch_schedule != "constant":
-        _require(r.batch_start <= r.batch_end, "batch_start",
-                 f"must be <= batch_end={r.batch_end} for a ramp", r.batch_start)
+        require(r.batch_start <= r.batch_end, "batch_start",
+                f"must be <= batch_end={r.batch_end} for a ramp", r.batch_start, owner="Recipe")
     unit = ("batch_ramp_fraction", "warmup_fraction", "decay_fraction", "min_lr_ratio",
             "checkpoint_ratio", "beta1", "beta2")
     for name in unit:
         v = getattr(r, name)
-        _require(_is_real(v) and 0.0 <= v <= 1.0, name, "must be in [0, 1]", v)
-    _require(r.beta1 < 1 and r.beta2 < 1, "beta2" if r.beta2 >= 1 else "beta1", "must be < 1",
-             r.beta2 if r.beta2 >= 1 else r.beta1)
-    _require(r.warmup_fraction < 1.0, "warmup_fraction", "must be < 1", r.warmup_fraction)
-    _require(_is_real(r.lr) and r.lr > 0, "lr", "must be a finite positive number", r.lr)
+        require(_is_real(v) and 0.0 <= v <= 1.0, name, "must be in [0, 1]", v, owner="Recipe")
+    require(r.beta1 < 1 and r.beta2 < 1, "beta2" if r.beta2 >= 1 else "beta1", "must be < 1",
+            r.beta2 if r.beta2 >= 1 else r.beta1, owner="Recipe")
+    require(r.warmup_fraction < 1.0, "warmup_fraction", "must be < 1", r.warmup_fraction,
+            owner="Recipe")
+    require(_is_real(r.lr) and r.lr > 0, "lr", "must be a finite positive number", r.lr,
+            owner="Recipe")
     for name in ("weight_decay", "bias_update_speed", "balance_loss_alpha", "mtp_lambda"):
         v = getattr(r, name)
-        _require(_is_real(v) and v >= 0, name, "must be a finite number >= 0", v)
-    _require(_is_real(r.grad_clip) and r.grad_clip >= 0, "grad_clip",
-             "must be a finite number >= 0 (0 = no clipping)", r.grad_clip)
-    _require(_is_real(r.spike_factor) and r.spike_factor > 1, "spike_factor",
-             "must be a finite number > 1", r.spike_factor)
+        require(_is_real(v) and v >= 0, name, "must be a finite number >= 0", v, owner="Recipe")
+    require(_is_real(r.grad_clip) and r.grad_clip >= 0, "grad_clip",
+            "must be a finite number >= 0 (0 = no clipping)", r.grad_clip, owner="Recipe")
+    require(_is_real(r.spike_factor) and r.spike_factor > 1, "spike_factor",
+            "must be a finite number > 1", r.spike_factor, owner="Recipe")

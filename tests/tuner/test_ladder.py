@@ -36,7 +36,7 @@ def ladder_table(name: str = "lad", n: int = 9, **ladder) -> dict:
     ({"top_noise": 0}, "ladder.top_noise", "true or false"),
     ({"proposals": -1}, "ladder.proposals", ">= 0"),
     ({"rung": 3}, "ladder.rung", "[0, 2]"),
-    ({"ladders": 1}, "ladder.ladders", "unknown key"),
+    ({"ladders": 1}, "ladder", "unknown key(s) ['ladders']"),
 ])
 def test_bad_ladder_values_name_the_field_and_rule(ladder, field, rule):
     with pytest.raises(SpecError) as e:

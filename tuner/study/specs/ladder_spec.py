@@ -24,10 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trainers.validation import FieldError, reject_unknown, require
+
 RUNG_SEP = ".w"
 
 
-class LadderError(ValueError):
+class LadderError(FieldError):
     """A ``[ladder]`` value breaks a rule; the message names the field, the rule and the value."""
 
 
@@ -78,44 +80,42 @@ def parse_ladder(table: Any, *, study_name: str, name_re: Any) -> LadderSection:
     Raises:
         LadderError: naming the field, the rule and the value.
     """
-    if not isinstance(table, Mapping):
-        raise LadderError(f"ladder: must be a table, but got {table!r}.")
+    require(isinstance(table, Mapping), "ladder", "must be a table", table, error=LadderError)
     known = ("widths", "promote", "mup", "proposals", "top_noise", "rung", "promoted")
-    for key in table:
-        _require(key in known, f"ladder.{key}", f"unknown key; valid keys are {list(known)}",
-                 table[key])
+    reject_unknown(table, known, "ladder", error=LadderError)
     if not table:
         return LadderSection()
     widths: Any = table.get("widths")
-    _require(isinstance(widths, list) and len(widths) >= 2
-             and all(_is_int(w) and w >= 8 for w in widths), "ladder.widths",
-             "must be a list of at least 2 integer model widths >= 8", widths)
-    _require(all(a < b for a, b in zip(widths, widths[1:])), "ladder.widths",
-             "must increase from the bottom rung to the top", widths)
+    require(isinstance(widths, list) and len(widths) >= 2
+            and all(_is_int(w) and w >= 8 for w in widths), "ladder.widths",
+            "must be a list of at least 2 integer model widths >= 8", widths, error=LadderError)
+    require(all(a < b for a, b in zip(widths, widths[1:])), "ladder.widths",
+            "must increase from the bottom rung to the top", widths, error=LadderError)
     promote = table.get("promote", 1 / 3)
-    _require(isinstance(promote, int | float) and not isinstance(promote, bool)
-             and 0 < promote <= 1, "ladder.promote",
-             "must be a share in (0, 1] of a rung's feasible trials", promote)
+    require(isinstance(promote, int | float) and not isinstance(promote, bool)
+            and 0 < promote <= 1, "ladder.promote",
+            "must be a share in (0, 1] of a rung's feasible trials", promote, error=LadderError)
     mup = table.get("mup", True)
-    _require(isinstance(mup, bool), "ladder.mup", "must be true or false", mup)
+    require(isinstance(mup, bool), "ladder.mup", "must be true or false", mup, error=LadderError)
     proposals = table.get("proposals", 0)
-    _require(_is_int(proposals) and proposals >= 0, "ladder.proposals",
-             "must be an integer >= 0", proposals)
+    require(_is_int(proposals) and proposals >= 0, "ladder.proposals",
+            "must be an integer >= 0", proposals, error=LadderError)
     top_noise = table.get("top_noise", True)
-    _require(isinstance(top_noise, bool), "ladder.top_noise", "must be true or false",
-             top_noise)
+    require(isinstance(top_noise, bool), "ladder.top_noise", "must be true or false",
+            top_noise, error=LadderError)
     rung = table.get("rung", 0)
-    _require(_is_int(rung) and 0 <= rung < len(widths), "ladder.rung",
-             f"must be an integer in [0, {len(widths) - 1}] (written by the ladder)", rung)
+    require(_is_int(rung) and 0 <= rung < len(widths), "ladder.rung",
+            f"must be an integer in [0, {len(widths) - 1}] (written by the ladder)", rung,
+            error=LadderError)
     promoted = table.get("promoted", [])
-    _require(isinstance(promoted, list) and all(_is_int(n) and n >= 0 for n in promoted),
-             "ladder.promoted", "must be a list of trial numbers (written by the ladder)",
-             promoted)
+    require(isinstance(promoted, list) and all(_is_int(n) and n >= 0 for n in promoted),
+            "ladder.promoted", "must be a list of trial numbers (written by the ladder)",
+            promoted, error=LadderError)
     top = rung_name(study_name.rsplit(RUNG_SEP, 1)[0] if rung else study_name, tuple(widths),
                     len(widths) - 1)
-    _require(bool(name_re.fullmatch(top)), "study.name",
-             f"must leave room for the rung suffix: the top rung's study would be {top!r}, "
-             "past 64 characters", study_name)
+    require(bool(name_re.fullmatch(top)), "study.name",
+            f"must leave room for the rung suffix: the top rung's study would be {top!r}, "
+            "past 64 characters", study_name, error=LadderError)
     return LadderSection(widths=tuple(widths), promote=float(promote), mup=mup,
                          proposals=proposals, top_noise=top_noise, rung=rung,
                          promoted=tuple(promoted))
@@ -123,8 +123,3 @@ def parse_ladder(table: Any, *, study_name: str, name_re: Any) -> LadderSection:
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _require(ok: bool, field: str, rule: str, value: Any) -> None:
-    if not ok:
-        raise LadderError(f"{field}: {rule}, but got {value!r}.")

@@ -30,13 +30,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainers.validation import FieldError, reject_unknown, require
+
 BUDGET_SEP = ".t"
 MIN_BUDGETS = 4
 MIN_DECADES = 1.5
 KNOWN = ("tokens", "held_out", "trials", "mup", "budget", "predicted")
 
 
-class LawError(ValueError):
+class LawError(FieldError):
     """A ``[law]`` value breaks a rule; the message names the field, the rule and the value."""
 
 
@@ -97,52 +99,45 @@ def parse_law(table: Any, *, study_name: str, name_re: Any) -> LawSection:
     Raises:
         LawError: naming the field, the rule and the value.
     """
-    if not isinstance(table, Mapping):
-        raise LawError(f"law: must be a table, but got {table!r}.")
-    unknown = sorted(set(table) - set(KNOWN))
-    if unknown:
-        raise LawError(f"law: unknown key(s) {unknown}; valid keys are {sorted(KNOWN)}.")
+    require(isinstance(table, Mapping), "law", "must be a table", table, error=LawError)
+    reject_unknown(table, KNOWN, "law", error=LawError)
     if not table:
         return LawSection()
     tokens: Any = table.get("tokens")
-    _require(isinstance(tokens, list) and len(tokens) >= MIN_BUDGETS
-             and all(_is_int(t) and t > 0 for t in tokens), "law.tokens",
-             f"must be a list of at least {MIN_BUDGETS} positive integer token budgets", tokens)
-    _require(all(a < b for a, b in zip(tokens, tokens[1:])), "law.tokens",
-             "must increase from the smallest budget to the largest", tokens)
+    require(isinstance(tokens, list) and len(tokens) >= MIN_BUDGETS
+            and all(_is_int(t) and t > 0 for t in tokens), "law.tokens",
+            f"must be a list of at least {MIN_BUDGETS} positive integer token budgets", tokens,
+            error=LawError)
+    require(all(a < b for a, b in zip(tokens, tokens[1:])), "law.tokens",
+            "must increase from the smallest budget to the largest", tokens, error=LawError)
     span = math.log10(tokens[-1] / tokens[0])
-    _require(span >= MIN_DECADES - 1e-9, "law.tokens",
-             f"must span at least {MIN_DECADES} decades (largest/smallest >= "
-             f"{10 ** MIN_DECADES:.3g}); these span {span:.2f}", tokens)
+    require(span >= MIN_DECADES - 1e-9, "law.tokens",
+            f"must span at least {MIN_DECADES} decades (largest/smallest >= "
+            f"{10 ** MIN_DECADES:.3g}); these span {span:.2f}", tokens, error=LawError)
     held = table.get("held_out", 0)
-    _require(_is_int(held) and (held == 0 or held > tokens[-1]), "law.held_out",
-             f"must be 0 (no held-out check) or an integer above the largest fitted budget "
-             f"({tokens[-1]})", held)
+    require(_is_int(held) and (held == 0 or held > tokens[-1]), "law.held_out",
+            f"must be 0 (no held-out check) or an integer above the largest fitted budget "
+            f"({tokens[-1]})", held, error=LawError)
     trials = table.get("trials", 0)
-    _require(_is_int(trials) and trials >= 0, "law.trials",
-             "must be an integer >= 0 (0: [study] n_trials per budget)", trials)
+    require(_is_int(trials) and trials >= 0, "law.trials",
+            "must be an integer >= 0 (0: [study] n_trials per budget)", trials, error=LawError)
     mup = table.get("mup", True)
-    _require(isinstance(mup, bool), "law.mup", "must be true or false", mup)
+    require(isinstance(mup, bool), "law.mup", "must be true or false", mup, error=LawError)
     n = len(tokens) + (1 if held else 0)
     budget = table.get("budget", 0)
-    _require(_is_int(budget) and 0 <= budget < n, "law.budget",
-             f"must be an integer in [0, {n - 1}] (written by the law)", budget)
+    require(_is_int(budget) and 0 <= budget < n, "law.budget",
+            f"must be an integer in [0, {n - 1}] (written by the law)", budget, error=LawError)
     predicted = table.get("predicted", {})
-    _require(isinstance(predicted, Mapping), "law.predicted",
-             "must be a table (written by the law)", predicted)
+    require(isinstance(predicted, Mapping), "law.predicted",
+            "must be a table (written by the law)", predicted, error=LawError)
     law = LawSection(tokens=tuple(tokens), held_out=held, trials=trials, mup=mup,
                      budget=budget, predicted=dict(predicted))
     top = budget_name(base_name(study_name, law), law, n - 1)
-    _require(bool(name_re.fullmatch(top)), "study.name",
-             f"must leave room for the budget suffix: the largest budget's study would be "
-             f"{top!r}, past 64 characters", study_name)
+    require(bool(name_re.fullmatch(top)), "study.name",
+            f"must leave room for the budget suffix: the largest budget's study would be "
+            f"{top!r}, past 64 characters", study_name, error=LawError)
     return law
 
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _require(ok: bool, field: str, rule: str, value: Any) -> None:
-    if not ok:
-        raise LawError(f"{field}: {rule}, but got {value!r}.")

@@ -28,13 +28,14 @@ from typing import Any
 import optuna
 
 from search_spaces.loader import Distribution, Param, SearchSpace
+from trainers.validation import FieldError, reject_unknown, require
 from tuner.modeling.baselines import BASELINES, categorical_values
 from tuner.study.store.database import URL_PREFIXES, shown
 
 KEYS = ("baselines", "enqueue", "warm_start", "warm_start_storage")
 
 
-class StartError(ValueError):
+class StartError(FieldError):
     """A ``[start]`` value breaks a rule; the message names the field, the rule and the value."""
 
 
@@ -73,69 +74,77 @@ def parse_start(table: Any, space: SearchSpace, *, study_name: str, n_trials: in
     Raises:
         StartError: the first rule broken.
     """
-    _require(isinstance(table, Mapping), "start", "must be a table", table)
-    unknown = sorted(set(table) - set(KEYS))
-    if unknown:
-        raise StartError(f"start: unknown key(s) {unknown}; valid keys are {sorted(KEYS)}.")
+    require(isinstance(table, Mapping), "start", "must be a table", table, error=StartError)
+    reject_unknown(table, KEYS, "start", error=StartError)
     baselines = _baselines(table.get("baselines", []), space)
     enqueue = _enqueue(table.get("enqueue", []), space)
     warm, storage = table.get("warm_start", ""), table.get("warm_start_storage", "")
-    _require(isinstance(warm, str), "start.warm_start", "must be a string (a study name)", warm)
-    _require(isinstance(storage, str), "start.warm_start_storage", "must be a string", storage)
+    require(isinstance(warm, str), "start.warm_start", "must be a string (a study name)", warm,
+            error=StartError)
+    require(isinstance(storage, str), "start.warm_start_storage", "must be a string", storage,
+            error=StartError)
     if warm:
-        _require(bool(name_re.fullmatch(warm)), "start.warm_start",
-                 "must be a study name (1-64 letters, digits, '_', '-', '.')", warm)
-        _require(warm != study_name, "start.warm_start",
-                 "must name another study (a study cannot warm-start from itself)", warm)
+        require(bool(name_re.fullmatch(warm)), "start.warm_start",
+                "must be a study name (1-64 letters, digits, '_', '-', '.')", warm,
+                error=StartError)
+        require(warm != study_name, "start.warm_start",
+                "must name another study (a study cannot warm-start from itself)", warm,
+                error=StartError)
     if storage:
-        _require(bool(warm), "start.warm_start_storage", "is only valid with start.warm_start",
-                 shown(storage))
-        _require(storage.startswith(URL_PREFIXES), "start.warm_start_storage",
-                 "must be '' or a database URL (sqlite:///…, postgresql://…)", shown(storage))
+        require(bool(warm), "start.warm_start_storage", "is only valid with start.warm_start",
+                shown(storage), error=StartError)
+        require(storage.startswith(URL_PREFIXES), "start.warm_start_storage",
+                "must be '' or a database URL (sqlite:///…, postgresql://…)", shown(storage),
+                error=StartError)
     start = StartSection(baselines=baselines, enqueue=enqueue, warm_start=warm,
                          warm_start_storage=storage)
-    _require(start.n_points <= n_trials, "start",
-             f"evaluates {start.n_points} point(s) first (baselines + enqueue), more than "
-             f"study.n_trials = {n_trials}; raise n_trials or list fewer points", start.n_points)
+    require(start.n_points <= n_trials, "start",
+            f"evaluates {start.n_points} point(s) first (baselines + enqueue), more than "
+            f"study.n_trials = {n_trials}; raise n_trials or list fewer points", start.n_points,
+            error=StartError)
     return start
 
 
 def _baselines(value: Any, space: SearchSpace) -> tuple[str, ...]:
-    _require(isinstance(value, list), "start.baselines", "must be a list of names", value)
+    require(isinstance(value, list), "start.baselines", "must be a list of names", value,
+            error=StartError)
     for i, name in enumerate(value):
         where = f"start.baselines[{i}]"
-        _require(isinstance(name, str) and name in BASELINES, where,
-                 f"must be a named baseline, one of {sorted(BASELINES)}", name)
-        _require(value.index(name) == i, where, "must not repeat a baseline", name)
+        require(isinstance(name, str) and name in BASELINES, where,
+                f"must be a named baseline, one of {sorted(BASELINES)}", name, error=StartError)
+        require(value.index(name) == i, where, "must not repeat a baseline", name,
+                error=StartError)
         for field, choice in categorical_values(BASELINES[name]).items():
             param = _param(space, field)
             if param is None or not isinstance(param.distribution,
                                                optuna.distributions.CategoricalDistribution):
                 continue  # not searched: every trial gets the study's own value
-            _require(choice in param.distribution.choices, where,
-                     f"{name!r} sets {field} = {choice!r}, which the space's choices "
-                     f"{list(param.distribution.choices)} do not hold (a choice has no nearest "
-                     f"value to clip to); add it to the choices or drop the baseline", name)
+            require(choice in param.distribution.choices, where,
+                    f"{name!r} sets {field} = {choice!r}, which the space's choices "
+                    f"{list(param.distribution.choices)} do not hold (a choice has no nearest "
+                    f"value to clip to); add it to the choices or drop the baseline", name,
+                    error=StartError)
     return tuple(value)
 
 
 def _enqueue(value: Any, space: SearchSpace) -> tuple[dict[str, Any], ...]:
-    _require(isinstance(value, list), "start.enqueue",
-             "must be a list of tables, e.g. [{lr = 1e-3}]", value)
+    require(isinstance(value, list), "start.enqueue",
+            "must be a list of tables, e.g. [{lr = 1e-3}]", value, error=StartError)
     points = []
     for i, point in enumerate(value):
         where = f"start.enqueue[{i}]"
-        _require(isinstance(point, Mapping) and len(point) > 0, where,
-                 "must be a non-empty table of searched parameters", point)
+        require(isinstance(point, Mapping) and len(point) > 0, where,
+                "must be a non-empty table of searched parameters", point, error=StartError)
         for key, v in point.items():
             param = _param(space, key)
             if param is None:
                 fixed = f" ({key} is fixed to {space.fixed[key]!r})" if key in space.fixed else ""
                 raise StartError(f"{where}.{key}: must be a searched parameter of the space "
-                                 f"{list(space.names())}{fixed}, but got {key}={v!r}.")
-            _require(contains(param.distribution, v), f"{where}.{key}",
-                     f"must be a value the parameter can take ({_describe(param.distribution)})",
-                     v)
+                                 f"{list(space.names())}{fixed}, but got {key}={v!r}.",
+                                 f"{where}.{key}")
+            require(contains(param.distribution, v), f"{where}.{key}",
+                    f"must be a value the parameter can take ({_describe(param.distribution)})",
+                    v, error=StartError)
         _check_active(dict(point), space, where)
         _check_recipe(dict(point), space, where)
         points.append(dict(point))
@@ -150,9 +159,10 @@ def _check_active(point: dict[str, Any], space: SearchSpace, where: str) -> None
         if p.name not in point:
             continue
         for key, allowed in p.when:
-            _require(key in values and values[key] in allowed, f"{where}.{p.name}",
-                     f"is sampled only when {key} is one of {list(allowed)}, so the point must "
-                     f"set {key} to one of them", values.get(key, "(left to the sampler)"))
+            require(key in values and values[key] in allowed, f"{where}.{p.name}",
+                    f"is sampled only when {key} is one of {list(allowed)}, so the point must "
+                    f"set {key} to one of them", values.get(key, "(left to the sampler)"),
+                    error=StartError)
 
 
 def _check_recipe(point: dict[str, Any], space: SearchSpace, where: str) -> None:
@@ -169,7 +179,7 @@ def _check_recipe(point: dict[str, Any], space: SearchSpace, where: str) -> None
         space.to_recipe(point)
     except ValueError as e:
         raise StartError(f"{where}: must be a recipe Recipe accepts ({e}), but got "
-                         f"{point!r}.") from None
+                         f"{point!r}.", where) from None
 
 
 def _param(space: SearchSpace, name: str) -> Param | None:
@@ -194,8 +204,3 @@ def _describe(d: Distribution) -> str:
     kind = "an integer" if isinstance(d, optuna.distributions.IntDistribution) else "a number"
     step = f" on steps of {d.step:g} from {d.low:g}" if d.step not in (None, 1) else ""
     return f"{kind} in [{d.low:g}, {d.high:g}]{step}"
-
-
-def _require(cond: bool, where: str, rule: str, value: Any) -> None:
-    if not cond:
-        raise StartError(f"{where}: {rule}, but got {value!r}.")
