@@ -171,7 +171,9 @@ FULL_RUN_BAD = [
     (with_("full_run.hardware", "h900"), ["full_run.hardware", "one of", "h800", "h900"]),
     (with_("full_run.gpus", 0), ["full_run.gpus", "positive integer", "0"]),
     (with_("full_run.tokens", 1.5), ["full_run.tokens", "integer", "1.5"]),
-    (with_("full_run.tokens", -1), ["full_run.tokens", "positive integer", "-1"]),
+    (with_("full_run.tokens", -1), ["full_run.tokens", "positive whole number", "-1"]),
+    # the limits of `moetune export --gpus` (tuner.modeling.full_run.FullRunLimits)
+    (with_("full_run.gpus", 2**21), ["full_run.gpus", "at most 1048576", "2097152"]),
     (with_("full_run.target", "proxy-xl"), ["full_run.target", "deepseek-v3-671b", "proxy-xl"]),
     (with_("full_run.nodes", 4), ["full_run", "unknown key", "nodes", "gpus"]),
     (with_("objectives.full_gpu_hours", "minimize"),

@@ -20,13 +20,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainers.validation import FieldError, relabel
 from tuner.app.commands import open_study, where_options
 from tuner.app.errors import UsageError
 from tuner.export import formats
 from tuner.export.export import export_study
 from tuner.export.formats import torchtitan
 from tuner.export.pick import PICKS, Pick
-from tuner.modeling.full_run import DEFAULT_MFU, ExportError, FullRunTarget, load_target
+from tuner.modeling.full_run import (
+    DEFAULT_MFU,
+    ExportError,
+    FullRunLimits,
+    FullRunTarget,
+    load_target,
+)
 from tuner.modeling.hardware import HARDWARE, get_hardware
 
 
@@ -81,43 +88,39 @@ def parse_pick(args: argparse.Namespace) -> Pick:
                 min_tokens_per_s=args.min_tokens_per_s)
 
 
-# options checked before anything runs; None means "chosen by a rule"
-POSITIVE_INTS = ("gpus", "seq_len", "micro_batch", "global_batch", "tp", "pp", "ep")
-# Upper bounds far beyond any run (DeepSeek-V3: 2048 GPUs, 14.8e12 tokens, 4K sequences) that
-# keep the planner's search over layouts of --gpus, and the cost model's arithmetic, finite.
-MAX_INT = {"gpus": 2**20, "seq_len": 2**20, "micro_batch": 2**16, "global_batch": 2**30,
-           "tp": 2**10, "pp": 2**10, "ep": 2**16}
-MAX_TOKENS = 1e16
-UNIT_INTERVAL = ("memory_fraction", "mfu")
-
-
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+class FlagError(UsageError, FieldError):
+    """A command-line option breaks a rule; ``field`` is the flag (``--gpus``)."""
+
+
+def _as_flag(e: FieldError) -> FieldError:
+    """``e``, of a full run's field (`FullRunLimits`, the target), said of its flag."""
+    flag = _flag(e.field)
+    return relabel(e, flag, error=FlagError, shown=lambda v: f"{flag} {v!r}")
+
+
 def check_numbers(args: argparse.Namespace) -> None:
-    """Range checks of the numeric options; the error names the option, the rule and the value.
+    """Range checks of the numeric options: the full run's are `FullRunLimits`' (a spec's
+    ``[full_run]`` has the same), the pick's below; the error names the option, the rule and
+    the value.
 
     Raises:
-        UsageError: the first option out of range.
+        UsageError: the first option out of range (a `FlagError`: ``field`` is the flag).
     """
     def bad(name: str, rule: str) -> UsageError:
         return UsageError(f"{_flag(name)}: must be {rule}, but got {_flag(name)} "
                           f"{getattr(args, name)!r}.")
 
-    for name in POSITIVE_INTS:
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise bad(name, "a positive integer")
-        if value is not None and value > MAX_INT[name]:
-            raise bad(name, f"at most {MAX_INT[name]}")
-    if not (args.tokens >= 1 and float(args.tokens).is_integer()):  # also refuses nan, inf
-        raise bad("tokens", "a positive whole number")
-    if args.tokens > MAX_TOKENS:
-        raise bad("tokens", f"at most {MAX_TOKENS:g}")
-    for name in UNIT_INTERVAL:
-        if not 0.0 < getattr(args, name) <= 1.0:
-            raise bad(name, "in (0, 1]")
+    try:  # None: chosen by a rule
+        FullRunLimits(gpus=args.gpus, tokens=args.tokens, seq_len=args.seq_len,
+                      global_batch=args.global_batch, micro_batch=args.micro_batch,
+                      memory_fraction=args.memory_fraction, mfu=args.mfu, tp=args.tp,
+                      pp=args.pp, ep=args.ep)
+    except FieldError as e:
+        raise _as_flag(e) from None
     if args.max_memory_gb is not None and not args.max_memory_gb > 0:
         raise bad("max_memory_gb", "positive")
     if args.min_tokens_per_s is not None and not args.min_tokens_per_s >= 0:
@@ -175,7 +178,10 @@ def sidecar_path(out: Path) -> Path:
 def parse_target(args: argparse.Namespace) -> FullRunTarget:
     check_numbers(args)
     tokens = args.tokens
-    model_args, name = load_target(args.target)
+    try:
+        model_args, name = load_target(args.target)
+    except FieldError as e:
+        raise _as_flag(e) from None
     return FullRunTarget(model_args=model_args, name=name, hardware=get_hardware(args.hardware),
                          gpus=args.gpus, tokens=int(tokens), seq_len=args.seq_len,
                          global_batch=args.global_batch, micro_batch=args.micro_batch,

@@ -22,6 +22,7 @@ from trainers.model_args import ModelArgs
 from trainers.presets import preset, preset_names
 from trainers.recipe import Recipe
 from trainers.schedules import STEP_BOUNDARIES, batch_size_at
+from trainers.validation import field_error, require
 from tuner.modeling import cost_model as cm
 from tuner.modeling import fp8_speed, references, scaling
 from tuner.modeling.hardware import Hardware, get_hardware
@@ -42,14 +43,21 @@ class ExportError(ValueError):
     """The full run cannot be built as asked (the message says why and what would work)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class FullRunTarget:
-    """The full run asked for. ``tp``/``pp``/``ep`` fix degrees the planner would otherwise
-    choose; ``global_batch`` (sequences) overrides B_opt."""
+# Upper bounds far beyond any run (DeepSeek-V3: 2048 GPUs, 14.8e12 tokens, 4K sequences) that
+# keep the planner's search over layouts of the GPUs, and the cost model's arithmetic, finite.
+MAX_INT = {"gpus": 2**20, "seq_len": 2**20, "micro_batch": 2**16, "global_batch": 2**30,
+           "tp": 2**10, "pp": 2**10, "ep": 2**16}
+MAX_TOKENS = 1e16
 
-    model_args: ModelArgs
-    name: str
-    hardware: Hardware
+
+@dataclass(frozen=True, kw_only=True)
+class FullRunLimits:
+    """The numbers of a full run, checked here once for every way of asking for one (a spec's
+    ``[full_run]``, ``moetune export``'s flags, the service's export): a `FieldError` naming
+    the field (``gpus``, ``tokens``, ...), the rule and the value. ``tokens`` may be given as a
+    whole float (TOML and the command line read ``14.8e12`` as one) and is kept as an int;
+    ``global_batch``/``tp``/``pp``/``ep`` None: chosen by a rule."""
+
     gpus: int
     tokens: int
     seq_len: int = 4096
@@ -62,19 +70,33 @@ class FullRunTarget:
     ep: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("gpus", "tokens", "seq_len", "micro_batch"):
+        for name, most in MAX_INT.items():
             v = getattr(self, name)
-            if not (isinstance(v, int) and v > 0):
-                raise ValueError(f"{name}: must be a positive integer, but got {name}={v!r}.")
-        for name in ("global_batch", "tp", "pp", "ep"):  # None: chosen by a rule
+            if v is None and name in ("global_batch", "tp", "pp", "ep"):
+                continue
+            require(isinstance(v, int) and not isinstance(v, bool) and v >= 1, name,
+                    "must be a positive integer", v)
+            require(v <= most, name, f"must be at most {most}", v)
+        t = self.tokens
+        require(isinstance(t, int | float) and not isinstance(t, bool) and t >= 1
+                and float(t).is_integer(), "tokens", "must be a positive whole number", t)
+        require(t <= MAX_TOKENS, "tokens", f"must be at most {MAX_TOKENS:g}", t)
+        object.__setattr__(self, "tokens", int(t))
+        for name in ("memory_fraction", "mfu"):
             v = getattr(self, name)
-            if v is not None and not (isinstance(v, int) and v > 0):
-                raise ValueError(f"{name}: must be a positive integer, but got {name}={v!r}.")
-        if not 0.0 < self.memory_fraction <= 1.0:
-            raise ValueError(f"memory_fraction: must be in (0, 1], but got "
-                             f"memory_fraction={self.memory_fraction!r}.")
-        if not 0.0 < self.mfu <= 1.0:
-            raise ValueError(f"mfu: must be in (0, 1], but got mfu={self.mfu!r}.")
+            require(isinstance(v, int | float) and not isinstance(v, bool) and 0.0 < v <= 1.0,
+                    name, "must be in (0, 1]", v)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FullRunTarget(FullRunLimits):
+    """The full run asked for: the target model and hardware, and its `FullRunLimits` (checked
+    at construction). ``tp``/``pp``/``ep`` fix degrees the planner would otherwise choose;
+    ``global_batch`` (sequences) overrides B_opt."""
+
+    model_args: ModelArgs
+    name: str
+    hardware: Hardware
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,30 +139,45 @@ class FullRun:
         }
 
 
+def check_target(spec: str) -> None:
+    """The rule of a target's name, read from no file: a published config (`targets.TARGETS`),
+    a config JSON path (``*.json``) or a `trainers.preset` name.
+
+    Raises:
+        FieldError: none of these (``field`` ``target``); the message lists the valid names.
+    """
+    if spec.lower() in TARGETS or spec.endswith(".json"):
+        return
+    try:
+        preset(spec)
+        known = True
+    except (ValueError, KeyError):
+        known = False
+    require(known, "target", f"must be a published config ({sorted(TARGETS)}), a config JSON "
+            f"path or a proxy preset ({preset_names()})", spec)
+
+
 def load_target(spec: str) -> tuple[ModelArgs, str]:
     """A target model: a published config by name (`targets.TARGETS`, e.g.
     ``deepseek-v3-671b``), a DeepSeek-style config JSON path, or a `trainers.preset` name.
 
     Raises:
-        ValueError: none of these; the message lists the valid names.
+        FieldError: none of these, or a file that cannot be read (``field`` ``target``).
+        ValueError: a config JSON that `ModelArgs` refuses.
     """
     if spec.lower() in TARGETS:
         return published_target(spec)
     path = Path(spec)
-    if path.is_dir():
-        raise ValueError(f"--target: must be a config JSON file, a published config "
-                         f"({sorted(TARGETS)}) or a proxy preset, but {spec!r} is a folder.")
+    require(not path.is_dir(), "target", f"must be a config JSON file, a published config "
+            f"({sorted(TARGETS)}) or a proxy preset, not a folder", spec)
     if path.suffix == ".json" or path.exists():
         try:
             return ModelArgs.from_json(path), path.stem.removeprefix("config_")
         except OSError as e:
-            raise ValueError(f"--target: cannot read {spec!r} ({e.strerror or e}).") from None
-    try:
-        return preset(spec), spec
-    except ValueError:
-        raise ValueError(f"--target: must be a published config ({sorted(TARGETS)}), a config "
-                         f"JSON path or a proxy preset ({preset_names()}), but got "
-                         f"--target {spec!r}.") from None
+            raise field_error("target", f"must be a readable file ({e.strerror or e})",
+                              spec) from None
+    check_target(spec)
+    return preset(spec), spec
 
 
 def _target_args(proxy: ModelArgs, target: ModelArgs) -> ModelArgs:

@@ -74,13 +74,13 @@ class SubmitError(ValueError):
         self.field = field
 
 
-def _check_inputs(table: dict[str, Any]) -> str:
-    """The spec's file checks: '' if they pass, else the error."""
+def _check_inputs(table: dict[str, Any]) -> SpecError | None:
+    """The spec's file checks: None if they pass, else the error (its ``field`` kept)."""
     try:
         check_inputs(parse_spec(table))
     except SpecError as e:
-        return str(e)
-    return ""
+        return e
+    return None
 
 
 # on a cluster, where the drivers run (data and model paths are cluster paths)
@@ -167,13 +167,13 @@ class Service:
         try:
             spec = parse_spec(table)
         except SpecError as e:
-            raise SubmitError(str(e), field=str(e).split(":", 1)[0]) from None
+            raise SubmitError(str(e), field=e.field) from None
         self._check_caps(spec)
         spec = _first_stage(spec)
         problem = (_check_inputs(spec.to_dict()) if self.config.local_ray else
-                   str(ray.get(_check_on_cluster.remote(spec.to_dict()))))
-        if problem:
-            raise SubmitError(problem, field=problem.split(":", 1)[0])
+                   ray.get(_check_on_cluster.remote(spec.to_dict())))
+        if problem is not None:
+            raise SubmitError(str(problem), field=problem.field)
         if spec.name in study_names(self.storage):
             raise SubmitError(f"study.name: must be a new study name, but {spec.name!r} "
                               "exists; choose another name.", field="study.name")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from trainers.result import GIB
+from trainers.validation import field_error
 from tuner.modeling.full_run import modeled_cost, target_of
 from tuner.study.run.timing import SYSTEMS_FIELDS
 
@@ -207,15 +208,15 @@ def constraint_target(key: str) -> tuple[str, Literal["upper", "lower"]]:
     ``min_tokens_per_s = 1e4`` → tokens_per_s >= 1e4.
 
     Raises:
-        ValueError: the key names no registered metric.
+        FieldError: the key names no registered metric (``field`` ``constraints.<key>``).
     """
     if key in METRICS:
         return key, "upper"
     for prefix, kind in (("max_", "upper"), ("min_", "lower")):
         if key.startswith(prefix) and key[len(prefix):] in METRICS:
             return key[len(prefix):], kind  # type: ignore[return-value]
-    raise ValueError(f"constraints.{key}: must be <metric>, max_<metric> or min_<metric> with a "
-                     f"metric in {sorted(METRICS)}, but got {key!r}.")
+    raise field_error(f"constraints.{key}", f"must be <metric>, max_<metric> or min_<metric> "
+                      f"with a metric in {sorted(METRICS)}", key)
 
 
 def constraint_value(value: float, limit: float, kind: str) -> float:

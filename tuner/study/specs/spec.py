@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from search_spaces.loader import SearchSpace, SpaceError, load_space, space_from_dict
 from trainers.model_args import GROUP_SCORES, ModelArgs
-from trainers.presets import preset, preset_names
+from trainers.presets import preset
+from trainers.validation import FieldError, reject_unknown, relabel, require
+from tuner.modeling.full_run import FullRunLimits, check_target
 from tuner.modeling.hardware import HARDWARE
-from tuner.modeling.targets import TARGETS
 from tuner.study.results.metrics import (
     DIRECTIONS,
     METRICS,
@@ -55,8 +56,9 @@ SECTIONS = ("study", "model", "data", "budget", "objectives", "constraints", "pr
             "resources", "full_run", "space", "start", "ladder", "law")
 
 
-class SpecError(ValueError):
-    """A study spec breaks a rule; the message names the field, the rule and the value."""
+class SpecError(FieldError):
+    """A study spec breaks a rule; ``field`` names the key (``study.name``), the message the
+    rule and the value."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +137,18 @@ class FullRunSection:
     tokens: int = 14_800_000_000_000
     seq_len: int = 4096
 
+    def __post_init__(self) -> None:
+        """The full run's limits are `FullRunLimits`' (those of ``moetune export`` too), the
+        target's name rule `check_target`'s; a config JSON is read by `check_inputs`."""
+        require(self.hardware in HARDWARE, "full_run.hardware",
+                f"must be one of {sorted(HARDWARE)}", self.hardware, error=SpecError)
+        try:
+            FullRunLimits(gpus=self.gpus, tokens=self.tokens, seq_len=self.seq_len)
+            if self.target:
+                check_target(self.target)
+        except FieldError as e:
+            raise relabel(e, f"full_run.{e.field}", error=SpecError) from None
+
 
 @dataclass(frozen=True, kw_only=True)
 class StudySpec:
@@ -183,7 +197,10 @@ class StudySpec:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySpec:
-        return spec_from_dict(d, base_dir=base_dir)
+        """A stored spec (`to_dict`), parsed (`parse_spec`): its files were checked when it
+        was submitted, and the command that trains from it checks them again
+        (`check_inputs`)."""
+        return parse_spec(d, base_dir=base_dir)
 
     @property
     def full_run_target(self) -> str:
@@ -203,14 +220,14 @@ def load_spec(path: str | Path, *, overrides: Mapping[str, Any] | None = None) -
     """
     path = Path(path)
     if not path.is_file():
-        raise SpecError(f"spec: must be an existing file, but got {str(path)!r}.")
+        raise SpecError(f"spec: must be an existing file, but got {str(path)!r}.", "spec")
     try:
         table = tomllib.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError; an int of > 4300 digits
-        raise SpecError(f"{path}: not valid TOML ({_first_line(e)}).") from None
+        raise SpecError(f"{path}: not valid TOML ({_first_line(e)}).", "spec") from None
     except RecursionError:
         raise SpecError(f"{path}: not valid TOML (arrays or tables nested too deep for the "
-                        "parser).") from None
+                        "parser).", "spec") from None
     for dotted, value in (overrides or {}).items():
         section, key = dotted.split(".", 1)
         table.setdefault(section, {})[key] = value
@@ -234,10 +251,12 @@ def parse_spec(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySp
     Raises:
         SpecError: the first rule broken.
     """
-    _reject_unknown(d, SECTIONS, "spec")
+    reject_unknown(d, SECTIONS, "spec", error=SpecError)
     for key in SECTIONS:
-        _require(isinstance(d.get(key, {}), Mapping), key, "must be a table", d.get(key))
-    _require("study" in d, "study", "is required (at least [study] name = ...)", None)
+        require(isinstance(d.get(key, {}), Mapping), key, "must be a table", d.get(key),
+                error=SpecError)
+    require("study" in d, "study", "is required (at least [study] name = ...)", None,
+            error=SpecError)
     study = _section(StudySection, d["study"], "study")
     _check_study(study)
     model = _model(d.get("model", {}), base_dir)
@@ -256,18 +275,18 @@ def parse_spec(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySp
     space = _space(d.get("space"), base_dir)
     # trainers.train's rule: the budget must hold one whole sequence
     seq_len = space.largest("seq_len")
-    _require(budget.tokens_per_trial >= seq_len, "budget.tokens_per_trial",
-             f"must hold at least one sequence of the longest seq_len the space allows "
-             f"(seq_len={seq_len})", budget.tokens_per_trial)
+    require(budget.tokens_per_trial >= seq_len, "budget.tokens_per_trial",
+            f"must hold at least one sequence of the longest seq_len the space allows "
+            f"(seq_len={seq_len})", budget.tokens_per_trial, error=SpecError)
     try:
         start = parse_start(d.get("start", {}), space, study_name=study.name,
                             n_trials=study.n_trials, name_re=NAME_RE)
     except StartError as e:
-        raise SpecError(str(e)) from None
+        raise relabel(e, e.field, error=SpecError) from None
     try:
         ladder = parse_ladder(d.get("ladder", {}), study_name=study.name, name_re=NAME_RE)
     except LadderError as e:
-        raise SpecError(str(e)) from None
+        raise relabel(e, e.field, error=SpecError) from None
     law = _law(d.get("law", {}), study.name, ladder, space, objectives)
     return StudySpec(study=study, model=model, data=data, budget=budget, objectives=objectives,
                      constraints=constraints, pruning=pruning, resources=resources, space=space,
@@ -282,19 +301,21 @@ def _law(table: Any, name: str, ladder: LadderSection, space: SearchSpace,
     try:
         law = parse_law(table, study_name=name, name_re=NAME_RE)
     except LawError as e:
-        raise SpecError(str(e)) from None
+        raise relabel(e, e.field, error=SpecError) from None
     if not law.on:
         return law
-    _require(not ladder.on, "law", "cannot be combined with [ladder] (a law varies the tokens "
-             "at one width, a ladder the width at one budget)", sorted(table))
-    _require("lr" in space.names(), "law",
-             "needs lr searched in [space] (the law fits the optimal lr)", list(space.names()))
-    _require("val_loss" in dict(objectives), "law",
-             "needs val_loss among the objectives (the optimum is val_loss's)", dict(objectives))
+    require(not ladder.on, "law", "cannot be combined with [ladder] (a law varies the tokens "
+            "at one width, a ladder the width at one budget)", sorted(table), error=SpecError)
+    require("lr" in space.names(), "law",
+            "needs lr searched in [space] (the law fits the optimal lr)", list(space.names()),
+            error=SpecError)
+    require("val_loss" in dict(objectives), "law",
+            "needs val_loss among the objectives (the optimum is val_loss's)", dict(objectives),
+            error=SpecError)
     seq_len = space.largest("seq_len")
-    _require(law.tokens[0] >= seq_len, "law.tokens",
-             f"must each hold at least one sequence of the longest seq_len the space allows "
-             f"(seq_len={seq_len})", list(law.tokens))
+    require(law.tokens[0] >= seq_len, "law.tokens",
+            f"must each hold at least one sequence of the longest seq_len the space allows "
+            f"(seq_len={seq_len})", list(law.tokens), error=SpecError)
     return law
 
 
@@ -323,10 +344,10 @@ def _check_modeled_metrics(model: ModelSection, full_run: FullRunSection, object
     names = [n for n, _ in objectives] + [constraint_target(k)[0] for k, _ in constraints]
     for name in names:
         if name in _MODELED:
-            _require(bool(full_run.target or model.full),
-                     f"objectives.{name}" if name in dict(objectives) else "constraints",
-                     "needs [model] full = a DeepSeek config JSON, or [full_run] target = a "
-                     "config JSON or preset (the full run it models)", name)
+            require(bool(full_run.target or model.full),
+                    f"objectives.{name}" if name in dict(objectives) else "constraints",
+                    "needs [model] full = a DeepSeek config JSON, or [full_run] target = a "
+                    "config JSON or preset (the full run it models)", name, error=SpecError)
 
 
 def _full_run(table: Mapping[str, Any], base_dir: Path | None) -> FullRunSection:
@@ -334,21 +355,9 @@ def _full_run(table: Mapping[str, Any], base_dir: Path | None) -> FullRunSection
     tokens = table.get("tokens")
     if isinstance(tokens, float) and math.isfinite(tokens) and tokens.is_integer():
         table["tokens"] = int(tokens)  # TOML reads 14.8e12 as a float
-    f = _section(FullRunSection, table, "full_run")
-    _require(f.hardware in HARDWARE, "full_run.hardware", f"must be one of {sorted(HARDWARE)}",
-             f.hardware)
-    for key in ("gpus", "tokens", "seq_len"):
-        _require(getattr(f, key) >= 1, f"full_run.{key}", "must be a positive integer",
-                 getattr(f, key))
+    f = _section(FullRunSection, table, "full_run")  # checks itself (__post_init__)
     if f.target.endswith(".json"):
         return dataclasses.replace(f, target=_absolute(f.target, base_dir))
-    if f.target and f.target.lower() not in TARGETS:
-        try:
-            preset(f.target)
-        except (ValueError, KeyError):
-            raise SpecError(f"full_run.target: must be a published config "
-                            f"({sorted(TARGETS)}), a config JSON or a preset "
-                            f"({preset_names()}), but got {f.target!r}.") from None
     return f
 
 
@@ -357,7 +366,7 @@ _Section = TypeVar("_Section", bound="DataclassInstance")
 
 def _section(cls: type[_Section], table: Mapping[str, Any], where: str) -> _Section:
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    _reject_unknown(table, tuple(fields), where)
+    reject_unknown(table, tuple(fields), where, error=SpecError)
     kinds: dict[str, type | tuple[type, ...]] = {"str": str, "int": int, "float": float,
                                                  "int | str": (int, str)}
     for key, value in table.items():
@@ -366,13 +375,14 @@ def _section(cls: type[_Section], table: Mapping[str, Any], where: str) -> _Sect
         if want is float:  # TOML writes 3 for 3.0
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
             ok = ok and math.isfinite(value)
-        _require(ok, f"{where}.{key}", f"must be {_kind(want)}", value)
+        require(ok, f"{where}.{key}", f"must be {_kind(want)}", value, error=SpecError)
     try:
         return cls(**table)
     except TypeError as e:  # a required key missing
         missing = [n for n, f in fields.items()
                    if f.default is dataclasses.MISSING and n not in table]
-        raise SpecError(f"{where}.{missing[0] if missing else '?'}: is required ({e}).") from None
+        key = f"{where}.{missing[0] if missing else '?'}"
+        raise SpecError(f"{key}: is required ({e}).", key) from None
 
 
 def _kind(t: type | tuple[type, ...]) -> str:
@@ -382,26 +392,32 @@ def _kind(t: type | tuple[type, ...]) -> str:
 
 
 def _check_study(s: StudySection) -> None:
-    _require(bool(NAME_RE.fullmatch(s.name)), "study.name",
-             "must be 1-64 characters of letters, digits, '_', '-', '.' (a folder name)", s.name)
-    _require(s.n_trials >= 1, "study.n_trials", "must be >= 1", s.n_trials)
-    _require(s.max_concurrent >= 1, "study.max_concurrent", "must be >= 1", s.max_concurrent)
+    require(bool(NAME_RE.fullmatch(s.name)), "study.name",
+            "must be 1-64 characters of letters, digits, '_', '-', '.' (a folder name)", s.name,
+            error=SpecError)
+    require(s.n_trials >= 1, "study.n_trials", "must be >= 1", s.n_trials, error=SpecError)
+    require(s.max_concurrent >= 1, "study.max_concurrent", "must be >= 1", s.max_concurrent,
+            error=SpecError)
     # the samplers seed numpy's legacy generator, which takes 32 bits
-    _require(0 <= s.seed < 2**32, "study.seed", "must be an integer in [0, 2**32)", s.seed)
-    _require(s.sampler in SAMPLERS, "study.sampler", f"must be one of {SAMPLERS}", s.sampler)
-    _require(s.noise_repeats >= 0, "study.noise_repeats", "must be >= 0 (0 = noise not measured)",
-             s.noise_repeats)
-    _require(s.noise_top >= 1, "study.noise_top", "must be >= 1", s.noise_top)
-    _require(s.startup_trials == "auto" or (isinstance(s.startup_trials, int)
-                                            and s.startup_trials >= 1),
-             "study.startup_trials", "must be an integer >= 1 or \"auto\"", s.startup_trials)
+    require(0 <= s.seed < 2**32, "study.seed", "must be an integer in [0, 2**32)", s.seed,
+            error=SpecError)
+    require(s.sampler in SAMPLERS, "study.sampler", f"must be one of {SAMPLERS}", s.sampler,
+            error=SpecError)
+    require(s.noise_repeats >= 0, "study.noise_repeats", "must be >= 0 (0 = noise not measured)",
+            s.noise_repeats, error=SpecError)
+    require(s.noise_top >= 1, "study.noise_top", "must be >= 1", s.noise_top, error=SpecError)
+    require(s.startup_trials == "auto" or (isinstance(s.startup_trials, int)
+                                           and s.startup_trials >= 1),
+            "study.startup_trials", "must be an integer >= 1 or \"auto\"", s.startup_trials,
+            error=SpecError)
     if s.sampler in ("gp", "qmc"):
-        _require(importlib.util.find_spec("scipy") is not None, "study.sampler",
-                 f"{s.sampler!r} needs scipy installed (pip install scipy)", s.sampler)
+        require(importlib.util.find_spec("scipy") is not None, "study.sampler",
+                f"{s.sampler!r} needs scipy installed (pip install scipy)", s.sampler,
+                error=SpecError)
     if s.storage:
-        _require(s.storage.startswith(URL_PREFIXES), "study.storage",
-                 "must be '' (a sqlite file in the run folder) or a database URL "
-                 "(sqlite:///…, postgresql://…)", s.storage)
+        require(s.storage.startswith(URL_PREFIXES), "study.storage",
+                "must be '' (a sqlite file in the run folder) or a database URL "
+                "(sqlite:///…, postgresql://…)", s.storage, error=SpecError)
 
 
 def _model(table: Mapping[str, Any], base_dir: Path | None) -> ModelSection:
@@ -411,25 +427,27 @@ def _model(table: Mapping[str, Any], base_dir: Path | None) -> ModelSection:
     if model.full:
         model = dataclasses.replace(model, full=_absolute(model.full, base_dir))
     given = [k for k in ("preset", "full") if getattr(model, k)]
-    _require(len(given) == 1, "model", "must set exactly one of preset or full", given)
+    require(len(given) == 1, "model", "must set exactly one of preset or full", given,
+            error=SpecError)
     if model.proxy:
-        _require(bool(model.full), "model.proxy", "is only valid with model.full", model.proxy)
+        require(bool(model.full), "model.proxy", "is only valid with model.full", model.proxy,
+                error=SpecError)
     for key in ("preset", "proxy"):
         if getattr(model, key):
             _check_preset_value(f"model.{key}", getattr(model, key))
-    _require(model.group_score in GROUP_SCORES, "model.group_score",
-             f"must be one of {list(GROUP_SCORES)}", model.group_score)
+    require(model.group_score in GROUP_SCORES, "model.group_score",
+            f"must be one of {list(GROUP_SCORES)}", model.group_score, error=SpecError)
     return model
 
 
 def _check_config_file(where: str, path: str) -> None:
-    _require(Path(path).is_file(), where, "must be an existing JSON file (a relative path is "
-             "read from the spec's folder)", path)
+    require(Path(path).is_file(), where, "must be an existing JSON file (a relative path is "
+            "read from the spec's folder)", path, error=SpecError)
     try:
         ModelArgs.from_json(path)
     except (ValueError, TypeError, OSError, UnicodeDecodeError) as e:
         raise SpecError(f"{where}: must be a DeepSeek config JSON that ModelArgs accepts ({e}), "
-                        f"but got {path!r}.") from None
+                        f"but got {path!r}.", where) from None
 
 
 def _absolute(path: str, base_dir: Path | None) -> str:
@@ -442,7 +460,7 @@ def _check_preset_value(where: str, value: str) -> None:
     try:
         preset(value)
     except (ValueError, KeyError) as e:
-        raise SpecError(f"{where}: {e}") from None
+        raise SpecError(f"{where}: {e}", where) from None
 
 
 def _relative_defaults(budget: BudgetSection, pruning: PruningSection,
@@ -472,17 +490,20 @@ def _resolve_pruning(pruning: PruningSection) -> PruningSection:
 
 
 def _check_budget(b: BudgetSection, p: PruningSection) -> None:
-    _require(b.tokens_per_trial > 0, "budget.tokens_per_trial", "must be > 0", b.tokens_per_trial)
-    _require(0 < b.eval_every_tokens <= b.tokens_per_trial, "budget.eval_every_tokens",
-             f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", b.eval_every_tokens)
-    _require(p.scheduler in SCHEDULERS, "pruning.scheduler", f"must be one of {SCHEDULERS}",
-             p.scheduler)
+    require(b.tokens_per_trial > 0, "budget.tokens_per_trial", "must be > 0", b.tokens_per_trial,
+            error=SpecError)
+    require(0 < b.eval_every_tokens <= b.tokens_per_trial, "budget.eval_every_tokens",
+            f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", b.eval_every_tokens,
+            error=SpecError)
+    require(p.scheduler in SCHEDULERS, "pruning.scheduler", f"must be one of {SCHEDULERS}",
+            p.scheduler, error=SpecError)
     if p.scheduler == "none":
         return
-    _require(0 < p.grace_tokens <= b.tokens_per_trial, "pruning.grace_tokens",
-             f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", p.grace_tokens)
-    _require(p.reduction_factor > 1, "pruning.reduction_factor", "must be > 1",
-             p.reduction_factor)
+    require(0 < p.grace_tokens <= b.tokens_per_trial, "pruning.grace_tokens",
+            f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", p.grace_tokens,
+            error=SpecError)
+    require(p.reduction_factor > 1, "pruning.reduction_factor", "must be > 1",
+            p.reduction_factor, error=SpecError)
 
 
 def _data(table: Mapping[str, Any], base_dir: Path | None) -> DataSection:
@@ -492,18 +513,19 @@ def _data(table: Mapping[str, Any], base_dir: Path | None) -> DataSection:
     from tuner.corpus.tokenizer import bpe_size
 
     data = _section(DataSection, table, "data")
-    _require(isinstance(data.vocab_size, int) and data.vocab_size >= 0, "data.vocab_size",
-             "must be an integer >= 0 (0 = the corpus' own)", data.vocab_size)
-    _require(data.max_corpus_gb > 0, "data.max_corpus_gb", "must be > 0 (GB)",
-             data.max_corpus_gb)
-    _require(bool(data.text_field), "data.text_field", "must not be empty", data.text_field)
+    require(isinstance(data.vocab_size, int) and data.vocab_size >= 0, "data.vocab_size",
+            "must be an integer >= 0 (0 = the corpus' own)", data.vocab_size, error=SpecError)
+    require(data.max_corpus_gb > 0, "data.max_corpus_gb", "must be > 0 (GB)",
+            data.max_corpus_gb, error=SpecError)
+    require(bool(data.text_field), "data.text_field", "must not be empty", data.text_field,
+            error=SpecError)
     try:
         bpe = bpe_size(data.tokenizer) if data.tokenizer else None
         blend = parse_blend(data.corpus)
     except CorpusError as e:
-        raise SpecError(f"data.{e.field}: {e}") from None
+        raise SpecError(f"data.{e.field}: {e}", f"data.{e.field}") from None
     except ValueError as e:
-        raise SpecError(f"data.corpus: {str(e).removeprefix('corpus: ')}") from None
+        raise SpecError(f"data.corpus: {str(e).removeprefix('corpus: ')}", "data.corpus") from None
     if data.tokenizer and bpe is None:
         data = dataclasses.replace(data, tokenizer=_absolute(data.tokenizer, base_dir))
     if data.corpus == STDLIB_CORPUS:
@@ -531,9 +553,10 @@ def load_data(data: DataSection, *, progress: bool = False) -> Any:
                     eod_token=data.eod_token, vocab=data.vocab_size,
                     max_bytes=max_corpus_bytes(data), progress=progress)
     except CorpusError as e:
-        raise SpecError(f"data.{e.field}: {str(e).removeprefix('corpus: ')}") from None
+        raise SpecError(f"data.{e.field}: {str(e).removeprefix('corpus: ')}",
+                        f"data.{e.field}") from None
     except (ValueError, OSError) as e:
-        raise SpecError(f"data.corpus: {str(e).removeprefix('corpus: ')}") from None
+        raise SpecError(f"data.corpus: {str(e).removeprefix('corpus: ')}", "data.corpus") from None
 
 
 def data_vocab_size(data: DataSection) -> int:
@@ -555,13 +578,13 @@ def _check_corpus(data: DataSection, seq_len: int) -> None:
     corpus = load_data(data, progress=True)
     # load_corpus ignores vocab_size for "stdlib" but rejects it for a text file; one rule
     # for every corpus: the model's vocabulary is the corpus' own
-    _require(data.vocab_size in (0, corpus.vocab_size), "data.vocab_size",
-             f"must be 0 or the corpus' own vocabulary ({corpus.vocab_size} for "
-             f"{data.corpus!r})", data.vocab_size)
+    require(data.vocab_size in (0, corpus.vocab_size), "data.vocab_size",
+            f"must be 0 or the corpus' own vocabulary ({corpus.vocab_size} for "
+            f"{data.corpus!r})", data.vocab_size, error=SpecError)
     try:
         corpus.check_fits(seq_len)
     except ValueError as e:
-        raise SpecError(f"data.corpus: {e}") from None
+        raise SpecError(f"data.corpus: {e}", "data.corpus") from None
 
 
 def max_corpus_bytes(data: DataSection) -> int:
@@ -570,19 +593,22 @@ def max_corpus_bytes(data: DataSection) -> int:
 
 
 def _check_resources(r: ResourcesSection) -> None:
-    _require(r.cpus_per_trial > 0, "resources.cpus_per_trial", "must be > 0", r.cpus_per_trial)
-    _require(r.gpus_per_trial >= 0, "resources.gpus_per_trial", "must be >= 0", r.gpus_per_trial)
-    _require(r.trial_timeout_s > 0, "resources.trial_timeout_s", "must be > 0 (seconds)",
-             r.trial_timeout_s)
+    require(r.cpus_per_trial > 0, "resources.cpus_per_trial", "must be > 0", r.cpus_per_trial,
+            error=SpecError)
+    require(r.gpus_per_trial >= 0, "resources.gpus_per_trial", "must be >= 0", r.gpus_per_trial,
+            error=SpecError)
+    require(r.trial_timeout_s > 0, "resources.trial_timeout_s", "must be > 0 (seconds)",
+            r.trial_timeout_s, error=SpecError)
 
 
 def _objectives(table: Mapping[str, Any]) -> tuple[tuple[str, Direction], ...]:
-    _require(len(table) > 0, "objectives", "must name at least one metric", dict(table))
+    require(len(table) > 0, "objectives", "must name at least one metric", dict(table),
+            error=SpecError)
     for name, direction in table.items():
-        _require(name in METRICS, f"objectives.{name}", f"must be a metric in {sorted(METRICS)}",
-                 name)
-        _require(direction in DIRECTIONS, f"objectives.{name}", f"must be one of {DIRECTIONS}",
-                 direction)
+        require(name in METRICS, f"objectives.{name}", f"must be a metric in {sorted(METRICS)}",
+                name, error=SpecError)
+        require(direction in DIRECTIONS, f"objectives.{name}", f"must be one of {DIRECTIONS}",
+                direction, error=SpecError)
     return tuple(table.items())
 
 
@@ -591,37 +617,27 @@ def _constraints(table: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
     for key, limit in table.items():
         try:
             constraint_target(key)
-        except ValueError as e:
-            raise SpecError(str(e)) from None
+        except FieldError as e:
+            raise relabel(e, e.field, error=SpecError) from None
         ok = isinstance(limit, (int, float)) and not isinstance(limit, bool)
-        _require(ok and math.isfinite(limit), f"constraints.{key}", "must be a finite number",
-                 limit)
+        require(ok and math.isfinite(limit), f"constraints.{key}", "must be a finite number",
+                limit, error=SpecError)
         out.append((key, float(limit)))
     return tuple(out)
 
 
 def _space(table: Any, base_dir: Path | None) -> SearchSpace:
-    _require(isinstance(table, Mapping), "space",
-             'is required: [space] file = "deepseek_v3.toml", or inline [space.params.*]', table)
+    require(isinstance(table, Mapping), "space",
+            'is required: [space] file = "deepseek_v3.toml", or inline [space.params.*]', table,
+            error=SpecError)
     try:
         if "file" in table:
             rest = sorted(set(table) - {"file"})
-            _require(not rest, "space", "must set either file or inline params/fixed, not both",
-                     rest)
-            _require(isinstance(table["file"], str), "space.file", "must be a string",
-                     table["file"])
+            require(not rest, "space", "must set either file or inline params/fixed, not both",
+                    rest, error=SpecError)
+            require(isinstance(table["file"], str), "space.file", "must be a string",
+                    table["file"], error=SpecError)
             return load_space(table["file"], base_dir=base_dir)
         return space_from_dict(table, where="space")
     except SpaceError as e:
-        raise SpecError(str(e)) from None
-
-
-def _reject_unknown(table: Mapping[str, Any], valid: tuple[str, ...], where: str) -> None:
-    unknown = sorted(set(table) - set(valid))
-    if unknown:
-        raise SpecError(f"{where}: unknown key(s) {unknown}; valid keys are {sorted(valid)}.")
-
-
-def _require(cond: bool, where: str, rule: str, value: Any) -> None:
-    if not cond:
-        raise SpecError(f"{where}: {rule}, but got {value!r}.")
+        raise relabel(e, e.field, error=SpecError) from None
