@@ -30,6 +30,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from trainers.result import is_usable
 from tuner.study.results.noise import knee_ties, noise_sd
 from tuner.study.results.ranking import pareto_front, study_knee
 from tuner.study.results.trial_record import Objective, TrialRecord, study_objectives, trial_record
@@ -172,7 +173,7 @@ def detail(study: optuna.Study) -> dict[str, Any]:
         "spec": read.attrs.get(records.SPEC),
         "trials": [{"number": r.number, "outcome": r.outcome, "feasible": r.feasible,
                     "values": _finite(r.values), "params": r.params, "reason": r.reason,
-                    "curve": [[t, v] for t, v in r.eval_curve if math.isfinite(v)]}
+                    "curve": [[t, v] for t, v in r.eval_curve if is_usable(v)]}
                    for r in recs],
         "front": [r.number for r in front],
         "knee": knee.number if knee is not None else None,

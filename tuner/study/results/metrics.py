@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from trainers.result import GIB
+from trainers.result import GIB, is_usable
 from trainers.validation import field_error
 from tuner.modeling.full_run import modeled_cost, target_of
 from tuner.study.run.timing import SYSTEMS_FIELDS
@@ -220,7 +220,8 @@ def constraint_target(key: str) -> tuple[str, Literal["upper", "lower"]]:
 
 
 def constraint_value(value: float, limit: float, kind: str) -> float:
-    """Optuna's convention: feasible iff the returned value <= 0 (NaN/inf → violated)."""
-    if not math.isfinite(value):
+    """Optuna's convention: feasible iff the returned value <= 0 (a value that is not
+    `is_usable`, NaN, inf or a blow-up, is violated)."""
+    if not is_usable(value):
         return 1.0
     return value - limit if kind == "upper" else limit - value

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +35,7 @@ from ray.tune.search import Searcher
 
 from search_spaces.loader import SearchSpace
 from trainers import ModelArgs, Recipe
-from trainers.result import json_safe, thin_curve, to_float
+from trainers.result import is_usable, json_safe, thin_curve, to_float
 from tuner.study.results.metrics import names_timed
 from tuner.study.results.outcome import Outcome, TrialReport, constraint_names, decide
 from tuner.study.results.reasons import Reason
@@ -339,7 +338,7 @@ class StudySearcher(Searcher):
 
     def _observed(self) -> dict[str, list[float]]:
         done = self._study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        return {name: [t.values[i] for t in done if math.isfinite(t.values[i])]
+        return {name: [t.values[i] for t in done if is_usable(t.values[i])]
                 for i, (name, _) in enumerate(self._spec.objectives)}
 
 
