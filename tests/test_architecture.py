@@ -117,3 +117,36 @@ def test_light_commands_import_no_heavy_library(argv, tmp_path):
     assert proc.returncode == 0, proc.stderr
     if argv == ["--help"]:
         assert "submit" in proc.stdout and "export" in proc.stdout
+
+
+def test_one_require_and_one_unknown_key_check(tmp_path):
+    """`trainers.validation` holds the project's one rule check (`require`) and one unknown-key
+    check (`reject_unknown`): no other module defines (or binds) a helper of those names."""
+    names = {"require", "_require", "reject_unknown", "_reject_unknown"}
+    home = ROOT / "trainers" / "validation.py"
+
+    def helpers(path: Path) -> list[tuple[int, str]]:
+        found = []
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                bound = [node.name]
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                bound = [t.id for t in targets if isinstance(t, ast.Name)]
+            else:
+                continue
+            found += [(node.lineno, n) for n in bound if n in names]
+        return found
+
+    copies = [f"{path.relative_to(ROOT)}:{line}: {name}"
+              for path in modules().values() if path != home
+              for line, name in helpers(path)]
+    assert not copies, "use trainers.validation's require/reject_unknown:\n" + "\n".join(copies)
+    assert {n for _, n in helpers(home)} == {"require", "reject_unknown"}
+    # the scan itself: a module-level copy, a nested one and a bound alias are all reported
+    fake = tmp_path / "m.py"
+    fake.write_text("def _require(ok, where, rule, value):\n    pass\n\n"
+                    "class C:\n    def f(self):\n        def _reject_unknown(t, v, w):\n"
+                    "            pass\n\n"
+                    "require = print\n")
+    assert sorted(helpers(fake)) == [(1, "_require"), (6, "_reject_unknown"), (9, "require")]
