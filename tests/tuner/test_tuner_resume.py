@@ -216,7 +216,7 @@ def test_ctrl_c_says_how_to_resume_with_moetune(ray_session, tmp_path, capsys, m
     def interrupted(*a, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(study_runner, "run_study", interrupted)
+    monkeypatch.setattr(study_runner, "run", interrupted)
     rc = main(["submit", str(spec_file(tmp_path)), "--root", str(tmp_path / "runs"), *QT])
     assert rc == 130
     assert "`moetune resume rnd` continues the study" in capsys.readouterr().err

@@ -225,8 +225,8 @@ def _studies(sampler: str, seed: int, *, warm: bool, source_lrs: list[float],
     large = spec("large", n=12, sampler=sampler, seed=seed, space=space,
                  start={"warm_start": "small"} if warm else None)
     study = st.create_study(large, store, make_sampler(large))
-    begin(study, large, model_args=preset("debug"),
-          source=lambda: ws.WarmSource(study=source, storage_shown="memory"))
+    begin(study, large, points=start_points(large, preset("debug")),
+          source=ws.WarmSource(study=source, storage_shown="memory"))
     return large, study
 
 
@@ -294,7 +294,7 @@ def test_start_points_are_queued_once_even_after_a_driver_died_half_way():
     study.enqueue_trial({"lr": 1e-3}, user_attrs={records.ORIGIN: "enqueued",
                                                   records.START_POINT: "start.enqueue[0]"})
     for _ in range(2):  # the resumed driver, then a later resume
-        begin(study, s, model_args=preset("debug"), source=lambda: pytest.fail("no warm start"))
+        begin(study, s, points=start_points(s, preset("debug")), source=None)
     trials = study.get_trials()
     assert sorted(t.user_attrs[records.START_POINT] for t in trials) == [
         "start.baselines[0]", "start.enqueue[0]", "start.enqueue[1]"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.app.errors import DeferredStop, UsageError
-from tuner.study.run.preflight import spec_warnings
+from tuner.study.run.preflight import load_warnings, prepare, prepare_stored
 from tuner.study.specs.spec import SpecError, StudySpec, check_inputs, load_spec
 from tuner.study.store import database as db
 from tuner.study.store import resume as rs
@@ -83,34 +83,75 @@ def submit(args: argparse.Namespace) -> int:
     overrides = {"study.name": args.name} if args.name is not None else None
     check_root(args.root)
     try:
-        spec = load_spec(args.spec, overrides=overrides)
+        spec = load_spec(args.spec, overrides=overrides)  # the one parse and input check
     except SpecError as e:
         raise UsageError(str(e)) from None
-    for warning in spec_warnings(spec):
+    for warning in load_warnings(spec):
         print(f"moetune: warning: {warning}", file=sys.stderr)
-    _sampler_note(spec)
     trainer = import_trainer(args.trainer)
     run_dir = Path(args.root) / spec.name
-    study = find_study(spec.name, run_dir, args.storage or spec.study.storage,
-                       where="--storage" if args.storage else "study.storage")
-    if not args.resume and (study is not None or run_dir.exists()):
+    if not args.resume and run_dir.exists():
         raise UsageError(f"study {spec.name!r} already exists ({run_dir}); pass --resume to "
                          f"continue it, or choose another name with --name.")
-    if study is not None and st.is_complete(study):
-        _check_resume_spec(study, spec)
-    return _run(spec, run_dir, args, trainer, resume=study is not None)
+    if _staged(spec):  # a ladder or a law: each stage has its own preflight
+        _check_new_or_resumable(spec, run_dir, args)
+        return _run(spec, run_dir, args, trainer, plan=None)
+    plan = _prepare(lambda: prepare(spec, run_dir=run_dir, storage=args.storage,
+                                    resume=args.resume), spec.name)
+    return _run(spec, run_dir, args, trainer, plan=plan)
 
 
 def resume(args: argparse.Namespace) -> int:
     check_root(args.root)
     trainer = import_trainer(args.trainer)
     run_dir = Path(args.root) / args.study
-    spec = _stored_spec(open_study(args.study, run_dir, args.storage))
+
+    def check(spec: StudySpec) -> None:
+        try:
+            check_inputs(spec)  # the corpus and model files may have changed since submit
+        except SpecError as e:
+            raise UsageError(f"study {spec.name!r}: {e}") from None
+
+    if not args.storage and not (run_dir / db.DB_FILE).exists():
+        raise UsageError(f"no study {args.study!r}: {run_dir / db.DB_FILE} does not exist "
+                         "(use --root or --storage to look elsewhere).")
+    plan = _prepare(lambda: prepare_stored(args.study, run_dir=run_dir, storage=args.storage,
+                                           check=check), args.study)
+    if _staged(plan.spec):
+        plan.close()  # each stage has its own preflight
+        return _run(plan.spec, run_dir, args, trainer, plan=None)
+    return _run(plan.spec, run_dir, args, trainer, plan=plan)
+
+
+def _staged(spec: StudySpec) -> bool:
+    """Whether ``spec`` is a whole ladder or law (run stage by stage), not one study."""
+    return (spec.ladder.on and spec.ladder.rung == 0) or (spec.law.on and spec.law.budget == 0)
+
+
+def _prepare(make: Any, name: str) -> Any:
+    """The preflight, its refusals as usage errors (exit 2, nothing written)."""
+    from tuner.study.store import lease as ls
+
     try:
-        check_inputs(spec)  # the corpus and model files may have changed since submit
-    except SpecError as e:
-        raise UsageError(f"study {spec.name!r}: {e}") from None
-    return _run(spec, run_dir, args, trainer, resume=True)
+        return make()
+    except (db.StorageError, rs.ResumeSpecError, st.SchemaError, ls.LeaseHeld,
+            FileExistsError, SpecError) as e:
+        # SpecError: [start] warm_start names no usable study (looked up before any write)
+        raise UsageError(str(e)) from None
+    except (st.IncompleteStudy, LookupError) as e:
+        raise UsageError(str(e)) from None
+
+
+def _check_new_or_resumable(spec: StudySpec, run_dir: Path, args: argparse.Namespace) -> None:
+    """A ladder's or law's first study: refused if it exists without --resume, or if the spec
+    changes it more than a resume may."""
+    study = find_study(spec.name, run_dir, args.storage or spec.study.storage,
+                       where="--storage" if args.storage else "study.storage")
+    if study is not None and not args.resume:
+        raise UsageError(f"study {spec.name!r} already exists ({run_dir}); pass --resume to "
+                         f"continue it, or choose another name with --name.")
+    if study is not None and st.is_complete(study):
+        _check_resume_spec(study, spec)
 
 
 def _sampler_note(spec: StudySpec) -> None:
@@ -148,12 +189,16 @@ def _check_resume_spec(study: Any, spec: StudySpec) -> None:
 
 
 def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any, *,
-         resume: bool) -> int:
-    from tuner.study.run.runner import ClusterError, run_study
+         plan: Any) -> int:
+    """Run the prepared study (``plan``), or a whole ladder or law stage by stage (no plan)."""
+    from tuner.study.run.cluster import ClusterError
+    from tuner.study.run.runner import run
     from tuner.study.store import lease as ls
 
-    if resume:
-        _check_not_held(spec, run_dir, args.storage)
+    # the clip notes of the start points (a ladder's or law's stages print none here)
+    for warning in plan.warnings if plan is not None else []:
+        print(f"moetune: warning: {warning}", file=sys.stderr)
+    _sampler_note(spec)
     signals = DeferredStop()
     try:
         with signals:
@@ -170,9 +215,9 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
                                 address=args.address, progress=not args.no_progress,
                                 interrupt=signals)
             else:
-                summary = run_study(spec, run_dir=run_dir, storage=args.storage,
-                                    resume=resume, trainer=trainer, address=args.address,
-                                    progress=not args.no_progress, interrupt=signals)
+                with plan:
+                    summary = run(plan, trainer=trainer, address=args.address,
+                                  progress=not args.no_progress, interrupt=signals)
     except (ClusterError, db.StorageError, rs.ResumeSpecError, st.SchemaError, ls.LeaseHeld,
             FileExistsError, SpecError) as e:
         # FileExistsError: another submit of the same name created the study after our look;
@@ -257,18 +302,6 @@ def _build_ladder_report(spec: StudySpec, run_dir: Path, storage: str) -> None:
         return
     for p in paths.values():
         print(f"ladder report: {p}")
-
-
-def _check_not_held(spec: StudySpec, run_dir: Path, storage: str) -> None:
-    """Refuse at once (before Ray starts) when another live driver runs the study."""
-    from tuner.study.store import lease as ls
-    try:
-        store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
-        ls.check_free(store.engine, spec.name)
-    except (LookupError, db.StorageError):
-        return  # run_study says what is wrong with the storage
-    except ls.LeaseHeld as e:
-        raise UsageError(str(e)) from None
 
 
 def _report_run(spec: StudySpec, run_dir: Path, summary: Any) -> int:

@@ -33,7 +33,6 @@ from tuner.app.service.studies import (
 )
 from tuner.app.service.tokens import User
 from tuner.app.service.views import View, ViewCache
-from tuner.study.run.samplers import make_sampler
 from tuner.study.specs.spec import NAME_RE, SpecError, StudySpec, check_inputs, parse_spec
 from tuner.study.store import storage as st
 from tuner.study.store.control import clear_stop, request_stop
@@ -74,17 +73,22 @@ class SubmitError(ValueError):
         self.field = field
 
 
-def _check_inputs(table: dict[str, Any]) -> SpecError | None:
+def _check_inputs(spec: StudySpec) -> SpecError | None:
     """The spec's file checks: None if they pass, else the error (its ``field`` kept)."""
     try:
-        check_inputs(parse_spec(table))
+        check_inputs(spec)
     except SpecError as e:
         return e
     return None
 
 
+def _check_table_inputs(table: dict[str, Any]) -> SpecError | None:
+    """`_check_inputs` of a spec sent as its table to another process (parsed there, once)."""
+    return _check_inputs(parse_spec(table))
+
+
 # on a cluster, where the drivers run (data and model paths are cluster paths)
-_check_on_cluster = ray.remote(num_cpus=0)(_check_inputs)
+_check_on_cluster = ray.remote(num_cpus=0)(_check_table_inputs)
 
 
 class Service:
@@ -170,7 +174,7 @@ class Service:
             raise SubmitError(str(e), field=e.field) from None
         self._check_caps(spec)
         spec = _first_stage(spec)
-        problem = (_check_inputs(spec.to_dict()) if self.config.local_ray else
+        problem = (_check_inputs(spec) if self.config.local_ray else  # the one input check
                    ray.get(_check_on_cluster.remote(spec.to_dict())))
         if problem is not None:
             raise SubmitError(str(problem), field=problem.field)
@@ -194,7 +198,8 @@ class Service:
         folder.mkdir(parents=True)
         try:
             (folder / MARKER).write_text(f"{spec.name}\n")  # delete removes marked folders only
-            study = st.create_study(spec, self.storage, _sampler(spec))
+            # no sampler: the driver gives the study its own when it starts it
+            study = st.create_study(spec, self.storage)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)  # nothing is left of a failed submit
             raise
@@ -342,13 +347,6 @@ def _first_stage(spec: StudySpec) -> StudySpec:
 
         return rung_spec(spec, 0, [])
     return spec
-
-
-def _sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
-    try:
-        return make_sampler(spec)
-    except (ValueError, OverflowError) as e:  # e.g. a seed numpy cannot take
-        raise SubmitError(f"study: the sampler refuses this spec ({e}).", field="study") from None
 
 
 def _report_key(study: optuna.Study) -> str:

@@ -42,21 +42,22 @@ def run_driver(name: str, storage_url: str, root: str, trainer: str) -> str:
         service_record,
         set_state,
     )
+    from tuner.study.run.preflight import prepare_stored
     from tuner.study.specs.spec import check_inputs
-    from tuner.study.store import database as db
-    from tuner.study.store import storage as st
     from tuner.study.store.control import StorageStopFlag, stop_requested
 
     study = None
     try:
-        study = st.load_study(name, db.open_storage(storage_url))
-        spec = st.stored_spec(study)
-        check_inputs(spec)
-        module, _, attr = trainer.partition(":")
-        train = getattr(importlib.import_module(module), attr)
-        if service_record(study)["state"] == "starting":  # not when a cancel came meanwhile
-            set_state(study, "running")
-        if _stages(spec, Path(root) / name, storage_url, train, StorageStopFlag(study)):
+        # the stored spec parsed and its input files checked once, here, at the start
+        with prepare_stored(name, run_dir=Path(root) / name, storage=storage_url,
+                            check=check_inputs) as plan:
+            study = plan.study
+            module, _, attr = trainer.partition(":")
+            train = getattr(importlib.import_module(module), attr)
+            if service_record(study)["state"] == "starting":  # not when a cancel came
+                set_state(study, "running")
+            finished = _stages(plan, storage_url, train, StorageStopFlag(study))
+        if finished:
             state = "finished"
         else:
             state = "cancelled" if stop_requested(study) else "interrupted"
@@ -71,6 +72,8 @@ def run_driver(name: str, storage_url: str, root: str, trainer: str) -> str:
             log.warning("study %s: the storage stopped answering (%s); the driver ends",
                         name, type(e).__name__)
             error = f"{STORAGE_UNREACHABLE}: the driver ended; resume the study"
+        if study is None and not storage_down(e):  # the preflight refused: say why
+            study = _study_or_none(name, storage_url)
         if study is None:
             return STORAGE_UNREACHABLE if storage_down(e) else "failed"  # deleted, or no db
         try:
@@ -80,6 +83,17 @@ def run_driver(name: str, storage_url: str, root: str, trainer: str) -> str:
                         type(again).__name__)
             return STORAGE_UNREACHABLE if storage_down(again) else "superseded"
         return "failed"
+
+
+def _study_or_none(name: str, storage_url: str) -> Any:
+    """The study ``name``, to record why its preflight failed; None if it cannot be read."""
+    from tuner.study.store import database as db
+    from tuner.study.store import storage as st
+
+    try:
+        return st.load_study(name, db.open_existing_storage(storage_url))
+    except Exception:  # noqa: BLE001 - deleted, or the storage is gone: nothing to record on
+        return None
 
 
 def isolate_tune_registry() -> None:
@@ -97,28 +111,30 @@ def isolate_tune_registry() -> None:
     registry._global_registry._prefix = ray.get_runtime_context().get_actor_id()
 
 
-def _stages(spec: Any, run_dir: Path, storage_url: str, train: Any, stop: Any) -> bool:
-    """Run the study ``spec`` to its end, a law's every budget or a ladder's every rung
+def _stages(plan: Any, storage_url: str, train: Any, stop: Any) -> bool:
+    """Run the prepared study to its end, or a law's every budget or a ladder's every rung
     (`tuner.study.workflows.law.run_law`, `tuner.study.workflows.ladder.run_ladder`, in the one
-    storage); whether
-    it reached its end (else a stop or a fault ended it early)."""
+    storage, each stage with its own preflight); whether it reached its end (else a stop or a
+    fault ended it early)."""
+    spec, run_dir = plan.spec, plan.run_dir
     if spec.law.on and spec.law.budget == 0:
         from tuner.study.workflows.law import run_law
 
+        plan.close()
         runs = run_law(spec, run_dir=run_dir, storage=storage_url, trainer=train,
                        progress=False, stop=stop, log=log.info)
         stages = len(spec.law.budgets)
     elif spec.ladder.on and spec.ladder.rung == 0:
         from tuner.study.workflows.ladder import run_ladder
 
+        plan.close()
         runs = run_ladder(spec, run_dir=run_dir, storage=storage_url, trainer=train,
                           progress=False, stop=stop, log=log.info)
         stages = len(spec.ladder.widths)
     else:
-        from tuner.study.run.runner import run_study
+        from tuner.study.run.runner import run
 
-        runs = [run_study(spec, run_dir=run_dir, storage=storage_url, resume=True,
-                          trainer=train, progress=False, stop=stop)]
+        runs = [run(plan, trainer=train, progress=False, stop=stop)]
         stages = 1
     return len(runs) == stages and runs[-1].done >= runs[-1].n_trials
 

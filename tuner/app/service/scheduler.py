@@ -12,18 +12,25 @@ slot held, `resume` continues it), rather than queueing it again behind the user
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 
 from tuner.app.service import driver
 from tuner.app.service.faults import storage_down
-from tuner.app.service.studies import ACTIVE, STORAGE_UNREACHABLE, service_record, set_state
+from tuner.app.service.studies import (
+    ACTIVE,
+    STORAGE_UNREACHABLE,
+    record_of,
+    service_record,
+    set_state,
+)
 from tuner.study.store import storage as st
-from tuner.study.store.database import study_names
 
 log = logging.getLogger(__name__)
 MAX_RESTARTS = 3
@@ -77,22 +84,22 @@ class Scheduler:
     def tick(self) -> None:
         """One pass: notice lost drivers, then start the oldest queued studies."""
         queued, active = [], 0
-        for name in study_names(self._storage):
-            study = st.load_study(name, self._storage)
-            state = service_record(study)["state"]
+        # every study's record in one read; a study is loaded only when this pass acts on it
+        for frozen in self._storage.get_all_studies():
+            name, rec = frozen.study_name, record_of(frozen.user_attrs)
+            state = rec["state"]
             if state in ACTIVE and not driver.is_running(name):
-                if state != "starting" or _stale_start(study):
-                    _driver_lost(study, after_outage=self._after_outage())
+                if state != "starting" or _stale_start(rec):
+                    _driver_lost(st.load_study(name, self._storage),
+                                 after_outage=self._after_outage())
                     continue
             if state in ACTIVE:
                 active += 1
             elif state == "queued":
-                queued.append(study)
-        queued.sort(key=lambda s: service_record(s).get("submitted_at", ""))
-        for study in queued[:max(0, self._max_running - active)]:
-            set_state(study, "starting")
-            driver.start(study.study_name, storage_url=self._url, root=self._root,
-                         trainer=self._trainer)
+                queued.append((str(rec.get("submitted_at", "")), name))
+        for _, name in sorted(queued)[:max(0, self._max_running - active)]:
+            set_state(st.load_study(name, self._storage), "starting")
+            driver.start(name, storage_url=self._url, root=self._root, trainer=self._trainer)
 
 
     def _after_outage(self) -> bool:
@@ -121,11 +128,10 @@ def _driver_lost(study: optuna.Study, *, after_outage: bool = False) -> None:
                   "resume it once the cause is fixed")
 
 
-def _stale_start(study: optuna.Study, grace_s: float = 120.0) -> bool:
-    """A study left in ``starting`` longer than ``grace_s`` without an actor: its start failed."""
-    import datetime as dt
-
-    started = service_record(study).get("started_at")
+def _stale_start(rec: dict[str, Any], grace_s: float = 120.0) -> bool:
+    """A study (its service record) left in ``starting`` longer than ``grace_s`` without an
+    actor: its start failed."""
+    started = rec.get("started_at")
     if not started:
         return True
     age = dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(started)

@@ -70,6 +70,11 @@ def service_record(study: optuna.Study) -> dict[str, Any]:
     return _service_record(study.user_attrs)
 
 
+def record_of(user_attrs: dict[str, Any]) -> dict[str, Any]:
+    """`service_record` from a study's user attributes (a listing's, without loading it)."""
+    return _service_record(user_attrs)
+
+
 def _service_record(attrs: dict[str, Any]) -> dict[str, Any]:
     rec = attrs.get(records.SERVICE)
     return dict(rec) if rec else {"owner": "", "state": "external", "submitted_at": ""}

@@ -1,32 +1,213 @@
 """Everything a run checks before its first trial, done once: the preflight.
 
-`prepare` takes a parsed spec (or, for ``moetune resume`` and the service's driver, a study's
-stored one) and returns a `Plan`: the storage URL, the existing study and its one storage
-handle, the resume rules checked, the proxy's model args, the start points and the warm-start
-source resolved, and the warnings a user should read. `tuner.study.run.runner.run` then runs
-the plan. The CLI's submit and resume, the ladder's and the law's stages and the service's
-driver all go through here, so each check has one home.
+`prepare` takes a parsed spec (``moetune submit``; ``moetune resume`` and the service's driver
+pass the study's stored one) and returns a `Plan`: the storage URL and, when the study exists,
+its one storage handle, the study as loaded, its lease (taken here, held until the plan
+closes) and the resume rules checked; the proxy's model args, the start points and the
+warm-start source resolved; the warnings a user should read. `tuner.study.run.runner.run` runs
+the plan. The CLI's submit and resume, each stage of a ladder or a law, and the service's
+driver all come through here, so each check has one home and runs once per process:
+
+====================  ==============================================================
+check                 where
+====================  ==============================================================
+spec parsed           by the caller (`load_spec`, `storage.stored_spec`): the plan
+                      takes the result
+input files           by the caller, once (`check_inputs`)
+storage opened        here for an existing study; by the run for a new one (its
+                      sqlite file is created only once Ray is up)
+resume rules          here (`resume.check_resume_spec`), when the study exists
+lease                 taken here for an existing study, by the run for a new one
+warm-start source     here, unless the study already recorded its start
+start points, proxy   here
+====================  ==============================================================
+
+A plan is a context manager: leaving it releases the lease it holds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+import optuna
+
+from trainers.model_args import ModelArgs
 from tuner.study.results.metrics import LOAD_DEPENDENT, constraint_target, load_warning
 from tuner.study.specs.proxy import resolve_model_args
-from tuner.study.specs.spec import StudySpec
+from tuner.study.specs.spec import SpecError, StudySpec
+from tuner.study.store import database as db
+from tuner.study.store import lease as ls
+from tuner.study.store import records
+from tuner.study.store import resume as rs
+from tuner.study.store import storage as st
+from tuner.study.workflows import warm_start as ws
 from tuner.study.workflows.start import StartPoint, start_points
 
 
-def spec_warnings(spec: StudySpec, points: Sequence[StartPoint] | None = None) -> list[str]:
-    """What a valid spec should still reconsider, one line each (none stops the study): an
-    objective or constraint on a load-dependent metric (`metrics.LOAD_DEPENDENT`), which
-    measures the machine's load as much as the recipe; a ``[start]`` baseline value clipped to
-    the space (the notes of ``points``, the study's start points, computed here when not given).
+class StoredSpecError(SpecError):
+    """A study's stored spec breaks a rule of this moetune (an older one stored it)."""
+
+
+@dataclass(kw_only=True, eq=False)
+class Plan:
+    """A study ready to run (`prepare`); use it in a ``with`` block."""
+
+    spec: StudySpec
+    run_dir: Path
+    url: str  # the storage URL (shown masked: `db.shown`)
+    store: optuna.storages.RDBStorage | None  # open when the study exists
+    study: optuna.Study | None  # the existing study, as loaded; None for a new one
+    stored: StudySpec | None  # its stored spec (None: new, or its creator died before it)
+    model_args: ModelArgs
+    points: tuple[StartPoint, ...]
+    source: ws.WarmSource | None
+    warnings: tuple[str, ...]  # the start points' clip notes (`load_warnings` come first)
+    lost: threading.Event | None = None  # set when the lease held here is lost
+    _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    @property
+    def resume(self) -> bool:
+        """Whether the run continues an existing study."""
+        return self.study is not None
+
+    def __enter__(self) -> Plan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release what the plan holds (its lease)."""
+        self._stack.close()
+
+    def hold_lease(self, store: optuna.storages.RDBStorage) -> threading.Event:
+        """The study's lease, taken now if the plan does not hold it yet (a new study: the run
+        takes it once it has created the storage); the event is set if it is lost."""
+        if self.lost is None:
+            self.lost = self._stack.enter_context(ls.held(store.engine, self.spec.name))
+        return self.lost
+
+
+def prepare(spec: StudySpec, *, run_dir: Path, storage: str = "", resume: bool = False,
+            where: str = "") -> Plan:
+    """The preflight of ``spec`` (module docstring). Writes nothing but the lease row of a
+    study that exists.
+
+    Args:
+        storage: database URL (beats the spec's); default: ``run_dir/study.db``.
+        resume: continue the study if it exists (else an existing one is refused).
+        where: the name the storage URL is reported under (a CLI flag); default: the field.
+
+    Raises:
+        FileExistsError: the study exists and not ``resume``. database.StorageError: an
+            unusable storage URL. storage.SchemaError: a study of a newer moetune.
+        resume.ResumeSpecError: ``spec`` changes more than `resume.RESUMABLE_CHANGES`.
+        lease.LeaseHeld: another live driver runs the study.
+        warm_start.WarmStartError: ``[start] warm_start`` names no usable study.
     """
+    url = db.storage_url(run_dir, storage, spec.study.storage)
+    where = where or ("--storage" if storage else "study.storage")
+    db.check_url(url, where)
+    store, study = _existing(spec.name, url, where)
+    if study is not None and not resume:
+        raise FileExistsError(f"study {spec.name!r} already exists in {db.shown(url)}; pass "
+                              "--resume to continue it, or choose another name.")
+    plan = Plan(spec=spec, run_dir=run_dir, url=url, store=store, study=study, stored=None,
+                model_args=resolve_model_args(spec), points=(), source=None, warnings=())
+    try:
+        if study is not None and store is not None:
+            plan.lost = plan._stack.enter_context(ls.held(store.engine, spec.name))
+            if st.is_complete(study):
+                plan.stored = st.stored_spec(study)
+                rs.check_resume_spec(plan.stored, spec)
+        plan.points = tuple(start_points(plan.spec, plan.model_args))
+        started = study is not None and records.START in study.user_attrs
+        if spec.start.warm_start and not started:
+            plan.source = ws.open_source(spec, url=url, run_dir=run_dir)
+        plan.warnings = tuple(clip_notes(plan.points))
+    except BaseException:
+        plan.close()
+        raise
+    return plan
+
+
+def prepare_stored(name: str, *, run_dir: Path, storage: str = "",
+                   check: Any = None) -> Plan:
+    """The preflight of study ``name`` as stored (``moetune resume``, the service's driver):
+    its stored spec, parsed once, is the spec; ``check(spec)``, if given, runs the input-file
+    checks on it before the lease is taken.
+
+    Raises:
+        LookupError: no such study (or no database). And as `prepare`, bar FileExistsError;
+        storage.IncompleteStudy: its creating driver died before storing its spec.
+    """
+    url = db.storage_url(run_dir, storage)
+    try:
+        store = db.open_existing_storage(url, "--storage" if storage else "study.storage")
+    except LookupError as e:
+        raise LookupError(f"no study {name!r}: {e}") from None
+    study = st.load_study(name, store) if name in db.study_names(store) else None
+    if study is None:
+        raise LookupError(f"no study {name!r} in {db.shown(url)}; it holds "
+                          f"{sorted(db.study_names(store))}.")
+    try:
+        spec = st.stored_spec(study)
+    except SpecError as e:  # e.g. stored by an older moetune whose rules have since changed
+        raise StoredSpecError(f"study {name!r}: its stored spec no longer validates: {e}"
+                              ) from None
+    if check is not None:
+        check(spec)
+    plan = Plan(spec=spec, run_dir=run_dir, url=url, store=store, study=study, stored=spec,
+                model_args=resolve_model_args(spec), points=(), source=None, warnings=())
+    try:
+        plan.lost = plan._stack.enter_context(ls.held(store.engine, name))
+        plan.points = tuple(start_points(spec, plan.model_args))
+        if spec.start.warm_start and records.START not in study.user_attrs:
+            plan.source = ws.open_source(spec, url=url, run_dir=run_dir)
+        plan.warnings = tuple(clip_notes(plan.points))
+    except BaseException:
+        plan.close()
+        raise
+    return plan
+
+
+def _existing(name: str, url: str, where: str
+              ) -> tuple[optuna.storages.RDBStorage | None, optuna.Study | None]:
+    """(storage, study) when the database at ``url`` holds ``name``; (storage, None) when it
+    exists without it; (None, None) when there is no database (none is created by looking)."""
+    try:
+        store = db.open_existing_storage(url, where)
+    except LookupError:
+        return None, None
+    if name not in db.study_names(store):
+        return store, None
+    return store, st.load_study(name, store)
+
+
+def load_warnings(spec: StudySpec) -> list[str]:
+    """A line for each objective or constraint on a load-dependent metric
+    (`metrics.LOAD_DEPENDENT`), which measures the machine's load as much as the recipe: the
+    spec alone says so, before any preflight."""
     roles = [(name, "objective") for name, _ in spec.objectives]
     roles += [(constraint_target(key)[0], "constraint") for key, _ in spec.constraints]
+    return [load_warning(name, role) for name, role in roles if name in LOAD_DEPENDENT]
+
+
+def spec_warnings(spec: StudySpec, points: Sequence[StartPoint] | None = None) -> list[str]:
+    """What a valid spec should still reconsider, one line each (none stops the study): its
+    `load_warnings`, then what a ``[start]`` baseline had clipped to the space (the notes of
+    ``points``, the study's start points; computed here when not given).
+    """
     if points is None:
         points = start_points(spec, resolve_model_args(spec)) if spec.start.baselines else []
-    return ([load_warning(name, role) for name, role in roles if name in LOAD_DEPENDENT]
-            + [n for p in points for n in p.notes])
+    return load_warnings(spec) + clip_notes(points)
+
+
+def clip_notes(points: Sequence[StartPoint]) -> list[str]:
+    """What the start points had clipped to the space, one line each."""
+    return [n for p in points for n in p.notes]

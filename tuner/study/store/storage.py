@@ -26,8 +26,10 @@ class IncompleteStudy(ValueError):
 
 
 def create_study(spec: StudySpec, storage: optuna.storages.BaseStorage,
-                 sampler: optuna.samplers.BaseSampler) -> optuna.Study:
-    """Create the study; refuses a name that exists (never joins someone else's study)."""
+                 sampler: optuna.samplers.BaseSampler | None = None) -> optuna.Study:
+    """Create the study; refuses a name that exists (never joins someone else's study).
+    ``sampler``: the one its trials are asked from in this process (none: Optuna's default,
+    for a study created to be run elsewhere, as the service's queue does)."""
     if spec.name in study_names(storage):
         raise FileExistsError(f"study {spec.name!r} already exists in this storage; "
                               "use `moetune resume` (or submit --resume) to continue it.")

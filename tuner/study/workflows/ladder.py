@@ -130,7 +130,8 @@ def run_ladder(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: An
     with the bottom rung's storage.
     """
     from trainers import train
-    from tuner.study.run.runner import ray_cluster, run_study
+    from tuner.study.run.cluster import ray_cluster
+    from tuner.study.run.runner import run_study
 
     url = db.storage_url(run_dir, storage, spec.study.storage)
     summaries: list[Any] = []

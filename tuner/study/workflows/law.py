@@ -96,7 +96,8 @@ def run_law(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: Any =
     with budget 0's storage.
     """
     from trainers import train  # torch and Ray load only when a law runs
-    from tuner.study.run.runner import ray_cluster, run_study
+    from tuner.study.run.cluster import ray_cluster
+    from tuner.study.run.runner import run_study
 
     url = db.storage_url(run_dir, storage, spec.study.storage)
     law = spec.law

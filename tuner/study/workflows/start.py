@@ -21,7 +21,7 @@ neither loses nor doubles a point.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,23 +103,28 @@ def clip(d: Distribution, value: Any) -> Any:
     return v if v != float(value) else value
 
 
-def begin(study: optuna.Study, spec: StudySpec, *, model_args: ModelArgs,
-          source: Callable[[], ws.WarmSource]) -> None:
+def begin(study: optuna.Study, spec: StudySpec, *, points: Sequence[StartPoint],
+          source: ws.WarmSource | None) -> None:
     """Queue the start points and add the warm-start trials, once per study (module docstring).
 
-    ``source`` opens the study to warm-start from (called only when there is one to add).
+    ``points``: `start_points` of the spec (the preflight computed them); ``source``: the study
+    to warm-start from, opened (None when the spec has none).
     """
     if not (spec.start.n_points or spec.start.warm_start) or records.START in study.user_attrs:
         return
     queued = {t.user_attrs.get(records.START_POINT) for t in study.get_trials(deepcopy=False)}
-    points = start_points(spec, model_args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         for p in points:
             if p.point not in queued:
                 study.enqueue_trial(p.params, user_attrs={records.ORIGIN: p.origin,
                                                           records.START_POINT: p.point})
-    warm = ws.add_warm_trials(study, spec, source()) if spec.start.warm_start else None
+    warm = None
+    if spec.start.warm_start:
+        if source is None:
+            raise ValueError(f"study {spec.name!r}: [start] warm_start is set, but no source "
+                             "was opened (the preflight opens it)")
+        warm = ws.add_warm_trials(study, spec, source)
     study.set_user_attr(records.START, {"points": [p.to_dict() for p in points],
                                         "warm_start": warm})
 
