@@ -12,11 +12,18 @@ gives them a sidecar JSON (training-only fields, notes, warnings), written next 
 `NOTES` gives each format's notes (what its consumer computes otherwise than the recipe), which
 the command line also prints on stderr. `render` takes the output file's stem for the formats
 whose text names it (`NAMED_BY_FILE`: torchtitan's ``--module``).
+
+`export_files` says which files an export in a format writes, names and contents (the launch
+config, then its sidecar), and `file_name` what the launch config is called when nobody chose a
+name; the command line (``--out``) and the service's download both write exactly these.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
+from pathlib import PurePath
 from typing import Any
 
 from tuner.export.formats import deepseek, hf, megatron, native, torchtitan, torchtitan_toml
@@ -31,7 +38,8 @@ FORMATS: dict[str, Callable[[FullRun], str]] = {
     "torchtitan-toml": torchtitan_toml.render,
 }
 NAMED_BY_FILE = frozenset({"torchtitan"})
-# each format's file suffix (the service names its downloads by it)
+DEFAULT_STEM = torchtitan.DEFAULT_MODULE  # a launch config's name when nobody chose one
+# each format's file suffix (`file_name`: a launch config's name when nobody chose one)
 SUFFIXES: dict[str, str] = {"native": "json", "deepseek": "json", "hf": "json",
                             "megatron": "args", "torchtitan": "py", "torchtitan-toml": "toml"}
 
@@ -66,4 +74,37 @@ def render(name: str, full: FullRun, *, stem: str | None = None) -> str:
     return FORMATS[name](full)
 
 
-__all__ = ["FORMATS", "NAMED_BY_FILE", "NOTES", "SIDECARS", "SUFFIXES", "render"]
+def file_name(name: str, stem: str = DEFAULT_STEM) -> str:
+    """The launch config's file name for an export in format ``name`` whose name nobody chose:
+    ``{stem}.{suffix}`` (`SUFFIXES`), the stem made a Python identifier for the formats whose
+    text names their file (`NAMED_BY_FILE`: torchtitan imports its config as a module)."""
+    if name not in FORMATS:
+        raise ValueError(f"format: unknown name {name!r}; valid formats are {sorted(FORMATS)}.")
+    if name in NAMED_BY_FILE:
+        stem = re.sub(r"\W", "_", stem if stem[:1].isalpha() else f"m_{stem}")
+    return f"{stem}.{SUFFIXES[name]}"
+
+
+def sidecar_name(file: str) -> str:
+    """Where a model-config format's sidecar goes: ``run.json`` → ``run.moetune.json``."""
+    return f"{PurePath(file).stem}.moetune.json"
+
+
+def export_files(name: str, full: FullRun, file: str) -> dict[str, str]:
+    """Every file an export of ``full`` in format ``name`` writes, by name (no folder): the
+    launch config as ``file`` first (its stem names torchtitan's module), then, for the
+    formats in `SIDECARS`, the sidecar JSON next to it (`sidecar_name`).
+
+    Raises:
+        ValueError: unknown format, or a ``file`` the format cannot be named by.
+    """
+    stem = PurePath(file).stem
+    files = {file: render(name, full, stem=stem if name in NAMED_BY_FILE else None)}
+    side = SIDECARS.get(name)
+    if side is not None:
+        files[sidecar_name(file)] = json.dumps(side(full), indent=2) + "\n"
+    return files
+
+
+__all__ = ["DEFAULT_STEM", "FORMATS", "NAMED_BY_FILE", "NOTES", "SIDECARS", "SUFFIXES",
+           "export_files", "file_name", "render", "sidecar_name"]
