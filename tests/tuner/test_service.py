@@ -7,11 +7,15 @@ RUNNING; bad input refused with the field named and nothing created; the CLI aga
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.parse
 import urllib.request
+import zipfile
 
 import optuna
 import pytest
@@ -209,6 +213,87 @@ def test_the_dashboard_is_mounted_read_only(server):
                                                       "directions": ["minimize"]})
     assert status == 405 and "read-only" in out["detail"]
     assert server.call("DELETE", "/api/studies/0")[0] == 405
+
+
+def download(server: Server, path: str, body: bytes, content_type: str) -> tuple[int, dict, bytes]:
+    """(status, headers, raw body) of a POST whose answer may be a zip."""
+    req = urllib.request.Request(server.url + path, data=body, method="POST")
+    req.add_header("Content-Type", content_type)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+def files_of(headers: dict, raw: bytes) -> dict[str, str]:
+    """A download's files by name: a zip's entries, or the one file Content-Disposition names."""
+    if headers["content-type"] == "application/zip":
+        with zipfile.ZipFile(io.BytesIO(raw)) as z:
+            return {n: z.read(n).decode() for n in z.namelist()}
+    return {headers["content-disposition"].split('filename="')[1].rstrip('"'): raw.decode()}
+
+
+@pytest.mark.parametrize("fmt", ["deepseek", "hf", "megatron"])
+def test_the_page_export_downloads_every_file_the_cli_writes(server, tmp_path, capsys, fmt):
+    """The same study and format: the JSON API's download, the page form's and the files
+    ``moetune export --out`` writes are the same files (a model config and its sidecar come as
+    one zip), and ``moetune export --server`` unpacks them as the local export writes them."""
+    if server.call("GET", "/api/v1/studies/exported")[0] == 404:
+        submit(server, "exported", n=2)
+    server.wait_state("exported", ("finished",))
+    target = str(PUBLISHED_CONFIGS / "config_671B.json")
+    options = {"pick": "knee", "target": target, "gpus": 2048, "tokens": 14.8e12,
+               "format": fmt}
+    status, headers, raw = download(server, "/api/v1/studies/exported/export",
+                                    json.dumps(options).encode(), "application/json")
+    assert status == 200, raw
+    got = files_of(headers, raw)
+    stem = f"exported-{fmt}"
+    if fmt in ("deepseek", "hf"):
+        assert headers["content-type"] == "application/zip"
+        assert headers["content-disposition"] == f'attachment; filename="{stem}.zip"'
+        assert list(got) == [f"{stem}.json", f"{stem}.moetune.json"]
+    else:
+        assert headers["content-type"].startswith("text/plain")
+        assert headers["content-disposition"] == f'attachment; filename="{stem}.args"'
+    # the page's form sends text; its download is the same
+    form = urllib.parse.urlencode(options | {"gpus": "2048", "tokens": "14.8e12"}).encode()
+    status, page_headers, page_raw = download(server, "/studies/exported/export", form,
+                                              "application/x-www-form-urlencoded")
+    assert status == 200 and files_of(page_headers, page_raw) == got
+    # the command line on the service's own storage writes exactly these files
+    out = tmp_path / "cli" / next(iter(got))
+    assert main(["export", "exported", "--root", str(server.root), "--storage",
+                 f"sqlite:///{server.root / 'service.db'}", "--pick", "knee", "--target",
+                 target, "--gpus", "2048", "--tokens", "14.8e12", "--format", fmt,
+                 "--out", str(out)]) == 0, capsys.readouterr().err
+    assert {p.name: p.read_text() for p in out.parent.iterdir()} == got
+    # and --server writes them where the local export would, named after --out
+    remote_out = tmp_path / "remote" / f"run.{next(iter(got)).rsplit('.', 1)[1]}"
+    assert main(["export", "exported", "--server", server.url, "--pick", "knee", "--target",
+                 target, "--gpus", "2048", "--tokens", "14.8e12", "--format", fmt,
+                 "--out", str(remote_out)]) == 0, capsys.readouterr().err
+    renamed = {name.replace(stem, "run"): text for name, text in got.items()}
+    assert {p.name: p.read_text() for p in remote_out.parent.iterdir()} == renamed
+
+
+def test_bad_export_and_cancel_requests_name_the_field(server):
+    if server.call("GET", "/api/v1/studies/exported")[0] == 404:
+        submit(server, "exported", n=2)
+    target = str(PUBLISHED_CONFIGS / "config_671B.json")
+    for options, field in [({"gpus": "many"}, "--gpus"), ({"format": "yaml"}, "--format"),
+                           ({"pick": "trial x"}, "--pick"), ({"root": "/"}, "--root"),
+                           ({"colour": 1}, "--colour"), ({"gpus": None}, "--gpus")]:
+        body = {"target": target, "gpus": 8, "tokens": 1e9} | options
+        status, out = server.call("POST", "/api/v1/studies/exported/export", body)
+        assert status == 422 and out["field"] == field, out
+        assert out["detail"].startswith(field)
+    status, out = server.call("POST", "/api/v1/studies/a%5Cb/cancel")
+    assert status == 422 and out["field"] == "study", out
+    status, out = server.call("DELETE", "/api/v1/studies/a%5Cb")
+    assert status == 422 and out["field"] == "study", out
+    assert server.call("POST", "/api/v1/studies/no-such-study/cancel")[0] == 404
 
 
 def test_the_cli_talks_to_the_service(server, tmp_path, capsys):

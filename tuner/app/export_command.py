@@ -14,19 +14,17 @@ every other command finds them (`tuner.app.commands`: ``--root`` / ``$MOETUNE_RO
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from trainers.validation import FieldError, relabel
+from tuner.app.actions import ExportRequest, export
 from tuner.app.commands import open_study, where_options
 from tuner.app.errors import UsageError
 from tuner.export import formats
-from tuner.export.export import export_study
 from tuner.export.formats import torchtitan
-from tuner.export.pick import PICKS, Pick
+from tuner.export.pick import PICKS
 from tuner.modeling.full_run import (
     DEFAULT_MFU,
     ExportError,
@@ -70,22 +68,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="output file (default: stdout)")
     where_options(p)
     p.set_defaults(handler=run_export)
-
-
-def parse_pick(args: argparse.Namespace) -> Pick:
-    """``--pick knee`` / ``--pick trial 7`` plus the limits, validated."""
-    words = args.pick
-    trial = None
-    if words[0] == "trial":
-        if len(words) != 2 or not words[1].isdigit():
-            raise ValueError(f"--pick: 'trial' takes one trial number, but got "
-                             f"--pick {' '.join(words)!r}.")
-        trial = int(words[1])
-    elif len(words) != 1:
-        raise ValueError(f"--pick: must be one of {PICKS} (trial N), but got "
-                         f"--pick {' '.join(words)!r}.")
-    return Pick(kind=words[0], trial=trial, max_memory_gb=args.max_memory_gb,
-                min_tokens_per_s=args.min_tokens_per_s)
 
 
 def _flag(name: str) -> str:
@@ -170,11 +152,6 @@ def write_out(path: Path, text: str) -> None:
             from None
 
 
-def sidecar_path(out: Path) -> Path:
-    """Where a model-config format's sidecar goes: ``run.json`` → ``run.moetune.json``."""
-    return out.with_name(f"{out.stem}.moetune.json")
-
-
 def parse_target(args: argparse.Namespace) -> FullRunTarget:
     check_numbers(args)
     tokens = args.tokens
@@ -191,39 +168,34 @@ def parse_target(args: argparse.Namespace) -> FullRunTarget:
 
 def run_export(args: argparse.Namespace) -> int:
     try:
-        if args.format not in formats.FORMATS:
-            raise ValueError(f"--format: unknown name {args.format!r}; valid formats are "
-                             f"{sorted(formats.FORMATS)}.")
-        pick = parse_pick(args)
-        target = parse_target(args)  # validates before the study is opened
+        request = ExportRequest.from_namespace(args)
+        parse_target(args)  # the target read before the study is opened
         check_out(args.out)
-        stem = args.out.stem if args.out is not None else None
-        if args.format in formats.NAMED_BY_FILE and stem is not None:
-            torchtitan.check_module_name(stem)
+        file = args.out.name if args.out is not None else formats.file_name(request.format)
+        if request.format in formats.NAMED_BY_FILE and args.out is not None:
+            torchtitan.check_module_name(args.out.stem)
         study = open_study(args.study, Path(args.root) / args.study, args.storage)
-        study, measured_at = _ladder_answer(study, Path(args.root) / args.study, args.storage)
-        study, law, law_said = _law_answer(study, Path(args.root) / args.study, args.storage)
-        measured_at = measured_at or law_said
-        full, picked = export_study(study, pick, target, law=law)
-        text = formats.render(args.format, full, stem=stem)
-        side = formats.SIDECARS.get(args.format)
+        done = export(study, request, run_dir=Path(args.root) / args.study,
+                      storage=args.storage, file=file)
         if args.out is not None:
-            if side is not None:
-                write_out(sidecar_path(args.out), json.dumps(side(full), indent=2) + "\n")
-            write_out(args.out, text)
+            # the launch config last: a file that is there is a whole export's
+            for name, text in reversed(done.files.items()):
+                write_out(args.out.with_name(name), text)
     except (LookupError, ValueError, ExportError) as exc:
         print(f"moetune export: {exc}", file=sys.stderr)
         return 2
+    full, picked = done.full, done.picked
     for w in full.warnings:
         print(f"moetune export: warning: {w}", file=sys.stderr)
-    for n in formats.NOTES[args.format](full):
+    for n in formats.NOTES[request.format](full):
         print(f"moetune export: note: {n}", file=sys.stderr)
-    if side is not None:
-        where = sidecar_path(args.out) if args.out else "written only with --out"
+    if request.format in formats.SIDECARS:
+        where = (args.out.with_name(formats.sidecar_name(file)) if args.out
+                 else "written only with --out")
         print(f"moetune export: training-only fields, notes and warnings: {where}",
               file=sys.stderr)
-    if measured_at:
-        print(f"moetune export: {measured_at}", file=sys.stderr)
+    if done.said:
+        print(f"moetune export: {done.said}", file=sys.stderr)
     print(f"moetune export: trial {picked.record.number}: {picked.how}; "
           f"{full.plan}; checkpoint_ratio {full.recipe.checkpoint_ratio:.3g}; "
           f"{full.cost['gpu_hours']:.4g} GPU-hours (modeled)", file=sys.stderr)
@@ -232,61 +204,5 @@ def run_export(args: argparse.Namespace) -> int:
         print(f"moetune export: {speed['source']}: block matmuls "
               f"{speed['train_speedup']:.3g}x bf16 (modeled)", file=sys.stderr)
     if args.out is None:
-        sys.stdout.write(text)
+        sys.stdout.write(done.text)
     return 0
-
-
-def _law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]:
-    """A law study (any of its budgets) exports its laws: the LR and final batch from the
-    study's own fit at the full run, the other knobs from the pick at its largest budget (the
-    held-out one once it exists), from the same storage."""
-    from tuner.study.specs.law_spec import base_name
-    from tuner.study.store import database as db
-    from tuner.study.store import records
-    from tuner.study.store import storage as st
-    from tuner.study.workflows.law_fit import budget_studies, fit_law
-
-    if not (study.user_attrs.get(records.SPEC) or {}).get("law"):
-        return study, None, ""  # not a law study
-    spec = st.stored_spec(study)
-    store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
-    base = st.stored_spec(st.load_study(base_name(spec.name, spec.law), store))
-    studies = budget_studies(base, store)
-    fit = fit_law(base, studies)
-    law = fit.study_law()
-    if law is None:
-        raise LookupError(f"law {base.name!r} has no lr law yet (it needs 2 budgets with an "
-                          f"optimum): `moetune resume {base.name}` goes on.")
-    largest = studies[-1][1]
-    held = fit.held_out_check()
-    said = (f"law {base.name}: LR and final batch from the study's own laws over "
-            f"{len(fit.fitted)} budgets; other knobs from {largest.study_name}"
-            + (f"; held-out check: predicted/measured lr {held['lr_ratio']:.2f}"
-               if held else "; no held-out check yet"))
-    return largest, law, said
-
-
-def _ladder_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, str]:
-    """A ladder's answer is its top rung: exporting the ladder (its bottom study) exports the
-    top rung's trial, from the same storage; a rung says the width it was measured at."""
-    from tuner.study.specs.ladder_spec import rung_name
-    from tuner.study.store import database as db
-    from tuner.study.store import records
-    from tuner.study.store import storage as st
-
-    if not (study.user_attrs.get(records.SPEC) or {}).get("ladder"):
-        return study, ""  # not a ladder (a study without a stored spec is none either)
-    spec = st.stored_spec(study)
-    lad = spec.ladder
-    if lad.rung == 0:
-        top = rung_name(spec.name, lad.widths, len(lad.widths) - 1)
-        store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
-        if top not in db.study_names(store):
-            raise LookupError(f"ladder {spec.name!r} has not reached its top rung ({top}, width "
-                              f"{lad.widths[-1]}) yet: `moetune resume {spec.name}` goes on, "
-                              f"or export a rung by its name.")
-        return (st.load_study(top, store),
-                f"ladder {spec.name}: the answer is its top rung {top}, measured at width "
-                f"{lad.widths[-1]} (rungs {list(lad.widths)})")
-    return study, (f"{spec.name} is rung {lad.rung} of ladder {spec.name.rsplit('.w', 1)[0]}: "
-                   f"measured at width {lad.width} (rungs {list(lad.widths)})")

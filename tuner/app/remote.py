@@ -10,6 +10,7 @@ A remote ``submit`` returns once the study is queued, and says how to follow it.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -17,12 +18,13 @@ import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
+import zipfile
+from collections.abc import Callable
+from pathlib import Path, PurePath
 from typing import Any
 
 from tuner.app.errors import UsageError
 
-REMOTE_COMMANDS = ("submit", "status", "list", "cancel", "delete", "resume", "report", "export")
 TIMEOUT_S = 60
 
 
@@ -44,7 +46,7 @@ def remote_dispatch(args: argparse.Namespace) -> int:
     """Run ``args.command`` against ``args.server``."""
     client = Client(args.server, os.environ.get("MOETUNE_TOKEN", ""))
     try:
-        return int(globals()[f"_{args.command}"](client, args))
+        return int(COMMANDS[args.command](client, args))
     except RemoteError as e:
         print(f"moetune {args.command}: {e}", file=sys.stderr)
         return 1
@@ -60,6 +62,10 @@ class Client:
         self._token = token
 
     def call(self, method: str, path: str, body: Any = None) -> bytes:
+        return self.response(method, path, body)[0]
+
+    def response(self, method: str, path: str, body: Any = None) -> tuple[bytes, str]:
+        """(body, content type) of one request."""
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.server + path, data=data, method=method)
         request.add_header("Content-Type", "application/json")
@@ -67,7 +73,7 @@ class Client:
             request.add_header("Authorization", f"Bearer {self._token}")
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-                return bytes(response.read())
+                return bytes(response.read()), str(response.headers.get("Content-Type", ""))
         except urllib.error.HTTPError as e:
             detail = _detail(e.read())
             if 400 <= e.code < 500:
@@ -183,17 +189,43 @@ def _report(client: Client, args: argparse.Namespace) -> int:
 
 
 def _export(client: Client, args: argparse.Namespace) -> int:
+    from tuner.app.actions import ExportRequest
     from tuner.app.export_command import check_out, write_out
 
+    request = ExportRequest.from_namespace(args)  # refused here as locally, before sending
     check_out(args.out)
-    keys = ("pick", "max_memory_gb", "min_tokens_per_s", "target", "hardware", "gpus", "tokens",
-            "seq_len", "global_batch", "micro_batch", "tp", "pp", "ep", "memory_fraction", "mfu",
-            "format")
-    options = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
-    text = client.call("POST", f"/api/v1/studies/{_q(args.study)}/export", options).decode()
-    if args.out is not None:
-        write_out(args.out, text)
-        print(f"moetune export: wrote {args.out}", file=sys.stderr)
-    else:
+    body, content_type = client.response("POST", f"/api/v1/studies/{_q(args.study)}/export",
+                                         request.options())
+    files = (_unzip(body) if content_type.startswith("application/zip")
+             else {"": body.decode()})
+    (first, text), *rest = files.items()
+    if args.out is None:
         sys.stdout.write(text)
+        return 0
+    # the files the local export writes: the launch config at --out, the others beside it,
+    # named as the service named them after its own launch config's stem
+    stem = PurePath(first).stem
+    for name, other in reversed(rest):
+        write_out(args.out.with_name(args.out.stem + name.removeprefix(stem)
+                                     if name.startswith(stem) else name), other)
+    write_out(args.out, text)
+    print(f"moetune export: wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def _unzip(body: bytes) -> dict[str, str]:
+    """A zip download's files, in the archive's order; a name with a folder in it is refused
+    (nothing is written outside --out's folder)."""
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        names = archive.namelist()
+        if not names or any(PurePath(n).name != n or n in (".", "..") for n in names):
+            raise RemoteError(f"the service sent an archive of unexpected files ({names}).")
+        return {n: archive.read(n).decode() for n in names}
+
+
+# the commands a service answers, each by the function that sends it
+COMMANDS: dict[str, Callable[[Client, argparse.Namespace], int]] = {
+    "submit": _submit, "status": _status, "list": _list, "cancel": _cancel, "delete": _delete,
+    "resume": _resume, "report": _report, "export": _export,
+}
+REMOTE_COMMANDS = tuple(COMMANDS)

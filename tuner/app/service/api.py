@@ -26,6 +26,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from pydantic import BaseModel, Field
 from starlette.types import Receive, Scope, Send
 
+from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest, RequestError
 from tuner.app.service import pages
 from tuner.app.service.body_limit import BodyLimit
 from tuner.app.service.context import Service, SubmitError
@@ -83,6 +84,10 @@ def create_app(service: Service) -> FastAPI:
     async def submit_error(request: Request, exc: SubmitError) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "field": exc.field}, status_code=422)
 
+    @app.exception_handler(RequestError)  # a typed request refused (`tuner.app.actions`)
+    async def request_error(request: Request, exc: RequestError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "field": exc.field}, status_code=422)
+
     @app.exception_handler(TransitionError)
     async def transition_error(request: Request, exc: TransitionError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)  # a race: try again
@@ -128,7 +133,7 @@ def create_app(service: Service) -> FastAPI:
     @app.post("/api/v1/studies/{name}/cancel", summary="stop a study; running trials end as "
               "interrupted and are re-run on resume")
     def cancel(name: str, who: Who) -> dict[str, str]:
-        return {"state": service.cancel(service.study(name), who)}
+        return {"state": service.cancel(CancelRequest(study=name, by=who.name), who)}
 
     @app.post("/api/v1/studies/{name}/resume", summary="queue a cancelled, failed or interrupted "
               "study again")
@@ -137,7 +142,7 @@ def create_app(service: Service) -> FastAPI:
 
     @app.delete("/api/v1/studies/{name}", status_code=204, summary="delete an ended study")
     def delete(name: str, who: Who) -> Response:
-        service.delete(service.study(name), who)
+        service.delete(DeleteRequest(study=name), who)
         return Response(status_code=204)
 
     @app.get("/api/v1/studies/{name}/report", summary="the study's report.html (opens offline)")
@@ -145,10 +150,11 @@ def create_app(service: Service) -> FastAPI:
         return FileResponse(service.report(service.study(name)), media_type="text/html")
 
     @app.post("/api/v1/studies/{name}/export", summary="the chosen recipe scaled to the full run, "
-              "as a launch config (moetune export's options as JSON)")
+              "as a launch config (moetune export's options as JSON); a zip of it and its "
+              "sidecar for the formats that have one")
     def export(name: str, options: dict[str, Any], who: Who) -> Response:
-        text, filename = service.export(service.study(name), options)
-        return Response(text, media_type="text/plain",
+        body, filename, media_type = service.export(ExportRequest.from_options(name, options))
+        return Response(body, media_type=media_type,
                         headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
     @app.get("/api/v1/whoami", summary="the user a token or session belongs to")

@@ -4,14 +4,14 @@ delete, report, export), so the two front ends cannot drift apart."""
 
 from __future__ import annotations
 
-import argparse
+import io
 import json
-import re
 import shutil
 import threading
 import tomllib
+import zipfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import optuna
@@ -19,11 +19,12 @@ import ray
 from fastapi import HTTPException
 
 from trainers.presets import PUBLISHED_CONFIGS
+from tuner.app import actions
+from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest
 from tuner.app.service.auth import Auth, may_change
 from tuner.app.service.data_roots import OutsideDataRoots, check_path, is_path, spec_paths
 from tuner.app.service.scheduler import Scheduler
 from tuner.app.service.studies import (
-    ACTIVE,
     ENDED,
     detail,
     enqueue,
@@ -35,7 +36,7 @@ from tuner.app.service.tokens import User
 from tuner.app.service.views import View, ViewCache
 from tuner.study.specs.spec import NAME_RE, SpecError, StudySpec, check_inputs, parse_spec
 from tuner.study.store import storage as st
-from tuner.study.store.control import clear_stop, request_stop
+from tuner.study.store.control import clear_stop
 from tuner.study.store.database import shown, study_names
 from tuner.study.workflows import warm_start as ws
 
@@ -207,18 +208,16 @@ class Service:
         self.scheduler.wake()
         return spec.name
 
-    def cancel(self, study: optuna.Study, user: User) -> str:
-        state = self._owned(study, user, "cancel")
-        if state == "queued":
-            set_state(study, "cancelled")
-        elif state in ACTIVE:
-            request_stop(study, by=user.name)
-            set_state(study, "stopping")
-        else:
-            raise HTTPException(409, f"cancel: only a queued or running study can be "
-                                     f"cancelled, but {study.study_name!r} is {state}.")
+    def cancel(self, request: CancelRequest, user: User) -> str:
+        """Cancel the study (`actions.cancel`) for its owner or an admin; its state after."""
+        study = self.study(request.study)
+        self._owned(study, user, "cancel")
+        try:
+            state = actions.cancel(study, request)
+        except actions.Refused as e:
+            raise HTTPException(409, str(e)) from None
         self.forget(study.study_name)
-        return str(service_record(study)["state"])
+        return state
 
     def resume(self, study: optuna.Study, user: User) -> str:
         state = self._owned(study, user, "resume")
@@ -231,19 +230,20 @@ class Service:
         self.scheduler.wake()
         return "queued"
 
-    def delete(self, study: optuna.Study, user: User) -> None:
-        state = self._owned(study, user, "delete")
-        if state not in ENDED:
-            raise HTTPException(409, f"delete: only a finished, cancelled, failed or "
-                                     f"interrupted study can be deleted, but "
-                                     f"{study.study_name!r} is {state}; cancel it first.")
+    def delete(self, request: DeleteRequest, user: User) -> None:
+        """Delete the ended study (`actions.delete`) for its owner or an admin, and its run
+        folder when this service made it at submit (marked); anything else there is kept."""
+        study = self.study(request.study)
+        self._owned(study, user, "delete")
         name = study.study_name
-        optuna.delete_study(study_name=name, storage=self.storage)
-        self.forget(name)
         folder = self.config.root / name
-        if (not folder.is_symlink() and folder.is_dir() and (folder / MARKER).is_file()
-                and folder.resolve().parent == self.config.root.resolve()):
-            shutil.rmtree(folder)  # made by this service at submit; anything else is kept
+        made_here = (not folder.is_symlink() and folder.is_dir() and (folder / MARKER).is_file()
+                     and folder.resolve().parent == self.config.root.resolve())
+        try:
+            actions.delete(study, request, folder=folder if made_here else None)
+        except actions.Refused as e:
+            raise HTTPException(409, str(e)) from None
+        self.forget(name)
 
     def report(self, study: optuna.Study) -> Path:
         """The study's report.html under its run folder, built again only when the study
@@ -261,37 +261,27 @@ class Service:
             built.write_text(key)
             return Path(paths["report_html"])
 
-    def export(self, study: optuna.Study, options: dict[str, Any]) -> tuple[str, str]:
-        """(text, file name) of ``moetune export`` with ``options`` (its flags, as JSON).
+    def export(self, request: ExportRequest) -> tuple[bytes, str, str]:
+        """(body, file name, media type) of the download ``request`` asks for: every file
+        ``moetune export --out`` writes for it (`actions.export`), named after the study and
+        the format (`formats.file_name`); one zip when there are several (a model config and
+        its sidecar), else the launch config itself.
 
         Raises:
-            SubmitError: an option breaks a rule (named as its command-line flag).
+            actions.RequestError: the export refuses a value, naming its flag.
+            SubmitError: ``--target`` names a file outside the data roots.
         """
-        from tuner.app import export_command
         from tuner.export import formats
-        from tuner.export.export import export_study
-        from tuner.modeling.full_run import ExportError
 
-        args = _export_args(options)
-        if args.target and is_path(args.target):
-            self._check_path("--target", args.target)
-        try:
-            if args.format not in formats.FORMATS:
-                raise ValueError(f"--format: unknown name {args.format!r}; valid formats are "
-                                 f"{sorted(formats.FORMATS)}.")
-            pick = export_command.parse_pick(args)
-            target = export_command.parse_target(args)
-            # a law study exports its laws, as the command line does
-            study, law, _ = export_command._law_answer(
-                study, self.config.root / study.study_name, self.config.storage_url)
-            full, _ = export_study(study, pick, target, law=law)
-        except (LookupError, ValueError, ExportError) as e:
-            raise SubmitError(str(e), field=str(e).split(":", 1)[0]) from None
-        stem = f"{study.study_name}-{args.format}"
-        if args.format in formats.NAMED_BY_FILE:  # torchtitan's --module: a Python identifier
-            stem = re.sub(r"\W", "_", stem if stem[0].isalpha() else f"m_{stem}")
-        return (formats.render(args.format, full, stem=stem),
-                f"{stem}.{formats.SUFFIXES[args.format]}")
+        study = self.study(request.study)
+        if is_path(request.target):
+            self._check_path("--target", request.target)
+        file = formats.file_name(request.format, f"{study.study_name}-{request.format}")
+        done = actions.export(study, request, run_dir=self.config.root / study.study_name,
+                              storage=self.config.storage_url, file=file)
+        if len(done.files) == 1:
+            return done.text.encode(), file, "text/plain"
+        return _zip(done.files), f"{PurePath(file).stem}.zip", "application/zip"
 
     def _check_caps(self, spec: StudySpec) -> None:
         """The operator's caps (`ServiceConfig.max_trials` and the others; 0 is none); a law
@@ -402,30 +392,12 @@ def _check_service_rules(table: dict[str, Any]) -> None:
                               field="space.file")
 
 
-class _Raising(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # argparse would print and exit
-        raise SubmitError(message.replace("argument ", ""), field="export")
-
-
-def _export_args(options: dict[str, Any]) -> argparse.Namespace:
-    """`moetune export`'s own parser applied to ``{"pick": "knee", "gpus": 2048, ...}``."""
-    from tuner.app import export_command
-
-    parser = _Raising(prog="export")
-    sub = parser.add_subparsers(dest="command")
-    sub._parser_class = _Raising  # argparse has no public hook for the sub-parsers' class
-    export_command.register(sub)
-    argv = ["export", "study"]
-    for key, value in options.items():
-        if not isinstance(key, str) or not key.replace("_", "").isalnum():
-            raise SubmitError(f"export: unknown option {key!r}.", field="export")
-        flag = "--" + key.replace("_", "-")
-        if flag in ("--root", "--storage", "--out"):
-            raise SubmitError(f"{flag}: not an option of the service's export (the service "
-                              "owns its storage; the file comes back as the response).",
-                              field=flag)
-        values = value if isinstance(value, list) else [value]
-        argv += [flag, *(str(v) for v in values)]
-    return parser.parse_args(argv)
-
-
+def _zip(files: dict[str, str]) -> bytes:
+    """The files as one zip archive, in their order, the same bytes for the same files (every
+    entry dated 1980-01-01, zip's earliest date)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in files.items():
+            archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), text,
+                             compress_type=zipfile.ZIP_DEFLATED)
+    return buffer.getvalue()

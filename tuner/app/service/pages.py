@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest
 from tuner.app.service.auth import COOKIE, SESSION_S, same_origin
 from tuner.app.service.context import Service, SubmitError
 from tuner.app.service.tokens import User
@@ -130,8 +131,8 @@ def register(app: FastAPI, service: Service) -> None:
         options: dict[str, Any] = {"pick": pick.split(), "target": target,
                                    "hardware": hardware, "gpus": gpus, "tokens": tokens,
                                    "format": format}
-        text, filename = service.export(service.study(name), options)
-        return Response(text, media_type="text/plain",
+        body, filename, media_type = service.export(ExportRequest.from_options(name, options))
+        return Response(body, media_type=media_type,
                         headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
     @app.post("/studies/{name}/{action}", include_in_schema=False)
@@ -144,7 +145,12 @@ def register(app: FastAPI, service: Service) -> None:
         if who is None:
             return signin_redirect()
         service.auth.check_csrf(request, csrf)
-        getattr(service, action)(service.study(name), who)
+        if action == "cancel":
+            service.cancel(CancelRequest(study=name, by=who.name), who)
+        elif action == "delete":
+            service.delete(DeleteRequest(study=name), who)
+        else:
+            service.resume(service.study(name), who)
         return RedirectResponse("/" if action == "delete" else f"/studies/{name}",
                                 status_code=303)
 
