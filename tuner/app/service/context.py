@@ -15,13 +15,13 @@ from pathlib import Path, PurePath
 from typing import Any
 
 import optuna
-import ray
 from fastapi import HTTPException
 
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app import actions
 from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest
 from tuner.app.service.auth import Auth, may_change
+from tuner.app.service.cluster_checks import check_inputs_here, check_inputs_on_cluster
 from tuner.app.service.data_roots import OutsideDataRoots, check_path, is_path, spec_paths
 from tuner.app.service.scheduler import Scheduler
 from tuner.app.service.studies import (
@@ -34,7 +34,7 @@ from tuner.app.service.studies import (
 )
 from tuner.app.service.tokens import User
 from tuner.app.service.views import View, ViewCache
-from tuner.study.specs.spec import NAME_RE, SpecError, StudySpec, check_inputs, parse_spec
+from tuner.study.specs.spec import NAME_RE, SpecError, StudySpec, parse_spec
 from tuner.study.store import storage as st
 from tuner.study.store.control import clear_stop
 from tuner.study.store.database import shown, study_names
@@ -72,24 +72,6 @@ class SubmitError(ValueError):
     def __init__(self, message: str, field: str = "spec") -> None:
         super().__init__(message)
         self.field = field
-
-
-def _check_inputs(spec: StudySpec) -> SpecError | None:
-    """The spec's file checks: None if they pass, else the error (its ``field`` kept)."""
-    try:
-        check_inputs(spec)
-    except SpecError as e:
-        return e
-    return None
-
-
-def _check_table_inputs(table: dict[str, Any]) -> SpecError | None:
-    """`_check_inputs` of a spec sent as its table to another process (parsed there, once)."""
-    return _check_inputs(parse_spec(table))
-
-
-# on a cluster, where the drivers run (data and model paths are cluster paths)
-_check_on_cluster = ray.remote(num_cpus=0)(_check_table_inputs)
 
 
 class Service:
@@ -175,8 +157,8 @@ class Service:
             raise SubmitError(str(e), field=e.field) from None
         self._check_caps(spec)
         spec = _first_stage(spec)
-        problem = (_check_inputs(spec) if self.config.local_ray else  # the one input check
-                   ray.get(_check_on_cluster.remote(spec.to_dict())))
+        problem = (check_inputs_here(spec) if self.config.local_ray else  # the one input check
+                   check_inputs_on_cluster(spec))
         if problem is not None:
             raise SubmitError(str(problem), field=problem.field)
         if spec.name in study_names(self.storage):
