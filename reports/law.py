@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from reports.html import inline
 from tuner.modeling import power_law as pl
 from tuner.modeling.cost_model import non_embedding_flops_per_token
 from tuner.modeling.full_run import load_target
@@ -234,7 +235,6 @@ def budget_note(data: dict[str, Any]) -> list[str]:
 def annotate_budget_report(report_dir: Path, data: dict[str, Any]) -> None:
     """Put `budget_note` under the title of budget 0's ranked.md and report.html (written just
     before by `reports.build`); the figure is the law's own ``law.png``."""
-    from reports.html import inline
 
     note = budget_note(data)
     md = report_dir / "ranked.md"

@@ -4,6 +4,7 @@ light commands start without the heavy libraries."""
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import subprocess
 import sys
@@ -150,3 +151,169 @@ def test_one_require_and_one_unknown_key_check(tmp_path):
                     "            pass\n\n"
                     "require = print\n")
     assert sorted(helpers(fake)) == [(1, "_require"), (6, "_reject_unknown"), (9, "require")]
+
+
+# -- the import graph: no cycle, function-local imports only for a reason, Ray ⇄ Optuna -----
+
+# Libraries a light command or a Ray worker must not load before it needs them: the one reason
+# an import of a project module may sit inside a function (docs/architecture.md, "Imports").
+DEFERRED = (*HEAVY, "optuna", "tokenizers", "pyarrow", "fastapi", "uvicorn")
+# The one module that imports both Ray and Optuna: the Ray Tune ⇄ Optuna searcher.
+RAY_AND_OPTUNA = "tuner.study.run.searcher"
+
+
+def lazy_exports(package: str) -> dict[str, str]:
+    """``{name: module}`` a package imports on first use (its ``_EXPORTS``; the packages that
+    have one import only the standard library, so importing it here is cheap)."""
+    if not (ROOT / package.replace(".", "/") / "__init__.py").is_file():
+        return {}
+    return dict(getattr(importlib.import_module(package), "_EXPORTS", {}))
+
+
+def imports_of(path: Path) -> list[tuple[int, str, bool, bool]]:
+    """(line, imported name, inside a function, under TYPE_CHECKING) for every import of
+    ``path``: project modules as module names (``from pkg import sub`` names ``pkg.sub``),
+    other libraries by their top-level name."""
+    known = modules()
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: list[tuple[int, str, bool, bool]] = []
+
+    def visit(node: ast.AST, local: bool, typing_only: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = local or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            guarded = typing_only or (isinstance(child, ast.If)
+                                      and "TYPE_CHECKING" in ast.unparse(child.test))
+            names: list[str] = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                lazy = lazy_exports(child.module) if child.module in known else {}
+                for a in child.names:
+                    sub = f"{child.module}.{a.name}"
+                    # a submodule; a name the package imports on first use; else the package
+                    names.append(sub if sub in known else lazy.get(a.name, child.module))
+            for name in names:
+                if name.split(".")[0] in PACKAGES:
+                    while name not in known and "." in name:
+                        name = name.rsplit(".", 1)[0]
+                    if name not in known:
+                        continue
+                else:
+                    name = name.split(".")[0]
+                out.append((child.lineno, name, local, guarded))
+            visit(child, inner, guarded)
+
+    visit(tree, False, False)
+    return out
+
+
+def graph() -> dict[str, list[tuple[int, str, bool, bool]]]:
+    return {m: imports_of(p) for m, p in modules().items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle():
+    """Every import counts: top level, inside functions, under TYPE_CHECKING."""
+    g = graph()
+    edges = {m: {t for _, t, _, _ in imps if t in g and t != m} for m, imps in g.items()}
+    assert cycles(edges) == [], "import cycles (every import counted):\n" + "\n".join(
+        " -> ".join(c) for c in cycles(edges))
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def loaded_at_import(g: dict[str, list[tuple[int, str, bool, bool]]]) -> dict[str, set[str]]:
+    """For each module, the libraries importing it loads (its top-level imports, followed
+    through the project's modules; TYPE_CHECKING imports do not run)."""
+    memo: dict[str, set[str]] = {}
+
+    def libs(m: str, seen: frozenset[str]) -> set[str]:
+        if m in memo:
+            return memo[m]
+        out: set[str] = set()
+        parts = m.split(".")
+        for i in range(1, len(parts)):  # importing a.b.c runs a/__init__ and a/b/__init__
+            parent = ".".join(parts[:i])
+            if parent in g and parent not in seen:
+                out |= libs(parent, seen | {m})
+        for _, t, local, typing_only in g.get(m, []):
+            if local or typing_only:
+                continue
+            if t in g:
+                if t not in seen:
+                    out |= libs(t, seen | {m})
+            else:
+                out.add(t)
+        memo[m] = out
+        return out
+
+    return {m: libs(m, frozenset()) for m in g}
+
+
+def deferral_reason(importer: str, target: str, loaded: dict[str, set[str]]) -> list[str]:
+    """The `DEFERRED` libraries ``target`` loads that ``importer`` does not: the reason an
+    import of ``target`` may sit inside a function of ``importer`` (empty: no reason)."""
+    return sorted(set(DEFERRED) & (loaded[target] - loaded[importer]))
+
+
+def test_function_local_imports_only_defer_a_heavy_library():
+    """A project module imported inside a function must bring a library its importer does not
+    load (torch, Ray, pandas, plotly, matplotlib, Optuna, tokenizers, pyarrow, FastAPI,
+    uvicorn): `--help` and `list` stay light, a Ray worker loads no Optuna. Any other such
+    import belongs at the top of the module, where a reader and the cycle check see it."""
+    g = graph()
+    loaded = loaded_at_import(g)
+    bad = [f"{modules()[m].relative_to(ROOT)}:{line}: imports {t} inside a function, but "
+           f"{t} loads no library {m} does not already load"
+           for m, imps in sorted(g.items()) for line, t, local, _ in imps
+           if local and t in g and t != m and not deferral_reason(m, t, loaded)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_deferral_check_tells_a_reason_from_none():
+    g = graph()
+    loaded = loaded_at_import(g)
+    # the CLI's handlers start Ray only when a study runs
+    assert "ray" in deferral_reason("tuner.app.commands", "tuner.study.run.runner", loaded)
+    # the storage module brings nothing the runner lacks: no reason to import it late
+    assert deferral_reason("tuner.study.run.runner", "tuner.study.store.storage", loaded) == []
+
+
+def test_only_the_searcher_imports_both_ray_and_optuna():
+    both = sorted(m for m, imps in graph().items()
+                  if {"ray", "optuna"} <= {t for _, t, _, _ in imps})
+    assert both == [RAY_AND_OPTUNA], f"modules importing both Ray and Optuna: {both}"

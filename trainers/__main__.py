@@ -16,6 +16,7 @@ import json
 import sys
 import time
 
+from trainers.data import load_corpus
 from trainers.loop import train
 from trainers.model_args import ModelArgs
 from trainers.presets import preset, preset_names, shrink
@@ -65,7 +66,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write the TrainResult here as JSON")
     a = p.parse_args(argv)
     try:
-        from trainers.data import load_corpus
 
         args = _model_args(a)
         recipe = Recipe(**_parse_set(a.set))

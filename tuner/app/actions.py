@@ -21,9 +21,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.app.errors import UsageError
+from tuner.app.export_options import check_numbers, parse_target
+from tuner.app.service.studies import ACTIVE, ENDED, TransitionError, service_record, set_state
+from tuner.export import formats
+from tuner.export.answers import ladder_answer, law_answer
+from tuner.export.export import export_study
 from tuner.export.pick import PICKS, Pick
-from tuner.modeling.full_run import DEFAULT_MFU
+from tuner.modeling.full_run import DEFAULT_MFU, ExportError
 from tuner.modeling.hardware import HARDWARE
+from tuner.study.store.control import request_stop
 
 if TYPE_CHECKING:
     import optuna
@@ -97,8 +103,6 @@ class ExportRequest:
     format: str = "native"
 
     def __post_init__(self) -> None:
-        from tuner.app.export_command import check_numbers
-        from tuner.export import formats
 
         _check_study(self.study)
         for name in _INTS + _FLOATS + _STRS:
@@ -239,11 +243,6 @@ def export(study: optuna.Study, request: ExportRequest, *, run_dir: Path, storag
         RequestError: the target cannot be read, nothing can be exported, or the file name does
             not suit the format; the field is named.
     """
-    from tuner.app.export_command import parse_target
-    from tuner.export import formats
-    from tuner.export.answers import ladder_answer, law_answer
-    from tuner.export.export import export_study
-    from tuner.modeling.full_run import ExportError
 
     try:
         target = parse_target(request.namespace())
@@ -302,8 +301,6 @@ def cancel(study: optuna.Study, request: CancelRequest) -> str:
     Raises:
         Refused: nothing runs, so there is nothing to stop.
     """
-    from tuner.app.service.studies import ACTIVE, TransitionError, service_record, set_state
-    from tuner.study.store.control import request_stop
 
     name = study.study_name
     state = service_record(study)["state"]
@@ -333,7 +330,6 @@ def check_delete(study: optuna.Study) -> None:
     Raises:
         Refused: a driver holds it (trials run, or a service has not ended it); cancel first.
     """
-    from tuner.app.service.studies import ENDED, service_record
 
     name = study.study_name
     state = service_record(study)["state"]

@@ -15,11 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from tuner.app.errors import DeferredStop, UsageError
+from tuner.app.status import all_failed, format_table, study_summary_rows, trial_rows
 from tuner.study.run.preflight import load_warnings, prepare, prepare_stored
+from tuner.study.run.progress import stderr_lines
+from tuner.study.run.samplers import SAMPLER_NOTES, resolve_sampler_name
+from tuner.study.specs.ladder_spec import rung_name
 from tuner.study.specs.spec import SpecError, StudySpec, check_inputs, load_spec
 from tuner.study.store import database as db
+from tuner.study.store import lease as ls
 from tuner.study.store import resume as rs
 from tuner.study.store import storage as st
+from tuner.study.workflows.ladder import run_ladder
+from tuner.study.workflows.law import run_law
 
 DEFAULT_ROOT = "runs"
 
@@ -130,7 +137,6 @@ def _staged(spec: StudySpec) -> bool:
 
 def _prepare(make: Any, name: str) -> Any:
     """The preflight, its refusals as usage errors (exit 2, nothing written)."""
-    from tuner.study.store import lease as ls
 
     try:
         return make()
@@ -156,7 +162,6 @@ def _check_new_or_resumable(spec: StudySpec, run_dir: Path, args: argparse.Names
 
 def _sampler_note(spec: StudySpec) -> None:
     """What ``sampler = "auto"`` chose, when the choice needs a reason (`SAMPLER_NOTES`)."""
-    from tuner.study.run.samplers import SAMPLER_NOTES, resolve_sampler_name
 
     note = SAMPLER_NOTES.get(resolve_sampler_name(spec)) if spec.study.sampler == "auto" else None
     if note:
@@ -193,7 +198,6 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
     """Run the prepared study (``plan``), or a whole ladder or law stage by stage (no plan)."""
     from tuner.study.run.cluster import ClusterError
     from tuner.study.run.runner import run
-    from tuner.study.store import lease as ls
 
     # the clip notes of the start points (a ladder's or law's stages print none here)
     for warning in plan.warnings if plan is not None else []:
@@ -203,13 +207,11 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
     try:
         with signals:
             if spec.ladder.on and spec.ladder.rung == 0:  # the whole ladder, from its bottom
-                from tuner.study.workflows.ladder import run_ladder
 
                 rungs = run_ladder(spec, run_dir=run_dir, storage=args.storage,
                                    trainer=trainer, address=args.address,
                                    progress=not args.no_progress, interrupt=signals)
             elif spec.law.on and spec.law.budget == 0:  # every budget, from the smallest
-                from tuner.study.workflows.law import run_law
 
                 rungs = run_law(spec, run_dir=run_dir, storage=args.storage, trainer=trainer,
                                 address=args.address, progress=not args.no_progress,
@@ -269,7 +271,6 @@ def _report_law(spec: StudySpec, run_dir: Path, budgets: list[Any], storage: str
 
 def _report_ladder(spec: StudySpec, run_dir: Path, rungs: list[Any], storage: str) -> int:
     """Each rung's line, the top rung's report (the answer), the ladder's transfer report."""
-    from tuner.study.specs.ladder_spec import rung_name
 
     widths = spec.ladder.widths
     for i, summary in enumerate(rungs):
@@ -305,7 +306,6 @@ def _build_ladder_report(spec: StudySpec, run_dir: Path, storage: str) -> None:
 
 
 def _report_run(spec: StudySpec, run_dir: Path, summary: Any) -> int:
-    from tuner.app.status import all_failed
 
     if summary.reaped:
         print(f"re-ran {len(summary.reaped)} interrupted trial(s): {list(summary.reaped)}")
@@ -392,7 +392,6 @@ def open_study(name: str, run_dir: Path, url: str) -> Any:
 
 
 def status(args: argparse.Namespace) -> int:
-    from tuner.app.status import format_table, study_summary_rows, trial_rows
 
     if args.study:
         study = open_study(args.study, Path(args.root) / args.study, args.storage)
@@ -426,7 +425,6 @@ def _names(args: argparse.Namespace) -> list[str]:
 
 
 def rerun(args: argparse.Namespace) -> int:
-    from tuner.study.run.progress import stderr_lines
     from tuner.study.workflows.rerun import rerun_trial
 
     run_dir = Path(args.root) / args.study

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.app.commands import open_study, where_options
+from tuner.app.service.dashboard import DashboardStorage
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,7 +40,6 @@ def dashboard_app(study: Any) -> Any:
     """optuna-dashboard's WSGI application over the read-only view of ``study``'s storage."""
     import optuna_dashboard
 
-    from tuner.app.service.dashboard import DashboardStorage
 
     return optuna_dashboard.wsgi(DashboardStorage(study._storage))
 

@@ -16,6 +16,9 @@ from typing import Any
 
 from tuner.app.commands import open_study, where_options
 from tuner.app.errors import UsageError
+from tuner.study.store import database as db
+from tuner.study.store import records
+from tuner.study.store.storage import stored_spec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -87,9 +90,6 @@ def run_report(args: argparse.Namespace) -> int:
 
 def _law_report(study: Any, args: argparse.Namespace, out: Path) -> None:
     """For a law study (its budget 0), the law's report beside the budget's own."""
-    from tuner.study.store import database as db
-    from tuner.study.store import records
-    from tuner.study.store.storage import stored_spec
 
     if not (study.user_attrs.get(records.SPEC) or {}).get("law"):
         return  # not a law study
@@ -106,9 +106,6 @@ def _law_report(study: Any, args: argparse.Namespace, out: Path) -> None:
 
 def _ladder_report(study: Any, args: argparse.Namespace, out: Path) -> None:
     """For a ladder (its bottom study), the transfer report beside the rung's own."""
-    from tuner.study.store import database as db
-    from tuner.study.store import records
-    from tuner.study.store.storage import stored_spec
 
     if not (study.user_attrs.get(records.SPEC) or {}).get("ladder"):
         return  # not a ladder (a study without a stored spec is none either)

@@ -24,6 +24,9 @@ from pathlib import Path
 
 from tuner.app.commands import DEFAULT_ROOT
 from tuner.app.errors import UsageError
+from tuner.app.service.private import csrf_key, make_private, secret_file
+from tuner.app.service.tokens import TokenStore
+from tuner.study.store import database as db
 
 DEFAULT_PORT = 8470
 SERVICE_DB = "service.db"
@@ -90,7 +93,6 @@ def service_url(root: Path, storage: str) -> str:
 
 def _private_root(root: Path, storage: str) -> None:
     """The root 0700 and what this process creates 0600 (`private.make_private`)."""
-    from tuner.app.service.private import make_private
 
     if root.exists() and not root.is_dir():
         raise UsageError(f"--root: must be a folder, but {str(root)!r} is a file.")
@@ -98,8 +100,6 @@ def _private_root(root: Path, storage: str) -> None:
 
 
 def _token_store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from tuner.app.service.tokens import TokenStore
-    from tuner.study.store import database as db
     root = Path(args.root)
     _private_root(root, args.storage)
     url = service_url(root, args.storage)
@@ -188,7 +188,6 @@ def local_ray_env(root: Path) -> dict[str, str]:
       another local user cannot submit work to this Ray either (Ray's default token file,
       ``~/.ray/auth_token``, would be created 0644).
     """
-    from tuner.app.service.private import secret_file
 
     token = root / RAY_TOKEN_FILE
     secret_file(token)
@@ -210,10 +209,7 @@ def serve(args: argparse.Namespace) -> int:
     from tuner.app.service.api import create_app
     from tuner.app.service.auth import Auth
     from tuner.app.service.context import Service, ServiceConfig
-    from tuner.app.service.private import csrf_key
     from tuner.app.service.scheduler import Scheduler
-    from tuner.app.service.tokens import TokenStore
-    from tuner.study.store import database as db
     url = service_url(root, args.storage)
     try:
         storage = db.open_storage(url)

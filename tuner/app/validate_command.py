@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from tuner.app.commands import import_trainer, open_study, where_options
-from tuner.study.run.progress import Log
+from tuner.study.run.progress import Log, stderr_lines
+from tuner.study.workflows.validate import validate_study
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,8 +32,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from tuner.study.run.progress import stderr_lines
-    from tuner.study.workflows.validate import validate_study
 
     try:
         trainer = import_trainer(args.trainer)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainers import megatron
 from trainers.data import Data, load_corpus, megatron_prefix, parse_blend, stdlib_corpus
 from tuner.corpus.documents import STDLIB, CorpusError, documents, files
 from tuner.corpus.tokenizer import (
@@ -137,7 +138,6 @@ def _write(corpus: str, tok: Tokenizer, *, eod: int, vocab: int, text_field: str
     """Encode every document into ``out``.bin/.idx; what it took."""
     import torch
 
-    from trainers import megatron
 
     total = sum(p.stat().st_size for p in files(corpus)) or len(stdlib_corpus().tokens)
     bar = _bar(total, f"tokenizing {corpus}", progress)

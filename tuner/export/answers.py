@@ -8,16 +8,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tuner.study.specs.ladder_spec import rung_name
+from tuner.study.specs.law_spec import base_name
+from tuner.study.store import database as db
+from tuner.study.store import records
+from tuner.study.store import storage as st
+from tuner.study.workflows.law_fit import budget_studies, fit_law
+
 
 def law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]:
     """A law study (any of its budgets) exports its laws: the LR and final batch from the
     study's own fit at the full run, the other knobs from the pick at its largest budget (the
     held-out one once it exists), from the same storage."""
-    from tuner.study.specs.law_spec import base_name
-    from tuner.study.store import database as db
-    from tuner.study.store import records
-    from tuner.study.store import storage as st
-    from tuner.study.workflows.law_fit import budget_studies, fit_law
 
     if not (study.user_attrs.get(records.SPEC) or {}).get("law"):
         return study, None, ""  # not a law study
@@ -42,10 +44,6 @@ def law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]:
 def ladder_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, str]:
     """A ladder's answer is its top rung: exporting the ladder (its bottom study) exports the
     top rung's trial, from the same storage; a rung says the width it was measured at."""
-    from tuner.study.specs.ladder_spec import rung_name
-    from tuner.study.store import database as db
-    from tuner.study.store import records
-    from tuner.study.store import storage as st
 
     if not (study.user_attrs.get(records.SPEC) or {}).get("ladder"):
         return study, ""  # not a ladder (a study without a stored spec is none either)

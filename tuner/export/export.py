@@ -24,6 +24,7 @@ from tuner.modeling import scaling
 from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run
 from tuner.modeling.power_law import StudyLaw, deepseek_llm_batch, deepseek_llm_lr
 from tuner.modeling.published_recipes import published_recipe
+from tuner.modeling.vocab_share import vocab_notes
 from tuner.study.results import diagnostics
 from tuner.study.store import records
 
@@ -42,7 +43,6 @@ def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
                           proxy_info=info, law=law)
     if not r.feasible:
         full.warnings.insert(0, f"trial {r.number} violates a study constraint.")
-    from tuner.modeling.vocab_share import vocab_notes  # the vocabulary the proxy was tuned at
 
     full.warnings.extend(vocab_notes(r.model_args, full.model_args, r.recipe.seq_len))
     check = info["validation"]

@@ -30,6 +30,7 @@ from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest, Reque
 from tuner.app.service import pages
 from tuner.app.service.body_limit import BodyLimit
 from tuner.app.service.context import Service, SubmitError
+from tuner.app.service.dashboard import DashboardStorage
 from tuner.app.service.faults import (
     RETRY_AFTER_S,
     STORAGE_ERRORS,
@@ -195,7 +196,6 @@ def _mount_dashboard(app: FastAPI, service: Service) -> None:
     import optuna_dashboard
     from a2wsgi import WSGIMiddleware
 
-    from tuner.app.service.dashboard import DashboardStorage
 
     # a2wsgi and Starlette type the same ASGI messages with different classes
     wsgi: Any = WSGIMiddleware(optuna_dashboard.wsgi(DashboardStorage(service.storage)))

@@ -34,11 +34,14 @@ from tuner.app.service.studies import (
 )
 from tuner.app.service.tokens import User
 from tuner.app.service.views import View, ViewCache
+from tuner.export import formats
 from tuner.study.specs.spec import NAME_RE, SpecError, StudySpec, parse_spec
 from tuner.study.store import storage as st
 from tuner.study.store.control import clear_stop
 from tuner.study.store.database import shown, study_names
 from tuner.study.workflows import warm_start as ws
+from tuner.study.workflows.ladder import rung_spec
+from tuner.study.workflows.law import budget_spec
 
 MAX_SPEC_BYTES = 256 * 1024
 MAX_KEY_PARTS = 64  # dotted parts of one TOML key (`_toml`)
@@ -253,7 +256,6 @@ class Service:
             actions.RequestError: the export refuses a value, naming its flag.
             SubmitError: ``--target`` names a file outside the data roots.
         """
-        from tuner.export import formats
 
         study = self.study(request.study)
         if is_path(request.target):
@@ -311,11 +313,9 @@ def _first_stage(spec: StudySpec) -> StudySpec:
     law's budgets or the ladder's rungs in the
     service's storage, each an ordinary study there."""
     if spec.law.on:
-        from tuner.study.workflows.law import budget_spec
 
         return budget_spec(spec, 0)
     if spec.ladder.on:
-        from tuner.study.workflows.ladder import rung_spec
 
         return rung_spec(spec, 0, [])
     return spec

@@ -52,6 +52,7 @@ def run_driver(name: str, storage_url: str, root: str, trainer: str) -> str:
         with prepare_stored(name, run_dir=Path(root) / name, storage=storage_url,
                             check=check_inputs) as plan:
             study = plan.study
+            assert study is not None  # prepare_stored loads the study or raises
             module, _, attr = trainer.partition(":")
             train = getattr(importlib.import_module(module), attr)
             if service_record(study)["state"] == "starting":  # not when a cancel came

@@ -27,6 +27,8 @@ import dataclasses
 import functools
 from typing import TYPE_CHECKING
 
+from trainers.schedules import lr_at
+
 if TYPE_CHECKING:
     from trainers.model_args import ModelArgs
     from tuner.modeling.full_run import FullRun
@@ -83,7 +85,6 @@ def group_score_warning(full: FullRun, consumer: str, rule: str) -> list[str]:
 
 def multistep_gap(full: FullRun, samples: int = 2000) -> tuple[float, float, float]:
     """(largest |LR_multistep − LR_cosine| / peak, multistep's final LR / peak, cosine's)."""
-    from trainers.schedules import lr_at
 
     r, budget = full.recipe, 10**9
     cos = dataclasses.replace(r, decay="cosine")

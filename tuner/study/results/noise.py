@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainers import ModelArgs, Recipe
 from trainers.result import json_safe, to_float
 from tuner.study.results.metrics import TIMED, is_modeled
 from tuner.study.results.ranking import knee, pareto_front
@@ -279,7 +280,6 @@ def _one_run(r: TrialRecord, seed: int, spec: StudySpec, *, trainer: Callable[..
              data: Any, device: str) -> dict[str, Any]:
     """One re-training; an exception is recorded on the run (val_loss NaN), not raised: the
     study's trials are done, and one failed re-run leaves the others' spread usable."""
-    from trainers import ModelArgs, Recipe
 
     run: dict[str, Any] = {"trial": r.number, "seed": seed}
     try:

@@ -29,9 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from search_spaces.loader import SearchSpace, SpaceError, load_space, space_from_dict
+from trainers.blend import parse_blend
 from trainers.model_args import GROUP_SCORES, ModelArgs
 from trainers.presets import preset
 from trainers.validation import FieldError, reject_unknown, relabel, require
+from tuner.corpus.documents import CorpusError
+from tuner.corpus.tokenizer import bpe_size, load_tokenizer, vocab_size
 from tuner.modeling.full_run import FullRunLimits, check_target
 from tuner.modeling.hardware import HARDWARE
 from tuner.study.results.metrics import (
@@ -508,9 +511,6 @@ def _check_budget(b: BudgetSection, p: PruningSection) -> None:
 
 def _data(table: Mapping[str, Any], base_dir: Path | None) -> DataSection:
     """``[data]``, its paths absolute (each path of a blend ``"W1 P1 W2 P2"``)."""
-    from trainers.blend import parse_blend  # light: no torch, no tokenizers
-    from tuner.corpus.documents import CorpusError
-    from tuner.corpus.tokenizer import bpe_size
 
     data = _section(DataSection, table, "data")
     require(isinstance(data.vocab_size, int) and data.vocab_size >= 0, "data.vocab_size",
@@ -546,7 +546,6 @@ def load_data(data: DataSection, *, progress: bool = False) -> Any:
         SpecError: ``data.<key>: <the file, the rule, the value>``.
     """
     from tuner.corpus.build import load  # torch: only commands that check inputs need it
-    from tuner.corpus.documents import CorpusError
 
     try:
         return load(data.corpus, tokenizer=data.tokenizer, text_field=data.text_field,
@@ -562,14 +561,12 @@ def load_data(data: DataSection, *, progress: bool = False) -> Any:
 def data_vocab_size(data: DataSection) -> int:
     """The proxy's vocabulary that ``[data]`` states: ``vocab_size``, else the tokenizer's
     (N of ``bpe:N``; a tokenizer.json's largest id + 1), else 0 (the preset's own)."""
-    from tuner.corpus.tokenizer import bpe_size
 
     if data.vocab_size or not data.tokenizer:
         return data.vocab_size
     bpe = bpe_size(data.tokenizer)
     if bpe is not None:
         return bpe
-    from tuner.corpus.tokenizer import load_tokenizer, vocab_size
 
     return vocab_size(load_tokenizer(data.tokenizer))
 

@@ -40,6 +40,8 @@ from tuner.study.specs.ladder_spec import rung_name
 from tuner.study.specs.spec import StudySpec
 from tuner.study.specs.start_spec import StartSection
 from tuner.study.store import database as db
+from tuner.study.store import records
+from tuner.study.store import storage as st
 
 Promoted = list[tuple[int, dict[str, Any]]]  # (trial number in the rung below, its params)
 
@@ -87,7 +89,6 @@ def promote(study: optuna.Study, share: float) -> Promoted:
 def rung_studies(ladder: StudySpec, storage: optuna.storages.BaseStorage
                  ) -> list[optuna.Study]:
     """The ladder's rung studies that exist in ``storage``, bottom first."""
-    from tuner.study.store import storage as st
     names = set(db.study_names(storage))
     out = []
     for i in range(len(ladder.ladder.widths)):
@@ -102,8 +103,6 @@ def candidate_pairs(lower: optuna.Study, upper: optuna.Study
                     ) -> list[tuple[TrialRecord, TrialRecord]]:
     """(trial below, the same candidate above) for every promoted candidate the upper rung has
     finished: linked by the upper rung's ``ladder.promoted`` and each trial's start point."""
-    from tuner.study.store import records
-    from tuner.study.store import storage as st
     promoted = st.stored_spec(upper).ladder.promoted
     below = {r.number: r for r in trial_records(lower)}
     above = {r.number: r for r in trial_records(upper)}

@@ -117,7 +117,8 @@ def validate_study(study: optuna.Study, *, top: int, scale: float = 2.0,
         f"(loading the corpus first)")
     spec = stored_spec(study)
     if trainer is None:
-        from trainers import train
+        from trainers import train  # torch loads only when a validation trains
+
         trainer = train
     data = load_data(spec.data)
     tokens = int(spec.budget.tokens_per_trial * token_scale)
