@@ -1,0 +1,108 @@
+"""How many times each process that runs a study parses its spec, checks its input files,
+opens its storage, checks the resume rules and calls the lease, counted on the functions
+themselves (`tests/tuner/call_counter.py`), for the CLI's submit, submit --resume and resume,
+the service's submit and its driver starting the study. A two-trial study with the fake
+`tuner.testing:quick_train` on a local Ray.
+
+    python benchmarks/count_checks.py                      # this checkout
+    PYTHONPATH=<other checkout> python benchmarks/count_checks.py   # another layout
+
+The counts go by file and function name (``spec.py:parse_spec``, ``database.py:_rdb_storage``
+...), so an older layout of tuner/study is counted the same way (docs/architecture.md, "Checks
+counted per process").
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "tuner"))
+from call_counter import counting  # noqa: E402
+
+SPEC = """
+[study]
+name = "rnd"
+n_trials = {n}
+max_concurrent = 1
+sampler = "random"
+[budget]
+tokens_per_trial = 300
+eval_every_tokens = 100
+[pruning]
+scheduler = "none"
+[space.params.lr]
+type = "float"
+low = 1e-4
+high = 1e-2
+log = true
+"""
+QT = ["--trainer", "tuner.testing:quick_train", "--no-progress"]
+KEYS = ("spec parses", "input checks", "storage opens", "resume-rule checks", "lease calls",
+        "samplers built", "study loads")
+
+
+def _first(*names: str):
+    """The first of ``names`` that imports (the store modules moved into tuner.study.store)."""
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ImportError(names)
+
+
+def main() -> None:
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+             log_to_driver=False)
+    from tuner.app.cli import main as cli
+    from tuner.app.service import driver
+    from tuner.app.service.context import Service, ServiceConfig
+    from tuner.app.service.studies import set_state
+    from tuner.app.service.tokens import User
+
+    db = _first("tuner.study.store.database", "tuner.study.database")
+    st = _first("tuner.study.store.storage", "tuner.study.storage")
+    tmp = Path(tempfile.mkdtemp())
+    rows = []
+    for n in (2, 3):
+        (tmp / f"rnd{n}.toml").write_text(SPEC.format(n=n))
+    root = str(tmp / "runs")
+    for label, argv in (("CLI submit", ["submit", str(tmp / "rnd2.toml")]),
+                        ("CLI submit --resume", ["submit", str(tmp / "rnd3.toml"), "--resume"]),
+                        ("CLI resume NAME", ["resume", "rnd"])):
+        with counting() as c:
+            rc = cli([*argv, "--root", root, *QT])
+        rows.append((f"{label} (exit {rc})", dict(c)))
+
+    class NoScheduler:
+        def wake(self) -> None:
+            pass
+
+    sroot = tmp / "service"
+    sroot.mkdir()
+    url = f"sqlite:///{sroot / 'service.db'}"
+    storage = db.open_storage(url)
+    service = Service(ServiceConfig(root=sroot, storage_url=url,
+                                    trainer="tuner.testing:quick_train"),
+                      storage, None, NoScheduler())
+    with counting() as c:
+        service.submit(SPEC.format(n=2), User(name="ann", admin=False))
+    rows.append(("service, HTTP submit", dict(c)))
+    set_state(st.load_study("rnd", storage), "starting")
+    with counting() as c:
+        state = driver.run_driver("rnd", url, str(sroot), "tuner.testing:quick_train")
+    rows.append((f"service's driver, at start ({state})", dict(c)))
+    print("| process | " + " | ".join(KEYS) + " |")
+    print("|---|" + "---|" * len(KEYS))
+    for label, c in rows:
+        print(f"| {label} | " + " | ".join(str(c.get(k, 0)) for k in KEYS) + " |")
+
+
+if __name__ == "__main__":
+    main()
