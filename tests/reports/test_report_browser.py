@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from browser import check_page, find_browser
 from synthetic_studies import add, new_study, random_study
 
 import reports
-from reports.browser import check_page, find_browser
 
 pytestmark = pytest.mark.skipif(
     find_browser() is None,

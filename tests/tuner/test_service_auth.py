@@ -10,10 +10,10 @@ import urllib.parse
 import urllib.request
 
 import pytest
+from browser import Browser as BrowserSession
+from browser import find_browser
 from service_process import SPEC, Server
 
-from reports.browser import Browser as BrowserSession
-from reports.browser import find_browser
 from tuner.app.cli import main
 
 

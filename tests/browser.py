@@ -4,7 +4,7 @@ Drives Chromium over the DevTools protocol (a minimal WebSocket client, standard
 collects console errors, uncaught exceptions and every network request the page makes (a
 self-contained report makes none), counts the rendered Plotly figures, and can save a screenshot.
 
-    python -m reports.browser out/s1/report.html --screenshot docs/report.png
+    python tests/browser.py out/s1/report.html --screenshot docs/report.png
 """
 
 from __future__ import annotations
