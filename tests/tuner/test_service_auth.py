@@ -113,10 +113,25 @@ def test_browser_sign_in_session_and_csrf(team):
     status, page, _ = b.request("POST", "/submit", {"spec": "[study]\nname = 3\n",
                                                     "csrf": csrf})
     assert status == 422 and "data-field='study.name'" in page  # the error next to the field
+    said = re.search(r"<b>study\.name</b>: ([^<]*)</p>", page).group(1)
+    assert said.startswith("must be") and "study.name" not in said  # the field named once
+    assert page.index("name='name'") < page.index("id='error'") < page.index("<textarea")
+    status, page, _ = b.request("POST", "/submit", {
+        "spec": "[study]\nname = 'x'\n[model]\npreset = 'nope'\n", "csrf": csrf})
+    assert status == 422 and "data-field='model.preset'" in page
+    said = re.search(r"<b>model\.preset</b>: ([^<]*)</p>", page).group(1)
+    assert "model.preset" not in said
+    # beside the spec it names: after the name's input, right before the spec's text area
+    assert page.index("name='name'") < page.index("id='error'") < page.index("<textarea")
+    assert re.search(r"id='error'[^>]*>.*?</p><div class=' field-error'><textarea", page)
     status, _, headers = b.request("POST", "/submit", {"spec": spec, "csrf": csrf})
     assert status == 303 and headers["location"] == "/studies/bobs"
     status, page, _ = b.request("GET", "/studies/bobs")
     assert status == 200 and "owner <b>bob</b>" in page
+    # the buttons of the state it is in: a queued or running study can only be cancelled
+    shown = re.findall(r"action='/studies/bobs/(\w+)' data-when='[^']*'>", page)
+    hidden = re.findall(r"action='/studies/bobs/(\w+)' data-when='[^']*' hidden>", page)
+    assert shown == ["cancel"] and sorted(hidden) == ["delete", "resume"], (shown, hidden)
     other = Browser(srv.url)
     other.cookie = b.cookie.replace(b.cookie[-6:], "000000")  # tampered signature
     assert other.request("GET", "/submit")[0] == 303
@@ -166,6 +181,16 @@ def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_p
                    "'/cancel')).submit(); true")
         b.wait_for("['stopping', 'cancelled'].includes("
                    "document.getElementById('state')?.textContent)")
+        # the buttons follow the state; integers print as integers; plots have axes, legends
+        b.wait_for("document.getElementById('state').textContent === 'cancelled'",
+                   timeout_s=60)
+        b.wait_for("[...document.querySelectorAll('form[data-when]')].filter(f => !f.hidden)"
+                   ".map(f => f.action.split('/').pop()).join() === 'resume,delete'")
+        assert b.evaluate("[fmt(32), fmt(0.0012345678), fmt(null)].join()") == "32,0.001235,-"
+        assert b.evaluate("document.querySelectorAll('#front .tick').length") == 6
+        assert b.evaluate("document.querySelectorAll('#curves .tick').length") == 6
+        assert "Pareto front" in b.evaluate("document.querySelector('#curves .legend')"
+                                            ".textContent")
         b.goto(f"{srv.url}/api/v1/studies/in-browser/report")
         assert "in-browser" in str(b.evaluate("document.title + document.body.innerText"))
         errors = [p for m, p in b.events if m == "Runtime.exceptionThrown"]

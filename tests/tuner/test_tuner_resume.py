@@ -261,3 +261,22 @@ def test_an_address_that_is_not_host_port_is_refused(tmp_path, capsys, monkeypat
     rc = main(["submit", str(spec_file(tmp_path)), "--address", "headnode",
                "--root", str(tmp_path / "runs"), *QT])
     assert rc == 2 and "--address: must be HOST:PORT" in capsys.readouterr().err
+
+
+def test_a_running_trials_curve_is_stored_at_each_evaluation(tmp_path):
+    """The service's study page draws running trials: their curve is in the storage before
+    they end (`tuner.app.service.studies.detail` reads it)."""
+    from trainers import preset
+    from tuner.app.service.studies import detail
+    from tuner.study.run.trainable import METRIC, TIME_ATTR
+
+    spec = spec_from_dict(_toml(SPEC.format(n=3)))
+    (tmp_path / "rnd").mkdir()
+    study = st.create_study(spec, db.open_storage(db.storage_url(tmp_path / "rnd")),
+                            make_sampler(spec))
+    searcher = StudySearcher(study=study, spec=spec, model_args=preset("debug"), n_to_run=3)
+    searcher.suggest("a")
+    searcher.on_trial_result("a", {TIME_ATTR: 100, METRIC: 5.5})
+    searcher.on_trial_result("a", {TIME_ATTR: 200, METRIC: 5.25})
+    (t,) = detail(study)["trials"]
+    assert t["outcome"] == "running" and t["curve"] == [[100, 5.5], [200, 5.25]]

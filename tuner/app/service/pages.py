@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest
 from tuner.app.service.auth import COOKIE, SESSION_S, same_origin
 from tuner.app.service.context import Service, SubmitError
+from tuner.app.service.studies import ACTIVE, ENDED
 from tuner.app.service.tokens import User
 
 STYLE = """
@@ -79,7 +80,11 @@ def register(app: FastAPI, service: Service) -> None:
         esc = html.escape(name)
 
         def button(action: str, label: str) -> str:
-            return (f"<form class='inline' method='post' action='/studies/{esc}/{action}'>"
+            # shown only in the states the action is allowed in (STUDY_JS keeps it so)
+            when = " ".join(BUTTON_STATES[action])
+            hidden = "" if data["state"] in BUTTON_STATES[action] else " hidden"
+            return (f"<form class='inline' method='post' action='/studies/{esc}/{action}' "
+                    f"data-when='{when}'{hidden}>"
                     f"<input type='hidden' name='csrf' value='{csrf}'>"
                     f"<button>{label}</button></form>")
 
@@ -185,15 +190,19 @@ def register(app: FastAPI, service: Service) -> None:
 def _submit_form(service: Service, request: Request, spec: str, name: str,
                  error: SubmitError | None) -> str:
     csrf = html.escape(service.auth.csrf_token(request))
-    problem = (f"<p class='err' id='error' data-field='{html.escape(error.field)}'>"
-               f"<b>{html.escape(error.field)}</b>: {html.escape(str(error))}</p>"
-               if error else "")
-    spec_error = " field-error" if error and error.field != "study.name" else ""
-    name_error = " field-error" if error and error.field == "study.name" else ""
+    problem = ""
+    if error:  # said once (the message names no field twice), beside the field it names
+        text = str(error).removeprefix(f"{error.field}: ")
+        problem = (f"<p class='err' id='error' data-field='{html.escape(error.field)}'>"
+                   f"<b>{html.escape(error.field)}</b>: {html.escape(text)}</p>")
+    on_name = bool(error) and error.field == "study.name"  # type: ignore[union-attr]
+    spec_error = " field-error" if error and not on_name else ""
+    name_error = " field-error" if on_name else ""
     return (f"<h1>Submit a study</h1><form method='post' action='/submit'>"
             f"<input type='hidden' name='csrf' value='{csrf}'>"
             f"<p class='{name_error}'>name (optional, overrides [study] name) "
-            f"<input name='name' value='{html.escape(name)}'></p>{problem}"
+            f"<input name='name' value='{html.escape(name)}'></p>{problem if on_name else ''}"
+            f"{'' if on_name else problem}"
             f"<div class='{spec_error}'><textarea name='spec' placeholder='[study]\\n"
             f"name = \"my-study\"\\n...'>{html.escape(spec)}</textarea></div>"
             f"<p><button>Submit</button></p><p class='note'>The space inline, or a space "
@@ -221,6 +230,10 @@ def _export_form(study: str, csrf: str) -> str:
             "<button>Download</button></form>")
 
 
+# the states a study page's button is shown in: those its action is allowed from (studies.py)
+BUTTON_STATES = {"cancel": ("queued", *ACTIVE), "resume": ("cancelled", "failed", "interrupted"),
+                 "delete": ENDED}
+
 LIST_JS = """
 const esc=s=>String(s??'').replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;',
 '"':'&quot;',"'":'&#39;'}[c]));
@@ -238,9 +251,22 @@ refresh();setInterval(refresh,2000);
 STUDY_JS = """
 const esc=s=>String(s??'').replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;',
 '"':'&quot;',"'":'&#39;'}[c]));
-const fmt=v=>v===null||v===undefined?'-':(typeof v==='number'?Number(v).toPrecision(4):esc(v));
+const num=v=>Number.isInteger(v)?String(v):Number(v).toPrecision(4);
+const fmt=v=>v===null||v===undefined?'-':(typeof v==='number'?num(v):esc(v));
 function scale(vals,lo,hi){const a=Math.min(...vals),b=Math.max(...vals),s=b>a?b-a:1;
-return v=>lo+(v-a)/s*(hi-lo);}
+const f=v=>lo+(v-a)/s*(hi-lo);f.lo=a;f.hi=b;return f;}
+function axes(X,Y,xl,yl){const t=[0,.5,1];let g='<g class="axes" stroke="#6b7280">'+
+'<line x1="40" y1="270" x2="400" y2="270"/><line x1="40" y1="20" x2="40" y2="270"/></g>';
+for(const k of t){const xv=X.lo+k*(X.hi-X.lo),yv=Y.lo+k*(Y.hi-Y.lo);
+const tick=v=>num(+v.toPrecision(3));
+g+=`<text class="tick" x="${X(xv)}" y="283" font-size="9" text-anchor="middle">${tick(xv)}`+
+`</text><text class="tick" x="37" y="${Y(yv)+3}" font-size="9" text-anchor="end">${tick(yv)}`+
+'</text>';}
+return g+`<text x="220" y="297" font-size="11" text-anchor="middle">${esc(xl)}</text>`+
+`<text x="4" y="12" font-size="11">${esc(yl)}</text>`;}
+const legend=items=>'<g class="legend">'+items.map(([c,l],i)=>
+`<rect x="250" y="${24+i*14}" width="9" height="9" fill="${c}"/>`+
+`<text x="263" y="${32+i*14}" font-size="10">${esc(l)}</text>`).join('')+'</g>';
 const tiedWithKnee=(d,t)=>!!d.knee_ties&&d.knee_ties.tied.includes(t.number);
 const mark=(d,t)=>d.knee===t.number?' (knee)':tiedWithKnee(d,t)?' (tied with the knee)':'';
 function front(d){const svg=document.getElementById('front');const o=d.objectives;
@@ -253,15 +279,20 @@ svg.innerHTML=pts.map(t=>{const f=d.front.includes(t.number),k=d.knee===t.number
 g=tiedWithKnee(d,t);
 return `<circle cx="${X(t.values[o[0].name])}" cy="${Y(t.values[o[1].name])}" r="${k?8:5}"
 fill="${f?'#d62728':'#1f77b4'}" stroke="${k||g?'#000':'none'}" stroke-width="${k?2:1}"
-stroke-dasharray="${g?'2,2':''}"><title>#${t.number}${mark(d,t)}</title></circle>`}).join('')+
-`<text x="40" y="295">${esc(o[0].name)}</text><text x="2" y="14">${esc(o[1].name)}</text>`;}
+stroke-dasharray="${g?'2,2':''}"><title>#${t.number}${mark(d,t)}: ${esc(o[0].name)} ${
+fmt(t.values[o[0].name])}, ${esc(o[1].name)} ${fmt(t.values[o[1].name])}</title></circle>`})
+.join('')+
+axes(X,Y,o[0].name,o[1].name)+legend([['#d62728','Pareto front'],['#1f77b4','other feasible']]);}
 function curves(d){const svg=document.getElementById('curves');
 const cs=d.trials.filter(t=>t.curve.length);if(!cs.length){svg.innerHTML='';return;}
 const xs=cs.flatMap(t=>t.curve.map(p=>p[0])),ys=cs.flatMap(t=>t.curve.map(p=>p[1]));
 const X=scale(xs,40,400),Y=scale(ys,270,20);
-svg.innerHTML=cs.map(t=>`<polyline fill="none" stroke="${d.front.includes(t.number)?
-'#d62728':'#9ca3af'}" points="${t.curve.map(p=>X(p[0])+','+Y(p[1])).join(' ')}"><title>#${
-t.number}</title></polyline>`).join('');}
+svg.innerHTML=cs.map(t=>{const last=t.curve[t.curve.length-1];
+return `<polyline fill="none" stroke="${d.front.includes(t.number)?'#d62728':
+t.outcome==='running'?'#2563eb':'#9ca3af'}" points="${t.curve.map(p=>X(p[0])+','+Y(p[1]))
+.join(' ')}"><title>#${t.number} (${esc(t.outcome)}): val_loss ${fmt(last[1])} at ${
+fmt(last[0])} tokens</title></polyline>`}).join('')+axes(X,Y,'tokens','val_loss')+
+legend([['#d62728','Pareto front'],['#2563eb','running'],['#9ca3af','other']]);}
 function table(d){const names=d.objectives.map(o=>o.name);
 const params=[...new Set(d.trials.flatMap(t=>Object.keys(t.params)))];
 document.querySelector('#trials thead').innerHTML='<tr><th>#</th><th>outcome</th>'+
@@ -272,6 +303,8 @@ mark(d,t)}</td><td>${esc(t.outcome)}</td>${names.map(n=>
 `<td>${fmt(t.values[n])}</td>`).join('')}${params.map(p=>`<td>${fmt(t.params[p])}</td>`)
 .join('')}<td>${esc(t.reason.split('\\n').pop())}</td></tr>`).join('');}
 function show(d){document.getElementById('state').textContent=d.state;
+document.querySelectorAll('[data-when]').forEach(f=>{f.hidden=
+!f.dataset.when.split(' ').includes(d.state);});
 const p=d.progress;document.getElementById('progress').textContent=
 `${p.done}/${p.total} trials done, ${p.running} running`;
 document.getElementById('ties').textContent=d.knee_ties?d.knee_ties.sentence:'';

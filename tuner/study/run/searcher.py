@@ -160,6 +160,8 @@ class StudySearcher(Searcher):
         if live is None or TIME_ATTR not in result:
             return
         live.eval_curve.append([int(result[TIME_ATTR]), _num(result[METRIC])])
+        # stored at each evaluation, so the service's page draws a running trial's curve
+        live.trial.set_user_attr(records.EVAL_CURVE, live.eval_curve)
         if not live.env and ENV_KEY in result:
             live.env = json.loads(result[ENV_KEY])
             _write_env(live.trial, live.env)
