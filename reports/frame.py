@@ -10,6 +10,9 @@ Columns (prefixes keep names from colliding):
     timed_tokens_per_s, timed_spread   the timing of the trial's systems signature, alone on
                        the cores (median of repeats, and their (max − min) / median), NaN in a
                        study that does not time them (`tuner.study.run.timing`),
+    vocab_params_share, vocab_flops_share   the share of the proxy's parameters and of its
+                       training FLOPs per token in embedding + head, at the trial's seq_len
+                       (modeled: `tuner.modeling.vocab_share`; NaN without a recipe on record),
     rerun_of           the interrupted trial this one re-runs, if any,
     origin             how its point was chosen when not by the sampler: enqueued,
                        baseline:<name>, warm_start:<study> (never feasible: measured elsewhere).
@@ -38,6 +41,7 @@ import optuna
 import pandas as pd
 
 from trainers.result import GIB, NON_FINITE, to_float
+from tuner.modeling.vocab_share import vocab_share
 from tuner.study.results.noise import knee_ties, noise_sd, tied
 from tuner.study.results.ranking import rank_and_crowd, study_knee, to_minimization
 from tuner.study.results.trial_record import (
@@ -100,7 +104,8 @@ def _columns(rows: list[dict[str, Any]], objectives: Sequence[Objective]) -> lis
     rest = sorted({k for r in rows for k in r if k.startswith("constraint.")})
     rest += sorted({k for r in rows for k in r if k.startswith("param.")})
     rest += ["duration_s", "tokens", "precision", "fp8_emulated", "seed", "peak_memory_gb",
-             "peak_memory_method", *METRIC_COLUMNS, *TIMING_COLUMNS, "rerun_of", "origin"]
+             "peak_memory_method", *METRIC_COLUMNS, *TIMING_COLUMNS, "vocab_params_share",
+             "vocab_flops_share", "rerun_of", "origin"]
     return head + rest
 
 
@@ -128,6 +133,10 @@ def _row(r: TrialRecord, objectives: Sequence[Objective]) -> dict[str, Any]:
     row.update({f"param.{k}": v for k, v in r.params.items()})
     row.update({k: _number(metrics.get(k)) for k in METRIC_COLUMNS})
     row.update({c: to_float(r.timing.get(k)) for c, k in TIMING_COLUMNS.items()})
+    row["vocab_params_share"] = row["vocab_flops_share"] = math.nan
+    if r.model_args_dict and r.recipe_dict:  # modeled from the architecture, per trial
+        share = vocab_share(r.model_args, r.recipe.seq_len)
+        row["vocab_params_share"], row["vocab_flops_share"] = share.params, share.flops
     return row
 
 

@@ -51,3 +51,25 @@ def test_the_report_states_the_share(tmp_path):
     text = vocab_share(preset("debug"), Recipe().seq_len).sentence()
     assert f"- Vocabulary: T{text[1:]}." in md.splitlines()
     assert "256 tokens" in text
+
+
+def test_every_trial_row_states_its_share(tmp_path):
+    """The share per trial (trials.csv / .parquet), at the trial's own seq_len; none without a
+    recipe on record."""
+    from synthetic_studies import add, new_study
+
+    import reports
+    from reports.frame import trials_frame
+    from trainers import Recipe
+
+    study = new_study()
+    add(study, values=[3.0, 1.0], trained=True)
+    add(study, values=[3.1, 1.0], trained=True, recipe_extra={"seq_len": 64})
+    add(study, state="fail")
+    df = trials_frame(study)
+    base, short = (vocab_share(preset("debug"), n) for n in (Recipe().seq_len, 64))
+    assert list(df["vocab_params_share"][:2]) == pytest.approx([base.params, short.params])
+    assert list(df["vocab_flops_share"][:2]) == pytest.approx([base.flops, short.flops])
+    assert short.flops != base.flops and df["vocab_flops_share"].isna().tolist()[2]
+    csv = reports.build(study, tmp_path / "out")["trials_csv"].read_text()
+    assert "vocab_params_share" in csv.splitlines()[0]
