@@ -274,9 +274,15 @@ def test_a_running_trials_curve_is_stored_at_each_evaluation(tmp_path):
     (tmp_path / "rnd").mkdir()
     study = st.create_study(spec, db.open_storage(db.storage_url(tmp_path / "rnd")),
                             make_sampler(spec))
-    searcher = StudySearcher(study=study, spec=spec, model_args=preset("debug"), n_to_run=3)
+    seen = []
+    searcher = StudySearcher(study=study, spec=spec, model_args=preset("debug"), n_to_run=3,
+                             on_change=lambda t: seen.append(t.in_flight))
     searcher.suggest("a")
     searcher.on_trial_result("a", {TIME_ATTR: 100, METRIC: 5.5})
     searcher.on_trial_result("a", {TIME_ATTR: 200, METRIC: 5.25})
     (t,) = detail(study)["trials"]
     assert t["outcome"] == "running" and t["curve"] == [[100, 5.5], [200, 5.25]]
+    # the progress display moves within the trial: a third, then two thirds of its 300 tokens
+    assert seen[-2:] == pytest.approx([1 / 3, 2 / 3])
+    searcher.abandon_live()
+    assert searcher.tally.in_flight == 0

@@ -1,6 +1,7 @@
-"""Progress of long work: a one-line bar for a running study (done/running/pruned/failed, best
-so far, ETA), and progress lines for single re-trainings (`moetune validate`, `moetune rerun`):
-lines, not a redrawn bar, so they stay readable in a log file too."""
+"""Progress of long work: a one-line bar for a running study (trials done, the running trials'
+tokens trained as a fraction, running/pruned/failed, best so far, ETA), and progress lines for
+single re-trainings (`moetune validate`, `moetune rerun`): lines, not a redrawn bar, so they
+stay readable in a log file too."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ class StudyProgress:
                          disable=not enabled, file=sys.stderr, dynamic_ncols=True)
 
     def __call__(self, tally: Tally) -> None:
-        self._bar.n = self._base + tally.done
+        # finished trials, plus the running ones' share of their tokens trained: the bar moves
+        # at each evaluation, not only when a trial ends
+        self._bar.n = round(self._base + tally.done + tally.in_flight, 1)
         best = " ".join(f"{k}={v:.4g}" for k, v in tally.best.items())
         self._bar.set_postfix_str(
             f"running={tally.running} ok={tally.complete} infeasible={tally.infeasible} "

@@ -58,6 +58,7 @@ class Tally:
     pruned: int = 0
     failed: int = 0
     interrupted: int = 0  # abandoned by a stopping driver: re-run on resume, so not done
+    in_flight: float = 0.0  # the running trials' tokens trained, in trials' worth of budget
     best_trial: int | None = None  # best by the first objective; `best` holds its own values
     best: dict[str, float] = field(default_factory=dict)
 
@@ -72,6 +73,7 @@ class _Live:
     # why the driver ended the trial (a time limit) or why its worker died (out of memory)
     ended_by: TrialReport | None = None
     timing: dict[str, Any] | None = None  # its systems signature's timing, once reported
+    seen: int = 0  # tokens trained, as its last evaluation reported
 
 
 class StudySearcher(Searcher):
@@ -162,6 +164,9 @@ class StudySearcher(Searcher):
         live.eval_curve.append([int(result[TIME_ATTR]), _num(result[METRIC])])
         # stored at each evaluation, so the service's page draws a running trial's curve
         live.trial.set_user_attr(records.EVAL_CURVE, live.eval_curve)
+        live.seen = int(result[TIME_ATTR])
+        self._update_in_flight()
+        self._on_change(self.tally)  # the progress bar moves within a trial
         if not live.env and ENV_KEY in result:
             live.env = json.loads(result[ENV_KEY])
             _write_env(live.trial, live.env)
@@ -209,9 +214,14 @@ class StudySearcher(Searcher):
             return _failed("worker_died")
         return _pruned(live)
 
+    def _update_in_flight(self) -> None:
+        budget = max(1, self._spec.budget.tokens_per_trial)
+        self.tally.in_flight = sum(min(t.seen, budget) for t in self._live.values()) / budget
+
     def _finish(self, trial_id: str, outcome: Outcome) -> None:
         live = self._live.pop(trial_id)
         self.tally.running -= 1
+        self._update_in_flight()
         live.trial.set_user_attr(records.EVAL_CURVE, live.eval_curve)
         if outcome.state != "pruned":
             _store_curve(live.trial, live.eval_curve)
@@ -262,6 +272,7 @@ class StudySearcher(Searcher):
     def _abandon(self, trial_id: str) -> None:
         live = self._live.pop(trial_id)
         self.tally.running -= 1
+        self._update_in_flight()
         self.tally.interrupted += 1
         live.trial.set_user_attr(records.EVAL_CURVE, live.eval_curve)
         self._record(live.trial, _failed("interrupted"), count=False)
