@@ -66,7 +66,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write the TrainResult here as JSON")
     a = p.parse_args(argv)
     try:
-
         args = _model_args(a)
         recipe = Recipe(**_parse_set(a.set))
         corpus = load_corpus(a.corpus, vocab_size=a.vocab_size)

@@ -103,7 +103,6 @@ class ExportRequest:
     format: str = "native"
 
     def __post_init__(self) -> None:
-
         _check_study(self.study)
         for name in _INTS + _FLOATS + _STRS:
             value = getattr(self, name)

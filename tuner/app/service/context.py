@@ -20,6 +20,7 @@ from fastapi import HTTPException
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app import actions
 from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest
+from tuner.app.service.attached import MARKER, Attached
 from tuner.app.service.auth import Auth, may_change
 from tuner.app.service.cluster_checks import check_inputs_here, check_inputs_on_cluster
 from tuner.app.service.data_roots import OutsideDataRoots, check_path, is_path, spec_paths
@@ -46,7 +47,6 @@ from tuner.study.workflows.law import budget_spec
 MAX_SPEC_BYTES = 256 * 1024
 MAX_KEY_PARTS = 64  # dotted parts of one TOML key (`_toml`)
 REPORT_KEY = ".built-for"  # in a report folder: what the report there was built from
-MARKER = ".moetune-service"  # in a run folder the service made; delete removes only those
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +87,8 @@ class Service:
         self.auth = auth
         self.scheduler = scheduler
         self.views = ViewCache(self._read_view)
+        # the command line's studies under the root, listed read-only beside the service's own
+        self.attached = Attached(config.root)
         self._report_locks: dict[str, threading.Lock] = {}
 
     # -- lookups ---------------------------------------------------------------------------
@@ -94,7 +96,8 @@ class Service:
     def names(self) -> list[str]:
         """The studies the API lists: every one in the storage whose name the service can
         address (another tool may have put a study of any name in a shared database)."""
-        return sorted(n for n in study_names(self.storage) if NAME_RE.fullmatch(n))
+        own = {n for n in study_names(self.storage) if NAME_RE.fullmatch(n)}
+        return sorted(own | set(self.attached.names()))
 
     def summaries(self) -> list[dict[str, Any]]:
         """Every listed study's summary; one deleted meanwhile is left out."""
@@ -114,8 +117,17 @@ class Service:
         try:
             self.storage.get_study_id_from_name(name)
         except KeyError:
-            raise HTTPException(404, f"study: no study named {name!r}.") from None
+            found = self.attached.storage(name)  # a command-line study under the root
+            if found is None:
+                raise HTTPException(404, f"study: no study named {name!r}.") from None
+            return st.load_study(name, found[1])
         return st.load_study(name, self.storage)
+
+    def _storage_url(self, study: optuna.Study) -> str:
+        """The URL of the storage ``study`` lives in: the service's, or an attached file's."""
+        found = None if study.study_name in study_names(self.storage) else \
+            self.attached.storage(study.study_name)
+        return found[0] if found else self.config.storage_url
 
     def view(self, name: str, kind: str) -> dict[str, Any]:
         """``summary`` or ``detail`` of a study, at most `views.MAX_AGE_S` old and shared by
@@ -236,7 +248,10 @@ class Service:
         build at a time per study, so requests arriving together wait for the same build."""
         import reports
 
-        out = self.config.root / study.study_name / "report"
+        attached = self._storage_url(study) != self.config.storage_url
+        # an attached study's report goes into the service's folder, not the command line's
+        out = (self.attached.report_dir(study.study_name) if attached
+               else self.config.root / study.study_name) / "report"
         with self._report_locks.setdefault(study.study_name, threading.Lock()):
             key = _report_key(study)
             built = out / REPORT_KEY
@@ -262,7 +277,7 @@ class Service:
             self._check_path("--target", request.target)
         file = formats.file_name(request.format, f"{study.study_name}-{request.format}")
         done = actions.export(study, request, run_dir=self.config.root / study.study_name,
-                              storage=self.config.storage_url, file=file)
+                              storage=self._storage_url(study), file=file)
         if len(done.files) == 1:
             return done.text.encode(), file, "text/plain"
         return _zip(done.files), f"{PurePath(file).stem}.zip", "application/zip"
@@ -313,10 +328,8 @@ def _first_stage(spec: StudySpec) -> StudySpec:
     law's budgets or the ladder's rungs in the
     service's storage, each an ordinary study there."""
     if spec.law.on:
-
         return budget_spec(spec, 0)
     if spec.ladder.on:
-
         return rung_spec(spec, 0, [])
     return spec
 

@@ -1,0 +1,82 @@
+"""The command line's studies under the service's root: listed, shown and reported by the
+service, never changed by it."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import pytest
+from fastapi import HTTPException
+
+from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest
+from tuner.app.service.context import Service, ServiceConfig
+from tuner.app.service.tokens import User
+from tuner.study.store import database as db
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reports"))
+from synthetic_studies import add, new_study  # noqa: E402
+
+ADMIN = User(name="root", admin=True)
+
+
+class _NoScheduler:
+    def wake(self) -> None:
+        pass
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """Every file's hash, but sqlite's shared-memory index of the write-ahead log (a reader
+    updates it: it holds no data)."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.endswith("-shm")}
+
+
+@pytest.fixture
+def service_with_a_cli_study(tmp_path):
+    root = tmp_path / "root"
+    cli = root / "from-cli"
+    cli.mkdir(parents=True)
+    study = new_study("from-cli", storage=db.open_storage(db.storage_url(cli)))
+    add(study, values=[3.0, 1.0], trained=True)
+    add(study, values=[3.2, 0.5], trained=True)
+    (root / "odd name").mkdir()  # not a study name: never looked at
+    (root / "odd name" / "study.db").write_text("not a database")
+    (root / "junk").mkdir()
+    (root / "junk" / "study.db").write_text("not a database either")
+    url = f"sqlite:///{root / 'service.db'}"
+    service = Service(ServiceConfig(root=root, storage_url=url), db.open_storage(url), None,
+                      _NoScheduler())  # type: ignore[arg-type]
+    return service, root
+
+
+def test_a_cli_study_is_listed_and_shown_read_only(service_with_a_cli_study):
+    service, root = service_with_a_cli_study
+    before = _files(root / "from-cli")
+    assert service.names() == ["from-cli"]
+    (summary,) = service.summaries()
+    assert summary["name"] == "from-cli" and summary["state"] == "external"
+    assert len(service.view("from-cli", "detail")["trials"]) == 2
+    for act in (lambda s: service.cancel(CancelRequest(study="from-cli", by="root"), ADMIN),
+                lambda s: service.delete(DeleteRequest(study="from-cli"), ADMIN),
+                lambda s: service.resume(service.study("from-cli"), ADMIN)):
+        with pytest.raises(HTTPException) as e:
+            act(None)
+        assert e.value.status_code == 409 and "not run by this service" in e.value.detail
+    report = service.report(service.study("from-cli"))
+    assert report.is_file() and root / ".attached-reports" in report.parents
+    body, name, _ = service.export(ExportRequest.from_options("from-cli", {
+        "pick": ["knee"], "target": "deepseek-v3-671b", "gpus": 2048, "tokens": 14.8e12}))
+    assert name == "from-cli-native.json" and b'"lr"' in body
+    assert _files(root / "from-cli") == before  # nothing written into the CLI's folder
+
+
+def test_a_name_of_a_cli_study_is_not_a_new_name(service_with_a_cli_study):
+    from tuner.app.service.context import SubmitError
+
+    service, _ = service_with_a_cli_study
+    with pytest.raises(SubmitError) as e:
+        service.submit('[study]\nname = "from-cli"\n[space.params.lr]\ntype = "float"\n'
+                       "low = 1e-4\nhigh = 1e-2\n", ADMIN)
+    assert e.value.field == "study.name"
