@@ -12,7 +12,13 @@ import pytest
 
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app import remote
-from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest, RequestError
+from tuner.app.actions import (
+    CancelRequest,
+    DeleteRequest,
+    ExportRequest,
+    RequestError,
+    ResumeRequest,
+)
 from tuner.app.cli import build_parser, main
 from tuner.export import formats
 
@@ -96,7 +102,7 @@ def test_the_command_line_and_json_build_the_same_export_request():
 @pytest.mark.parametrize("name", ["", "  ", "../etc", "a/b", "..", "a\\b"])
 def test_cancel_and_delete_requests_refuse_a_name_that_is_a_path(name):
     for make in (lambda: CancelRequest(study=name, by="alice"),
-                 lambda: DeleteRequest(study=name)):
+                 lambda: DeleteRequest(study=name), lambda: ResumeRequest(study=name)):
         with pytest.raises(RequestError) as e:
             make()
         assert e.value.field == "study"
@@ -110,6 +116,9 @@ def test_the_command_line_refuses_the_same_names(tmp_path, capsys):
     assert "study: must be a study name" in capsys.readouterr().err
     assert main(["delete", "a/b", "--root", str(tmp_path), "--yes"]) == 2
     assert "study: must be a study name" in capsys.readouterr().err
+    assert main(["resume", "../etc", "--root", str(tmp_path)]) == 2
+    assert "study: must be a study name" in capsys.readouterr().err
+    assert not (tmp_path.parent / "etc").exists()
     assert main(["export", "s", "--root", str(tmp_path), "--target", TARGET, "--gpus", "64",
                  "--tokens", "1e12", "--format", "yaml"]) == 2
     assert "--format: unknown name 'yaml'" in capsys.readouterr().err

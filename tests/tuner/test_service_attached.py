@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi import HTTPException
 
-from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest
+from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest, ResumeRequest
 from tuner.app.service.context import Service, ServiceConfig
 from tuner.app.service.tokens import User
 from tuner.study.store import database as db
@@ -60,7 +60,7 @@ def test_a_cli_study_is_listed_and_shown_read_only(service_with_a_cli_study):
     assert len(service.view("from-cli", "detail")["trials"]) == 2
     for act in (lambda s: service.cancel(CancelRequest(study="from-cli", by="root"), ADMIN),
                 lambda s: service.delete(DeleteRequest(study="from-cli"), ADMIN),
-                lambda s: service.resume(service.study("from-cli"), ADMIN)):
+                lambda s: service.resume(ResumeRequest(study="from-cli"), ADMIN)):
         with pytest.raises(HTTPException) as e:
             act(None)
         assert e.value.status_code == 409 and "not run by this service" in e.value.detail

@@ -29,7 +29,7 @@ from tuner.export.export import export_study
 from tuner.export.pick import PICKS, Pick
 from tuner.modeling.full_run import DEFAULT_MFU, ExportError
 from tuner.modeling.hardware import HARDWARE
-from tuner.study.store.control import request_stop
+from tuner.study.store.control import clear_stop, request_stop
 
 if TYPE_CHECKING:
     import optuna
@@ -289,6 +289,37 @@ class DeleteRequest:
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> DeleteRequest:
         return cls(study=args.study)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResumeRequest:
+    """Continue a cancelled, failed or interrupted study."""
+
+    study: str
+
+    def __post_init__(self) -> None:
+        _check_study(self.study)
+
+    @classmethod
+    def from_namespace(cls, args: argparse.Namespace) -> ResumeRequest:
+        return cls(study=args.study)
+
+
+def resume(study: optuna.Study, request: ResumeRequest) -> str:
+    """Queue a study a service runs again (its driver continues it from the storage); returns
+    its state after. (``moetune resume`` without ``--server`` runs the study in its own process:
+    `tuner.study.run.preflight.prepare_stored`.)
+
+    Raises:
+        Refused: the study is not cancelled, failed or interrupted.
+    """
+    state = service_record(study)["state"]
+    if state not in ENDED or state == "finished":
+        raise Refused(f"resume: only a cancelled, failed or interrupted study can be resumed, "
+                      f"but {study.study_name!r} is {state}.")
+    clear_stop(study)
+    set_state(study, "queued", error="")
+    return "queued"
 
 
 def cancel(study: optuna.Study, request: CancelRequest) -> str:

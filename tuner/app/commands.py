@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tuner.app.actions import ResumeRequest
 from tuner.app.errors import DeferredStop, UsageError
 from tuner.app.status import all_failed, format_table, study_summary_rows, trial_rows
 from tuner.study.run.preflight import load_warnings, prepare, prepare_stored
@@ -109,6 +110,7 @@ def submit(args: argparse.Namespace) -> int:
 
 
 def resume(args: argparse.Namespace) -> int:
+    ResumeRequest.from_namespace(args)  # the study's name checked as the service checks it
     check_root(args.root)
     trainer = import_trainer(args.trainer)
     run_dir = Path(args.root) / args.study

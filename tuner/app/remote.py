@@ -168,7 +168,10 @@ def _cancel(client: Client, args: argparse.Namespace) -> int:
 
 
 def _resume(client: Client, args: argparse.Namespace) -> int:
-    out = client.json("POST", f"/api/v1/studies/{_q(args.study)}/resume")
+    from tuner.app.actions import ResumeRequest  # Optuna loads only for this command
+
+    request = ResumeRequest.from_namespace(args)
+    out = client.json("POST", f"/api/v1/studies/{_q(request.study)}/resume")
     print(f"study {args.study}: {out['state']}")
     return 0
 

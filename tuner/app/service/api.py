@@ -26,7 +26,13 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from pydantic import BaseModel, Field
 from starlette.types import Receive, Scope, Send
 
-from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest, RequestError
+from tuner.app.actions import (
+    CancelRequest,
+    DeleteRequest,
+    ExportRequest,
+    RequestError,
+    ResumeRequest,
+)
 from tuner.app.service import pages
 from tuner.app.service.body_limit import BodyLimit
 from tuner.app.service.context import Service, SubmitError
@@ -139,7 +145,7 @@ def create_app(service: Service) -> FastAPI:
     @app.post("/api/v1/studies/{name}/resume", summary="queue a cancelled, failed or interrupted "
               "study again")
     def resume(name: str, who: Who) -> dict[str, str]:
-        return {"state": service.resume(service.study(name), who)}
+        return {"state": service.resume(ResumeRequest(study=name), who)}
 
     @app.delete("/api/v1/studies/{name}", status_code=204, summary="delete an ended study")
     def delete(name: str, who: Who) -> Response:

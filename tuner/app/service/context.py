@@ -19,18 +19,16 @@ from fastapi import HTTPException
 
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app import actions
-from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest
+from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest, ResumeRequest
 from tuner.app.service.attached import MARKER, Attached
 from tuner.app.service.auth import Auth, may_change
 from tuner.app.service.cluster_checks import check_inputs_here, check_inputs_on_cluster
 from tuner.app.service.data_roots import OutsideDataRoots, check_path, is_path, spec_paths
 from tuner.app.service.scheduler import Scheduler
 from tuner.app.service.studies import (
-    ENDED,
     detail,
     enqueue,
     service_record,
-    set_state,
     summary,
 )
 from tuner.app.service.tokens import User
@@ -38,7 +36,6 @@ from tuner.app.service.views import View, ViewCache
 from tuner.export import formats
 from tuner.study.specs.spec import NAME_RE, SpecError, StudySpec, parse_spec
 from tuner.study.store import storage as st
-from tuner.study.store.control import clear_stop
 from tuner.study.store.database import shown, study_names
 from tuner.study.workflows import warm_start as ws
 from tuner.study.workflows.ladder import rung_spec
@@ -216,16 +213,17 @@ class Service:
         self.forget(study.study_name)
         return state
 
-    def resume(self, study: optuna.Study, user: User) -> str:
-        state = self._owned(study, user, "resume")
-        if state not in ENDED or state == "finished":
-            raise HTTPException(409, f"resume: only a cancelled, failed or interrupted study "
-                                     f"can be resumed, but {study.study_name!r} is {state}.")
-        clear_stop(study)
-        set_state(study, "queued", error="")
+    def resume(self, request: ResumeRequest, user: User) -> str:
+        """Queue the study again (`actions.resume`) for its owner or an admin; its state after."""
+        study = self.study(request.study)
+        self._owned(study, user, "resume")
+        try:
+            state = actions.resume(study, request)
+        except actions.Refused as e:
+            raise HTTPException(409, str(e)) from None
         self.forget(study.study_name)
         self.scheduler.wake()
-        return "queued"
+        return state
 
     def delete(self, request: DeleteRequest, user: User) -> None:
         """Delete the ended study (`actions.delete`) for its owner or an admin, and its run

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest
+from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest, ResumeRequest
 from tuner.app.service.auth import COOKIE, SESSION_S, same_origin
 from tuner.app.service.context import Service, SubmitError
 from tuner.app.service.studies import ACTIVE, ENDED
@@ -155,7 +155,7 @@ def register(app: FastAPI, service: Service) -> None:
         elif action == "delete":
             service.delete(DeleteRequest(study=name), who)
         else:
-            service.resume(service.study(name), who)
+            service.resume(ResumeRequest(study=name), who)
         return RedirectResponse("/" if action == "delete" else f"/studies/{name}",
                                 status_code=303)
 
