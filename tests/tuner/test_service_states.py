@@ -90,15 +90,15 @@ def test_a_driver_lost_in_an_outage_leaves_its_study_failed_then_resumable(monke
     set_state(study, "starting")
     set_state(study, "running")
     outage = {"left": 3}
-    real_names = sched.study_names
+    real_listing = storage.get_all_studies
 
-    def names(s):  # the storage down for three passes, then back
+    def listing():  # the storage down for three passes (each begins with the listing), then back
         if outage["left"]:
             outage["left"] -= 1
             raise sqlalchemy.exc.OperationalError("SELECT", {}, Exception("server closed"))
-        return real_names(s)
+        return real_listing()
 
-    monkeypatch.setattr(sched, "study_names", names)
+    monkeypatch.setattr(storage, "get_all_studies", listing)
     monkeypatch.setattr(sched.driver, "is_running", lambda name: False)  # it ended on the error
     started = []
     monkeypatch.setattr(sched.driver, "start", lambda name, **kw: started.append(name))
