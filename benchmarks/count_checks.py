@@ -22,25 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "tuner"))
 from call_counter import counting  # noqa: E402
+from test_tuner_resume import QT, SPEC  # noqa: E402 - the resume tests' two-trial spec
 
-SPEC = """
-[study]
-name = "rnd"
-n_trials = {n}
-max_concurrent = 1
-sampler = "random"
-[budget]
-tokens_per_trial = 300
-eval_every_tokens = 100
-[pruning]
-scheduler = "none"
-[space.params.lr]
-type = "float"
-low = 1e-4
-high = 1e-2
-log = true
-"""
-QT = ["--trainer", "tuner.testing:quick_train", "--no-progress"]
 KEYS = ("spec parses", "input checks", "storage opens", "resume-rule checks", "lease calls",
         "samplers built", "study loads")
 

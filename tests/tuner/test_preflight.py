@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from call_counter import counting
+from test_tuner_resume import QT, SPEC  # the two-trial random-search spec of the resume tests
 
 from tuner.app.cli import main
 from tuner.app.service import driver
@@ -19,25 +20,6 @@ from tuner.study.specs.spec import load_spec
 from tuner.study.store import database as db
 from tuner.study.store import lease as ls
 from tuner.study.store import storage as st
-
-QT = ["--trainer", "tuner.testing:quick_train", "--no-progress"]
-SPEC = """
-[study]
-name = "rnd"
-n_trials = {n}
-max_concurrent = 1
-sampler = "random"
-[budget]
-tokens_per_trial = 300
-eval_every_tokens = 100
-[pruning]
-scheduler = "none"
-[space.params.lr]
-type = "float"
-low = 1e-4
-high = 1e-2
-log = true
-"""
 
 
 def _spec(tmp_path: Path, n: int) -> Path:
