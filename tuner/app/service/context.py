@@ -10,6 +10,7 @@ import shutil
 import threading
 import tomllib
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
@@ -204,25 +205,24 @@ class Service:
 
     def cancel(self, request: CancelRequest, user: User) -> str:
         """Cancel the study (`actions.cancel`) for its owner or an admin; its state after."""
-        study = self.study(request.study)
-        self._owned(study, user, "cancel")
-        try:
-            state = actions.cancel(study, request)
-        except actions.Refused as e:
-            raise HTTPException(409, str(e)) from None
-        self.forget(study.study_name)
-        return state
+        return self._act(request.study, user, "cancel", lambda s: actions.cancel(s, request))
 
     def resume(self, request: ResumeRequest, user: User) -> str:
         """Queue the study again (`actions.resume`) for its owner or an admin; its state after."""
-        study = self.study(request.study)
-        self._owned(study, user, "resume")
+        state = self._act(request.study, user, "resume", lambda s: actions.resume(s, request))
+        self.scheduler.wake()
+        return state
+
+    def _act(self, name: str, user: User, action: str,
+             run: Callable[[optuna.Study], str]) -> str:
+        """``run`` on study ``name`` for its owner or an admin; a refusal is a 409."""
+        study = self.study(name)
+        self._owned(study, user, action)
         try:
-            state = actions.resume(study, request)
+            state = run(study)
         except actions.Refused as e:
             raise HTTPException(409, str(e)) from None
-        self.forget(study.study_name)
-        self.scheduler.wake()
+        self.forget(name)
         return state
 
     def delete(self, request: DeleteRequest, user: User) -> None:

@@ -125,11 +125,7 @@ def prepare(spec: StudySpec, *, run_dir: Path, storage: str = "", resume: bool =
             if st.is_complete(study):
                 plan.stored = st.stored_spec(study)
                 rs.check_resume_spec(plan.stored, spec)
-        plan.points = tuple(start_points(plan.spec, plan.model_args))
-        started = study is not None and records.START in study.user_attrs
-        if spec.start.warm_start and not started:
-            plan.source = ws.open_source(spec, url=url, run_dir=run_dir)
-        plan.warnings = tuple(clip_notes(plan.points))
+        _resolve_start(plan)
     except BaseException:
         plan.close()
         raise
@@ -166,14 +162,21 @@ def prepare_stored(name: str, *, run_dir: Path, storage: str = "",
                 model_args=resolve_model_args(spec), points=(), source=None, warnings=())
     try:
         plan.lost = plan._stack.enter_context(ls.held(store.engine, name))
-        plan.points = tuple(start_points(spec, plan.model_args))
-        if spec.start.warm_start and records.START not in study.user_attrs:
-            plan.source = ws.open_source(spec, url=url, run_dir=run_dir)
-        plan.warnings = tuple(clip_notes(plan.points))
+        _resolve_start(plan)
     except BaseException:
         plan.close()
         raise
     return plan
+
+
+def _resolve_start(plan: Plan) -> None:
+    """The plan's start points, their clip notes and, unless the study already recorded its
+    start, the study to warm-start from (opened once, here)."""
+    plan.points = tuple(start_points(plan.spec, plan.model_args))
+    started = plan.study is not None and records.START in plan.study.user_attrs
+    if plan.spec.start.warm_start and not started:
+        plan.source = ws.open_source(plan.spec, url=plan.url, run_dir=plan.run_dir)
+    plan.warnings = tuple(clip_notes(plan.points))
 
 
 def _existing(name: str, url: str, where: str
