@@ -261,12 +261,40 @@ def stub_torchtitan_imports() -> None:
     sys.meta_path.insert(0, _Stand({"tensorboard", "wandb", "datasets"}))
 
 
+@dataclasses.dataclass(frozen=True)
+class TitanBatch:
+    """A loaded config's batch in sequences, from either TrainingConfig schema: 0.3.0's
+    (sequences) or main's after it (tokens, torchtitan/trainer.py at b5bcd76)."""
+
+    global_seqs: int  # per optimizer step
+    forward_seqs: int  # per data-parallel rank and forward (a pipeline microbatch)
+    pp_microbatches: int  # forwards per pipeline step and data-parallel rank
+    seq_len: int
+    schema: str
+
+    @classmethod
+    def of(cls, cfg: Any) -> TitanBatch:
+        t, p = cfg.training, cfg.parallelism
+        pp = p.pipeline_parallel_degree > 1
+        if hasattr(t, "num_tokens_per_train_step"):
+            seq = t.max_context_length
+            assert t.num_tokens_per_train_step % seq == 0, "tokens per step in whole sequences"
+            assert t.num_tokens_per_microbatch_per_dp_rank % seq == 0, "a whole-sequence forward"
+            return cls(t.num_tokens_per_train_step // seq,
+                       t.num_tokens_per_microbatch_per_dp_rank // seq,
+                       p.num_pp_microbatches if pp else 1, seq, "tokens")
+        micro = p.pipeline_parallel_microbatch_size if pp else t.local_batch_size
+        return cls(t.global_batch_size, micro, t.local_batch_size // micro, t.seq_len,
+                   "sequences")
+
+
 def torchtitan_checks(run: FullRun, cfg: Any, text: str) -> dict[str, bool]:
     """What the loaded config must hold for the run to mean what the recipe means, by name."""
     from torchtitan.models.common import RMSNorm
     from torchtitan.models.common.moe import MoE, TokenChoiceTopKRouter
     r, a, p = run.recipe, run.model_args, run.plan
     t, par, model = cfg.training, cfg.parallelism, cfg.model_spec.model
+    b = TitanBatch.of(cfg)
     group = cfg.optimizer.param_groups[0].optimizer_kwargs
     routers = [c for _, c, _, _ in model.traverse(TokenChoiceTopKRouter.Config)]
     coeffs = {c.load_balance_coeff for _, c, _, _ in model.traverse(MoE.Config)}
@@ -275,10 +303,12 @@ def torchtitan_checks(run: FullRun, cfg: Any, text: str) -> dict[str, bool]:
     return {
         "lr": group["lr"] == r.lr and group["weight_decay"] == r.weight_decay,
         "adam betas": tuple(group["betas"]) == (r.beta1, r.beta2),
-        "warmup tokens": (warm - 1) * t.global_batch_size < run.steps.warmup_samples
-        <= warm * t.global_batch_size,
-        "tokens": abs(t.steps * t.global_batch_size * t.seq_len - run.target.tokens)
-        <= t.global_batch_size * t.seq_len,
+        "warmup tokens": (warm - 1) * b.global_seqs < run.steps.warmup_samples
+        <= warm * b.global_seqs,
+        "tokens": abs(t.steps * b.global_seqs * b.seq_len - run.target.tokens)
+        <= b.global_seqs * b.seq_len,
+        "batch": b.global_seqs == r.batch_end and b.seq_len == r.seq_len
+        and b.forward_seqs == r.micro_batch,
         "architecture": model.dim == a.dim and len(model.layers) == a.n_layers
         and all(x.num_experts == a.n_routed_experts and x.top_k == a.n_activated_experts
                 and x.score_func == a.score_func and x.route_scale == a.route_scale
@@ -296,16 +326,18 @@ def torchtitan_checks(run: FullRun, cfg: Any, text: str) -> dict[str, bool]:
 
 
 def _pipeline_ok(cfg: Any, names: set[str]) -> None:
-    """pipeline_parallel.py: every stage's modules exist; enough microbatches per step."""
-    p, t = cfg.parallelism, cfg.training
-    assert t.global_batch_size % (t.local_batch_size * p.data_parallel_shard_degree) == 0
+    """trainer.py / pipeline_parallel.py: whole gradient-accumulation steps; every stage's
+    modules exist; enough microbatches per step."""
+    p, b = cfg.parallelism, TitanBatch.of(cfg)
+    per_pass = b.forward_seqs * b.pp_microbatches * p.data_parallel_shard_degree
+    assert b.global_seqs % per_pass == 0, f"{b.global_seqs} sequences in passes of {per_pass}"
     if p.pipeline_parallel_degree > 1:
         parts = p.module_fqns_per_model_part
         assert len(parts) == p.pipeline_parallel_degree, f"{len(parts)} stages"
         missing = sorted({m for part in parts for m in part} - names)
         assert not missing, f"no such modules {missing}"
-        micro = t.local_batch_size // p.pipeline_parallel_microbatch_size
-        assert micro >= p.pipeline_parallel_degree, f"{micro} microbatches"
+        assert b.pp_microbatches >= p.pipeline_parallel_degree, (
+            f"{b.pp_microbatches} microbatches")
 
 
 def check_torchtitan(runs: list[tuple[str, FullRun]]) -> list[tuple[str, str, str]]:
@@ -344,8 +376,17 @@ def check_torchtitan(runs: list[tuple[str, FullRun]]) -> list[tuple[str, str, st
                 outcome = f"FAIL {', '.join(failed)}" if failed else "OK"
             except (Exception, SystemExit) as exc:  # noqa: BLE001
                 outcome = f"FAIL {type(exc).__name__}: {exc}"
-            results.append((f"torchtitan {version}", case, outcome))
+            results.append((f"torchtitan {version} ({schema()})", case, outcome))
     return results
+
+
+def schema() -> str:
+    """Which TrainingConfig the importable torchtitan has: main's has the batch in tokens (its
+    version string still reads 0.3.0), the 0.3.0 release's in sequences."""
+    from torchtitan.config.configs import TrainingConfig
+
+    fields = {f.name for f in dataclasses.fields(TrainingConfig)}
+    return "batch in tokens: main" if "num_tokens_per_train_step" in fields else "release"
 
 
 # -- torchtitan 0.2.2 (legacy TOML) ------------------------------------------------------------

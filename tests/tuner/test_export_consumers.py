@@ -289,6 +289,67 @@ def test_torchtitan_module_names_its_launch_and_refuses_a_bad_module_name():
         formats.render("torchtitan", run, stem="run-671b")
 
 
+class _Slots:
+    """A config dataclass with ``slots=True``, as torchtitan's: its fields hold defaults, and a
+    field it lacks cannot be set."""
+    __slots__: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, -1)
+
+
+class _Titan03Training(_Slots):
+    """torchtitan 0.3.0's TrainingConfig batch fields."""
+    __slots__ = ("local_batch_size", "global_batch_size", "seq_len")
+
+
+class _TitanMainTraining(_Slots):
+    """torchtitan main's (b5bcd76, torchtitan/config/configs.py): the batch in tokens."""
+    __slots__ = ("num_tokens_per_microbatch_per_dp_rank", "num_tokens_per_train_step",
+                 "max_context_length")
+
+
+class _Titan03Parallelism(_Slots):
+    __slots__ = ("pipeline_parallel_microbatch_size",)
+
+
+class _TitanMainParallelism(_Slots):
+    __slots__ = ("num_pp_microbatches",)
+
+
+@pytest.mark.parametrize("name,gpus,fixed", [("671B", 2048, {"tp": 1, "pp": 16, "ep": 64}),
+                                             ("16B", 64, {})])
+def test_torchtitan_batch_lines_set_the_same_step_in_either_schema(name, gpus, fixed):
+    """The module's batch lines run against both TrainingConfig schemas and set only fields
+    each has; both describe the recipe's step: its final batch, its micro-batch per forward and,
+    with a pipeline, the same microbatches per step. (The full module is checked by
+    torchtitan's own ConfigManager above, for 0.3.0 here and main in benchmarks/RESULTS.md.)"""
+    from types import SimpleNamespace
+
+    from tuner.export.formats import torchtitan as tt_format
+    run = full_run(name, gpus, Recipe(), **fixed)
+    r, pp, code = run.recipe, run.plan.pp, "\n".join(tt_format._batch(run))
+    old = SimpleNamespace(config=SimpleNamespace(training=_Titan03Training()),
+                          par=_Titan03Parallelism())
+    new = SimpleNamespace(config=SimpleNamespace(training=_TitanMainTraining()),
+                          par=_TitanMainParallelism())
+    for ns in (old, new):
+        exec(code, vars(ns))  # noqa: S102 - our own generated lines
+    t03, tmain = old.config.training, new.config.training
+    assert t03.global_batch_size * t03.seq_len == tmain.num_tokens_per_train_step
+    assert tmain.num_tokens_per_train_step == r.batch_end * r.seq_len
+    assert t03.seq_len == tmain.max_context_length == r.seq_len
+    if pp > 1:
+        assert old.par.pipeline_parallel_microbatch_size * r.seq_len == (
+            tmain.num_tokens_per_microbatch_per_dp_rank)
+        assert t03.local_batch_size // old.par.pipeline_parallel_microbatch_size == (
+            new.par.num_pp_microbatches) >= pp
+    else:
+        assert t03.local_batch_size * r.seq_len == tmain.num_tokens_per_microbatch_per_dp_rank
+        assert new.par.num_pp_microbatches == -1  # left at its default: no pipeline
+
+
 # -- the CLI: named targets, refusals naming the consumer's rule, warnings in the file -----------
 
 def _study(tmp_path, lr: float = 1.9e-2) -> str:

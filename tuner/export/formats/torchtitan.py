@@ -16,7 +16,9 @@ Mapping (torchtitan's names at 0.3.0):
 - Batch: torchtitan trains one global batch (the final one). ``steps`` are counted at it
   (`constant_batch_steps`) and the warmup covers the same tokens as the recipe's warmup
   (``warmup_steps`` = warmup samples / final batch), so the LR at each token is the recipe's;
-  the batch ramp itself cannot be expressed (a note describes the tuned one).
+  the batch ramp itself cannot be expressed (a note describes the tuned one). The function
+  sets the batch in whichever schema the installed ``TrainingConfig`` has (`_batch`): 0.3.0's
+  sequences or main's tokens (after 0.3.0; checked at b5bcd76), so one file loads in both.
 - Parallelism: dp → ``data_parallel_shard_degree``, tp, pp, ep; with pp, the stages of
   `tuner.modeling.cost_model.stage_layers` (``module_fqns_per_model_part``, one stage per rank,
   schedule ``1F1B``) and the microbatch size.
@@ -56,7 +58,8 @@ if TYPE_CHECKING:
     from tuner.modeling.full_run import FullRun
 
 TORCHTITAN_REF = ("torchtitan 0.3.0 (PyPI wheel sha256 "
-                  "5563ccf9a295b24e00a36087149e9c2d0686cecbd3972c31e67227029293af42)")
+                  "5563ccf9a295b24e00a36087149e9c2d0686cecbd3972c31e67227029293af42) and "
+                  "main at b5bcd76c66d0acb1a08b176d9639425bc55e0b2a")
 BASES = {"16B": "deepseek_v3_16b", "236B": "deepseek_v3_16b", "671B": "deepseek_v3_671b"}
 DEFAULT_MODULE = "moetune_run"
 FUNCTION = "moetune_config"
@@ -95,16 +98,44 @@ def _ac(ratio: float) -> tuple[str, str]:
 
 
 def _pipeline(full: FullRun) -> list[str]:
+    """The pipeline's schedule and stages (its microbatches are part of `_batch`)."""
     p, n = full.plan, full.model_args.n_layers
     if p.pp == 1:
         return []
     parts = [[f"layers.{i}" for i in stage] for stage in stage_layers(n, p.pp)]
     parts[0].insert(0, "tok_embeddings")
     parts[-1] += ["norm", "lm_head"]
-    return [f"par.pipeline_parallel_microbatch_size = {full.recipe.micro_batch}",
-            'par.pipeline_parallel_schedule = "1F1B"',
+    return ['par.pipeline_parallel_schedule = "1F1B"',
             "par.module_fqns_per_model_part = "
             + pprint.pformat(parts, width=90, compact=True).replace("\n", "\n    ")]
+
+
+def _batch(full: FullRun) -> list[str]:
+    """The batch in whichever schema the installed torchtitan's ``TrainingConfig`` has.
+
+    0.3.0 counts sequences: ``local_batch_size`` per data-parallel rank and forward (with a
+    pipeline: per step, cut into ``pipeline_parallel_microbatch_size`` microbatches),
+    ``global_batch_size``, ``seq_len``. main after 0.3.0 (b5bcd76, ``torchtitan/trainer.py``)
+    counts tokens: ``num_tokens_per_microbatch_per_dp_rank`` per forward,
+    ``parallelism.num_pp_microbatches`` forwards per pipeline step, ``num_tokens_per_train_step``
+    in all (gradient accumulation makes up the rest), ``max_context_length``. Both describe the
+    same step: the recipe's micro-batch per forward, its final batch per step.
+    """
+    r, p = full.recipe, full.plan
+    seq, micro = r.seq_len, r.micro_batch
+    local = r.batch_end // p.dp if p.pp > 1 else micro
+    pp_micro = local // micro if p.pp > 1 else 1
+    return ["t = config.training",
+            'if hasattr(t, "num_tokens_per_train_step"):  # torchtitan main: the batch in tokens',
+            f"    t.num_tokens_per_microbatch_per_dp_rank = {micro * seq}",
+            f"    t.num_tokens_per_train_step = {r.batch_end * seq}",
+            f"    t.max_context_length = {seq}",
+            *([f"    par.num_pp_microbatches = {pp_micro}"] if p.pp > 1 else []),
+            "else:  # torchtitan 0.3.0: the batch in sequences",
+            f"    t.local_batch_size = {local}",
+            f"    t.global_batch_size = {r.batch_end}",
+            f"    t.seq_len = {seq}",
+            *([f"    par.pipeline_parallel_microbatch_size = {micro}"] if p.pp > 1 else [])]
 
 
 def _model(full: FullRun, flavor: str, notes: list[str]) -> list[str]:
@@ -155,11 +186,7 @@ def _decay_ratio(full: FullRun, warmup: int) -> float:
 def _training(full: FullRun) -> list[str]:
     r, p = full.recipe, full.plan
     s = constant_batch_steps(r, full.target.tokens)
-    local = r.batch_end // p.dp if p.pp > 1 else r.micro_batch
-    return [f"config.training.local_batch_size = {local}",
-            f"config.training.global_batch_size = {r.batch_end}",
-            f"config.training.seq_len = {r.seq_len}",
-            f"config.training.steps = {s.total}",
+    return [f"config.training.steps = {s.total}",
             f"config.training.max_norm = {r.grad_clip!r}",
             "config.training.mixed_precision_param = "
             + ('"float32"' if r.precision == "fp32" else '"bfloat16"'),
@@ -170,6 +197,7 @@ def _training(full: FullRun) -> list[str]:
             f"par.pipeline_parallel_degree = {p.pp}",
             f"par.expert_parallel_degree = {p.ep}",
             *_pipeline(full),
+            *_batch(full),
             f"config.debug.seed = {r.seed}"]
 
 
