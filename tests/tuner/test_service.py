@@ -12,6 +12,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -411,21 +412,50 @@ def test_errors_about_files_outside_the_data_roots_say_nothing_about_them(server
 
 def test_a_law_study_runs_every_budget_on_the_service(server):
     """Its driver runs the budgets one after the other, each a study in the service's storage,
-    and the study ends finished when the last has (no held-out budget here, to stay short)."""
+    and the study ends finished when the last has (no held-out budget here, to stay short).
+    Its page's grid fills in as it runs, with the same fit law.md reports."""
     law = ("[law]\ntokens = [1_000, 3_000, 10_000, 32_000]\ntrials = 6\n"
            "[budget]\n").join(SPEC.format(name="lw", n=6).split("[budget]\n"))
     status, body = server.call("POST", "/api/v1/studies", {"spec": law})
     assert status == 201, body
-    d = server.wait_state("lw", ("finished", "failed", "interrupted"), timeout_s=400)
+    seen: set[tuple[str, ...]] = set()  # the budgets' states, as the page saw them
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline:
+        status, d = server.call("GET", "/api/v1/studies/lw")
+        assert status == 200, d
+        if d["law"]:
+            seen.add(tuple(b["state"] for b in d["law"]["budgets"]))
+        if d["state"] in ("finished", "failed", "interrupted"):
+            break
+        time.sleep(0.3)
     assert d["state"] == "finished", d
+    grid = d["law"]
+    assert [b["tokens"] for b in grid["budgets"]] == [1_000, 3_000, 10_000, 32_000]
+    # what the page's law() reads (tests/tuner/test_service_auth.py draws such a grid)
+    assert {"tokens", "state", "held_out", "done", "total", "running", "optimum", "best",
+            "error", "in_lr_law"} <= set(grid["budgets"][0])
+    placed = [b["optimum"] for b in grid["budgets"] if b["optimum"]]
+    assert placed and {"lr", "lr_interval", "batch", "batch_placed", "at_edge"} <= set(placed[0])
+    assert {"lr_law", "predicted", "held_out_check"} <= set(grid)
+    assert all(b["state"] == "done" and b["done"] == b["total"] == 6 for b in grid["budgets"])
+    # filling in: a budget searching while a later one waits, seen along the way
+    assert any("searching" in states and states[-1] == "waiting" for states in seen), seen
     storage = optuna.storages.RDBStorage(f"sqlite:///{server.root / 'service.db'}")
+    from tuner.study.store.storage import stored_spec
+    from tuner.study.workflows.law_fit import law_fit_at
+
+    fit = law_fit_at(stored_spec(optuna.load_study(study_name="lw", storage=storage)),
+                     f"sqlite:///{server.root / 'service.db'}").to_dict()
+    for row, b in zip(grid["budgets"], fit["budgets"], strict=True):
+        assert (row["optimum"] or {}).get("lr") == (b["optimum"] or {}).get("lr"), (row, b)
+        assert row["best"] == (b["best"] or None) and row["error"] == b["error"]
+    assert grid["lr_law"] == fit["lr_law"]
     names = optuna.get_all_study_names(storage)
     assert {"lw", "lw.t3000", "lw.t10000", "lw.t32000"} <= set(names)
     for name in ("lw", "lw.t32000"):
         study = optuna.load_study(study_name=name, storage=storage)
         done = [t for t in study.trials if t.state == TrialState.COMPLETE]
         assert len(done) == 6
-    from tuner.study.store.storage import stored_spec
 
     # the queued study is budget 0 itself: its spec trains at the smallest budget
     base = stored_spec(optuna.load_study(study_name="lw", storage=storage))

@@ -139,6 +139,25 @@ def test_browser_sign_in_session_and_csrf(team):
 
 @pytest.mark.skipif(find_browser() is None, reason="no Chromium on PATH (Debian: apt-get "
                     "install -y chromium); .ci/run installs it")
+def _budget(i: int, tokens: int, state: str, lr: float | None) -> dict:
+    optimum = None if lr is None else {"lr": lr, "lr_interval": [lr / 2, lr * 2], "batch": 256.0,
+                                       "batch_placed": False, "at_edge": []}
+    return {"index": i, "tokens": tokens, "state": state, "held_out": i == 2, "done": 6,
+            "total": 6, "running": 0, "optimum": optimum, "error": "",
+            "best": None if lr is None else {"lr": lr * 1.3, "loss": 2.5}, "in_lr_law": True,
+            "in_batch_law": False}
+
+
+# a law grid as `tuner.app.service.law_grid` sends it: two budgets placed, the held-out waiting
+LAW_VIEW = {"law": {
+    "variable": "tokens", "lr_law": {"coef": 0.1, "exponent": -0.2,
+                                     "exponent_interval": [-0.3, -0.1]},
+    "batch_law": None, "predicted": {"lr": 0.004, "lr_band": [0.003, 0.006]},
+    "held_out_check": None,
+    "budgets": [_budget(0, 4096, "done", 0.01), _budget(1, 13312, "searching", 0.008),
+                _budget(2, 65536, "waiting", None)]}}
+
+
 def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_path):
     srv, tokens = team
     js = json.dumps
@@ -191,6 +210,20 @@ def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_p
         assert b.evaluate("document.querySelectorAll('#curves .tick').length") == 6
         assert "Pareto front" in b.evaluate("document.querySelector('#curves .legend')"
                                             ".textContent")
+        # no law here: no law grid; a law's grid (the keys test_service's law test checks
+        # on a real one) draws every budget, placed or waiting, and the held-out band
+        assert b.evaluate("document.getElementById('law').hidden") is True
+        b.evaluate(f"law({js(LAW_VIEW)}); true")
+        assert b.evaluate("document.getElementById('law').hidden") is False
+        rows = b.evaluate("[...document.querySelectorAll('#lawtable tbody tr')]"
+                          ".map(r => r.cells[1].textContent).join()")
+        assert rows == "done,searching,waiting", rows
+        # two optima and their two best-of-n
+        assert b.evaluate("document.querySelectorAll('#lawplot circle').length") == 4
+        assert b.evaluate("document.querySelectorAll('#lawplot rect[fill=\"#d6272833\"]')"
+                          ".length") == 1  # the held-out prediction's band
+        assert b.evaluate("document.querySelectorAll('#lawplot .tick').length") == 6
+        assert "lr law" in b.evaluate("document.querySelector('#lawplot .legend').textContent")
         b.goto(f"{srv.url}/api/v1/studies/in-browser/report")
         assert "in-browser" in str(b.evaluate("document.title + document.body.innerText"))
         errors = [p for m, p in b.events if m == "Runtime.exceptionThrown"]

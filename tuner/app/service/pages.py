@@ -96,6 +96,12 @@ def register(app: FastAPI, service: Service) -> None:
                 f"height='300'></svg><p id='ties'></p></div>"
                 f"<div><h3>Learning curves (val_loss)</h3>"
                 f"<svg id='curves' width='420' height='300'></svg></div></div>"
+                f"<div id='law' hidden><h3>Law grid</h3><p class='note'>Each budget's optimum "
+                f"from all its trials (a response surface, 95% interval), best-of-n beside "
+                f"it; the lr law through the budgets placed so far. Measured on this study's "
+                f"proxy; the law's line is a fit.</p><svg id='lawplot' width='420' "
+                f"height='300'></svg><table id='lawtable'><thead></thead><tbody></tbody>"
+                f"</table><p id='lawheld'></p></div>"
                 f"<h3>Trials</h3><table id='trials'><thead></thead><tbody></tbody></table>"
                 f"{_export_form(esc, csrf)}"
                 f"<script>const STUDY={json.dumps(name)};{STUDY_JS}</script>")
@@ -302,13 +308,57 @@ document.querySelector('#trials tbody').innerHTML=d.trials.map(t=>`<tr><td>${t.n
 mark(d,t)}</td><td>${esc(t.outcome)}</td>${names.map(n=>
 `<td>${fmt(t.values[n])}</td>`).join('')}${params.map(p=>`<td>${fmt(t.params[p])}</td>`)
 .join('')}<td>${esc(t.reason.split('\\n').pop())}</td></tr>`).join('');}
+const lg=v=>Math.log10(v);
+function law(d){const box=document.getElementById('law');box.hidden=!d.law;if(!d.law)return;
+const L=d.law,bs=L.budgets,placed=bs.filter(b=>b.optimum);
+document.querySelector('#lawtable thead').innerHTML='<tr><th>tokens per trial</th><th>'+
+'state</th><th>trials</th><th>lr* [95%]</th><th>batch* (tokens)</th><th>best-of-n lr (loss)'+
+'</th><th>note</th></tr>';
+document.querySelector('#lawtable tbody').innerHTML=bs.map(b=>{const o=b.optimum;
+const note=b.held_out?'held out'+(L.predicted?`: predicted lr ${fmt(L.predicted.lr)}`:
+''):o&&o.at_edge.length?`at the range's edge (${o.at_edge.join(', ')}): left out`:
+b.in_lr_law?'in the lr law':b.error?b.error:'';
+return `<tr><td>${fmt(b.tokens)}</td><td>${esc(b.state)}</td><td>${b.done}/${b.total}${
+b.running?`, ${b.running} running`:''}</td><td>${o?`${fmt(o.lr)} [${fmt(o.lr_interval[0])}, ${
+fmt(o.lr_interval[1])}]`:'-'}</td><td>${o&&o.batch_placed?fmt(o.batch):'-'}</td><td>${
+b.best?`${fmt(b.best.lr)} (${fmt(b.best.loss)})`:'-'}</td><td>${esc(note)}</td></tr>`})
+.join('');
+const svg=document.getElementById('lawplot');
+const xs=bs.map(b=>lg(b.tokens)),ys=[];placed.forEach(b=>ys.push(lg(b.optimum.lr_interval[0]),
+lg(b.optimum.lr_interval[1])));bs.forEach(b=>{if(b.best)ys.push(lg(b.best.lr));});
+if(L.predicted)ys.push(lg(L.predicted.lr_band[0]),lg(L.predicted.lr_band[1]));
+if(!ys.length){svg.innerHTML='<text x="10" y="20">no budget placed yet</text>';return;}
+const X=scale(xs,40,400),Y=scale(ys,270,20);let g='';
+if(L.lr_law){const a=L.lr_law,x0=Math.min(...xs),x1=Math.max(...xs),
+f=x=>lg(a.coef)+a.exponent*x;g+=`<line x1="${X(x0)}" y1="${Y(f(x0))}" x2="${X(x1)}" y2="${
+Y(f(x1))}" stroke="#2563eb"><title>lr law: exponent ${fmt(a.exponent)} [${
+fmt(a.exponent_interval[0])}, ${fmt(a.exponent_interval[1])}]</title></line>`;}
+for(const b of placed){const o=b.optimum,x=X(lg(b.tokens));
+g+=`<line x1="${x}" x2="${x}" y1="${Y(lg(o.lr_interval[0]))}" y2="${Y(lg(o.lr_interval[1]))}" `+
+`stroke="#111"/><circle cx="${x}" cy="${Y(lg(o.lr))}" r="5" fill="${b.held_out?'#d62728':
+'#111'}"><title>${fmt(b.tokens)} tokens: lr* ${fmt(o.lr)} [${fmt(o.lr_interval[0])}, ${
+fmt(o.lr_interval[1])}]</title></circle>`;}
+for(const b of bs.filter(b=>b.best))g+=`<circle cx="${X(lg(b.tokens))}" cy="${Y(lg(b.best.lr))}"`+
+` r="4" fill="none" stroke="#6b7280"><title>best of ${b.done}: lr ${fmt(b.best.lr)}</title>`+
+'</circle>';
+if(L.predicted){const x=X(lg(bs[bs.length-1].tokens));g+=`<rect x="${x-6}" width="12" y="${
+Y(lg(L.predicted.lr_band[1]))}" height="${Y(lg(L.predicted.lr_band[0]))-Y(lg(L.predicted.
+lr_band[1]))}" fill="#d6272833"><title>predicted before it ran: lr ${fmt(L.predicted.lr)} [${
+fmt(L.predicted.lr_band[0])}, ${fmt(L.predicted.lr_band[1])}]</title></rect>`;}
+svg.innerHTML=g+axes(X,Y,'log10 tokens per trial','log10 lr*')+legend([['#111',
+'optimum, 95% interval'],['#6b7280','best of n (hollow)'],['#2563eb','lr law (fit)'],
+['#d62728','held out: predicted (band)']]);
+const h=L.held_out_check;document.getElementById('lawheld').textContent=h?
+`held out at ${fmt(h.tokens)} tokens: lr predicted ${fmt(h.lr_predicted)}, measured ${
+fmt(h.lr_measured)} (ratio ${fmt(h.lr_ratio)})`+(h.loss_gap_sd!==undefined?`; the predicted `+
+`recipe's val_loss ${fmt(h.loss_gap_sd)} sd from the optimum`:''):'';}
 function show(d){document.getElementById('state').textContent=d.state;
 document.querySelectorAll('[data-when]').forEach(f=>{f.hidden=
 !f.dataset.when.split(' ').includes(d.state);});
 const p=d.progress;document.getElementById('progress').textContent=
 `${p.done}/${p.total} trials done, ${p.running} running`;
 document.getElementById('ties').textContent=d.knee_ties?d.knee_ties.sentence:'';
-front(d);curves(d);table(d);}
+front(d);curves(d);table(d);law(d);}
 fetch('/api/v1/studies/'+encodeURIComponent(STUDY)).then(r=>r.json()).then(show);
 const es=new EventSource('/api/v1/studies/'+encodeURIComponent(STUDY)+'/events');
 es.addEventListener('progress',e=>show(JSON.parse(e.data)));

@@ -31,6 +31,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from trainers.result import is_usable
+from tuner.app.service.law_grid import is_law_base, law_grid
 from tuner.study.results.noise import knee_ties, noise_sd
 from tuner.study.results.ranking import pareto_front, study_knee
 from tuner.study.results.trial_record import Objective, TrialRecord, study_objectives, trial_record
@@ -183,6 +184,8 @@ def detail(study: optuna.Study) -> dict[str, Any]:
         "front": [r.number for r in front],
         "knee": knee.number if knee is not None else None,
         "knee_ties": _ties(read),
+        # a law study's page shows its every budget (tuner.app.service.law_grid)
+        "law": law_grid(study) if is_law_base(read.attrs) else None,
     }
 
 
