@@ -286,3 +286,31 @@ def test_a_running_trials_curve_is_stored_at_each_evaluation(tmp_path):
     assert seen[-2:] == pytest.approx([1 / 3, 2 / 3])
     searcher.abandon_live()
     assert searcher.tally.in_flight == 0
+
+
+def test_the_progress_bar_says_which_running_trials_are_timing(tmp_path):
+    """A trial that times its systems signature first (the cores held: every other trial
+    waits) says so before it trains; the bar shows it, and the report is no evaluation."""
+    from trainers import preset
+    from tuner.study.run.progress import StudyProgress
+    from tuner.study.run.trainable import METRIC, PHASE_KEY, TIME_ATTR
+
+    spec = spec_from_dict(_toml(SPEC.format(n=3)))
+    (tmp_path / "rnd").mkdir()
+    study = st.create_study(spec, db.open_storage(db.storage_url(tmp_path / "rnd")),
+                            make_sampler(spec))
+    seen = []
+    searcher = StudySearcher(study=study, spec=spec, model_args=preset("debug"), n_to_run=3,
+                             on_change=lambda t: seen.append(t.timing))
+    searcher.suggest("a")
+    searcher.suggest("b")
+    searcher.on_trial_result("a", {PHASE_KEY: "timing", METRIC: float("inf")})
+    assert seen[-1] == 1
+    bar = StudyProgress(name="rnd", total=3, already_done=0)
+    bar(searcher.tally)
+    assert "running=2 (timing=1)" in str(bar._bar.postfix)
+    bar.close()
+    searcher.on_trial_result("a", {TIME_ATTR: 100, METRIC: 5.5})  # timed; now it trains
+    assert seen[-1] == 0
+    assert [t.user_attrs.get(records.EVAL_CURVE) for t in study.trials][0] == [[100, 5.5]]
+    searcher.abandon_live()

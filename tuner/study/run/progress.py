@@ -1,5 +1,6 @@
 """Progress of long work: a one-line bar for a running study (trials done, the running trials'
-tokens trained as a fraction, running/pruned/failed, best so far, ETA), and progress lines for
+tokens trained as a fraction, running (and of those, timing their systems signature with the
+cores held, before they train)/pruned/failed, best so far, ETA), and progress lines for
 single re-trainings (`moetune validate`, `moetune rerun`): lines, not a redrawn bar, so they
 stay readable in a log file too."""
 
@@ -30,7 +31,9 @@ class StudyProgress:
         self._bar.n = round(self._base + tally.done + tally.in_flight, 1)
         best = " ".join(f"{k}={v:.4g}" for k, v in tally.best.items())
         self._bar.set_postfix_str(
-            f"running={tally.running} ok={tally.complete} infeasible={tally.infeasible} "
+            f"running={tally.running}"
+            + (f" (timing={tally.timing})" if tally.timing else "")
+            + f" ok={tally.complete} infeasible={tally.infeasible} "
             f"pruned={tally.pruned} failed={tally.failed}"
             + (f" interrupted={tally.interrupted}" if tally.interrupted else "")
             + (f" best: #{tally.best_trial} {best}" if best else ""),

@@ -40,7 +40,14 @@ from tuner.study.results.metrics import names_timed
 from tuner.study.results.outcome import Outcome, TrialReport, constraint_names, decide
 from tuner.study.results.reasons import Reason
 from tuner.study.run import timing
-from tuner.study.run.trainable import ENV_KEY, FINAL_KEY, METRIC, TIME_ATTR, TIMING_KEY
+from tuner.study.run.trainable import (
+    ENV_KEY,
+    FINAL_KEY,
+    METRIC,
+    PHASE_KEY,
+    TIME_ATTR,
+    TIMING_KEY,
+)
 from tuner.study.specs.spec import StudySpec
 from tuner.study.store import records
 from tuner.study.store.database import shown
@@ -59,6 +66,7 @@ class Tally:
     failed: int = 0
     interrupted: int = 0  # abandoned by a stopping driver: re-run on resume, so not done
     in_flight: float = 0.0  # the running trials' tokens trained, in trials' worth of budget
+    timing: int = 0  # running trials timing their systems signature (the cores held for it)
     best_trial: int | None = None  # best by the first objective; `best` holds its own values
     best: dict[str, float] = field(default_factory=dict)
 
@@ -74,6 +82,7 @@ class _Live:
     ended_by: TrialReport | None = None
     timing: dict[str, Any] | None = None  # its systems signature's timing, once reported
     seen: int = 0  # tokens trained, as its last evaluation reported
+    probing: bool = False  # timing its systems signature, before it trains
 
 
 class StudySearcher(Searcher):
@@ -159,8 +168,14 @@ class StudySearcher(Searcher):
         live = self._live.get(trial_id)
         if live is not None and FINAL_KEY in result:
             live.final = result  # kept: the worker may die before Ray completes the trial
+        if live is not None and result.get(PHASE_KEY) == "timing":
+            live.probing = True
+            self._update_in_flight()
+            self._on_change(self.tally)
+            return
         if live is None or TIME_ATTR not in result:
             return
+        live.probing = False  # an evaluation: it trains
         live.eval_curve.append([int(result[TIME_ATTR]), _num(result[METRIC])])
         # stored at each evaluation, so the service's page draws a running trial's curve
         live.trial.set_user_attr(records.EVAL_CURVE, live.eval_curve)
@@ -217,6 +232,7 @@ class StudySearcher(Searcher):
     def _update_in_flight(self) -> None:
         budget = max(1, self._spec.budget.tokens_per_trial)
         self.tally.in_flight = sum(min(t.seen, budget) for t in self._live.values()) / budget
+        self.tally.timing = sum(t.probing for t in self._live.values())
 
     def _finish(self, trial_id: str, outcome: Outcome) -> None:
         live = self._live.pop(trial_id)

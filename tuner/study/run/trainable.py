@@ -39,6 +39,9 @@ FINAL_KEY = "moetune_final"
 ENV_KEY = "moetune_env"
 TIMING_KEY = "moetune_timing"  # in a config: the request; in a report: the timing, as JSON
 TIME_ATTR = "tokens_seen"
+# a report before the trial trains, naming what it does first (``timing``: its systems
+# signature timed with the cores held); no TIME_ATTR, so schedulers and curves ignore it
+PHASE_KEY = "moetune_phase"
 METRIC = "val_loss"
 TRACEBACK_LINES = 8
 
@@ -99,6 +102,7 @@ def train_and_report(config: dict[str, Any], *, job: TrialJob, trainer: Trainer,
         env["corpus_hash"] = data.hash
         request = config.get(TIMING_KEY)
         if request:
+            tune.report({PHASE_KEY: "timing", METRIC: math.inf})  # the progress bar says so
             entry, source = timing.measure(
                 model_args, recipe, token_budget=job.token_budget, data=data,
                 device=env["device"], timer=timing.step_timer_for(trainer),
