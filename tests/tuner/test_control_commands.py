@@ -99,6 +99,55 @@ def _wait_running(root, name: str, timeout_s: float = 120.0) -> None:
     pytest.fail(f"no trial of {name} started within {timeout_s} s")
 
 
+CLI_SPEC = """
+[study]
+name = "from-terminal"
+n_trials = 6
+max_concurrent = 2
+sampler = "random"
+[budget]
+tokens_per_trial = 300
+eval_every_tokens = 100
+[pruning]
+scheduler = "none"
+[space.params.lr]
+type = "float"
+low = 1e-4
+high = 1e-2
+log = true
+"""
+
+
+def test_cancel_stops_a_moetune_submit_in_another_terminal(ray_session, tmp_path, capsys):
+    """`moetune submit` in its own process watches its study's storage: `moetune cancel` from
+    another stops it with its running trials interrupted, and `moetune resume` (the request
+    now history) finishes it."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "runs"
+    (tmp_path / "spec.toml").write_text(CLI_SPEC)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "submit", str(tmp_path / "spec.toml"), "--root",
+         str(root), "--trainer", "tuner.testing:slow_train", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_running(root, "from-terminal", timeout_s=180)
+        assert main(["cancel", "from-terminal", "--root", str(root)]) == 0
+        out, err = driver.communicate(timeout=120)
+    finally:
+        driver.kill()
+    assert "stopped early" in out + err, out + err
+    trials = _try_load(root, "from-terminal").get_trials(deepcopy=False)
+    assert sum(t.state == TrialState.COMPLETE for t in trials) < 6
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    assert [t for t in trials if t.user_attrs.get(records.REASON) == "interrupted"]
+    capsys.readouterr()
+    assert main(["resume", "from-terminal", "--root", str(root), "--trainer",
+                 "tuner.testing:quick_train", "--no-progress"]) == 0
+    assert "6/6 trials done" in capsys.readouterr().out
+
+
 def test_cancel_without_a_running_trial_exits_2(ray_session, tmp_path, capsys):
     root = tmp_path / "runs"
     s = spec("idle", 2)

@@ -26,6 +26,7 @@ from tuner.study.store import database as db
 from tuner.study.store import lease as ls
 from tuner.study.store import resume as rs
 from tuner.study.store import storage as st
+from tuner.study.store.control import clear_stop
 from tuner.study.workflows.ladder import run_ladder
 from tuner.study.workflows.law import run_law
 
@@ -132,6 +133,20 @@ def resume(args: argparse.Namespace) -> int:
     return _run(plan.spec, run_dir, args, trainer, plan=plan)
 
 
+def _forget_stop(spec: StudySpec, run_dir: Path, storage: str, plan: Any) -> None:
+    """A study run again from the command line runs: the stop request an earlier ``moetune
+    cancel`` left in its storage (which the run watches) is history."""
+    if plan is not None:
+        if plan.study is not None:
+            clear_stop(plan.study)
+        return
+    if not storage and not (run_dir / db.DB_FILE).exists():
+        return  # a new study: nothing asked it to stop
+    store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
+    if spec.name in db.study_names(store):
+        clear_stop(st.load_study(spec.name, store))
+
+
 def _staged(spec: StudySpec) -> bool:
     """Whether ``spec`` is a whole ladder or law (run stage by stage), not one study."""
     return (spec.ladder.on and spec.ladder.rung == 0) or (spec.law.on and spec.law.budget == 0)
@@ -205,6 +220,7 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
     for warning in plan.warnings if plan is not None else []:
         print(f"moetune: warning: {warning}", file=sys.stderr)
     _sampler_note(spec)
+    _forget_stop(spec, run_dir, args.storage, plan)
     signals = DeferredStop()
     try:
         with signals:

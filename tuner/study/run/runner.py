@@ -36,11 +36,14 @@ from tuner.study.run.samplers import make_sampler
 from tuner.study.run.schedulers import AnyOf, StopFlag, StopWhenSet, make_scheduler
 from tuner.study.run.searcher import StudySearcher, Tally
 from tuner.study.run.trainable import Trainer, TrialJob, run_trial
+from tuner.study.specs.ladder_spec import RUNG_SEP
+from tuner.study.specs.law_spec import base_name
 from tuner.study.specs.spec import StudySpec, max_corpus_bytes
 from tuner.study.store import database as db
 from tuner.study.store import lease as ls
 from tuner.study.store import resume as rs
 from tuner.study.store import storage as st
+from tuner.study.store.control import StorageStopFlag
 from tuner.study.workflows.start import begin
 
 
@@ -107,7 +110,13 @@ def run(plan: Plan, *, trainer: Trainer = train, address: str | None = None,
             begin(study, spec, points=plan.points, source=plan.source)
             reaped = tuple(rs.reap_interrupted(study, store))
             gone = db.FileGone(url)
-            stopping = AnyOf(stop, lost, gone)
+            # a stop asked through the storage (`moetune cancel`, the service's cancel) of this
+            # study or, for a law's budget or a ladder's rung, of the law or ladder it is part of
+            asked = [StorageStopFlag(study)]
+            base = _stage_base(spec)
+            if base != spec.name:
+                asked.append(StorageStopFlag(st.load_study(base, store)))
+            stopping = AnyOf(stop, lost, gone, *asked)
             tally = _run_missing(plan, study, trainer=trainer, progress=progress,
                                  stop=stopping, interrupt=interrupt)
             gone.check()
@@ -227,3 +236,12 @@ def _job(spec: StudySpec, searcher: StudySearcher) -> TrialJob:
                     eval_every_tokens=spec.budget.eval_every_tokens, seed=spec.study.seed,
                     cpus_per_trial=spec.resources.cpus_per_trial,
                     gpus_per_trial=spec.resources.gpus_per_trial)
+
+
+def _stage_base(spec: StudySpec) -> str:
+    """The law or ladder a stage study belongs to (its budget 0 or bottom rung), else itself."""
+    if spec.law.on:
+        return base_name(spec.name, spec.law)
+    if spec.ladder.on and spec.ladder.rung:
+        return spec.name.rsplit(RUNG_SEP, 1)[0]
+    return spec.name
