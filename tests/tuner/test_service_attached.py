@@ -80,3 +80,50 @@ def test_a_name_of_a_cli_study_is_not_a_new_name(service_with_a_cli_study):
         service.submit('[study]\nname = "from-cli"\n[space.params.lr]\ntype = "float"\n'
                        "low = 1e-4\nhigh = 1e-2\n", ADMIN)
     assert e.value.field == "study.name"
+
+
+def test_a_cli_study_attached_with_an_owner_may_be_cancelled_by_its_owner_only(tmp_path):
+    """``serve --attach from-cli=alice``: alice (and an admin) may ask the command line's
+    driver to stop, through the study's storage, as ``moetune cancel`` does; bob may not;
+    nobody may resume or delete it here (the service did not make it)."""
+    from optuna.trial import TrialState
+
+    from tuner.study.store.control import stop_requested
+
+    root = tmp_path / "root"
+    (root / "from-cli").mkdir(parents=True)
+    study = new_study("from-cli", storage=db.open_storage(db.storage_url(root / "from-cli")))
+    add(study, values=[3.0, 1.0], trained=True)
+    study.ask()  # a trial the command line's driver is running
+    assert any(t.state == TrialState.RUNNING for t in study.trials)
+    url = f"sqlite:///{root / 'service.db'}"
+    service = Service(ServiceConfig(root=root, storage_url=url,
+                                    attach_owners={"from-cli": "alice"}),
+                      db.open_storage(url), None, _NoScheduler())  # type: ignore[arg-type]
+    view = service.view("from-cli", "summary")
+    assert view["owner"] == "alice" and view["state"] == "external"
+    bob, alice = User(name="bob", admin=False), User(name="alice", admin=False)
+    with pytest.raises(HTTPException) as e:
+        service.cancel(CancelRequest(study="from-cli", by="bob"), bob)
+    assert e.value.status_code == 403 and "'alice'" in e.value.detail
+    assert stop_requested(study) is None
+    for act in (lambda: service.resume(ResumeRequest(study="from-cli"), alice),
+                lambda: service.delete(DeleteRequest(study="from-cli"), alice)):
+        with pytest.raises(HTTPException) as e:
+            act()
+        assert e.value.status_code == 409 and "only cancel is offered here" in e.value.detail
+    assert service.cancel(CancelRequest(study="from-cli", by="alice"), alice) == "stopping"
+    assert stop_requested(study)["by"] == "alice"  # what the command line's driver polls
+    assert (root / "from-cli" / "study.db").is_file()
+
+
+def test_attach_values_are_checked(capsys):
+    from tuner.app.cli import main
+
+    for value, rule in (("from-cli", "must be STUDY=OWNER"), ("bad name!=alice",
+                        "must be STUDY=OWNER"), ("from-cli=", "must be STUDY=OWNER")):
+        assert main(["serve", "--attach", value, "--port", "1"]) == 2
+        err = capsys.readouterr().err
+        assert "--attach" in err and rule in err and repr(value) in err, err
+    assert main(["serve", "--attach", "a=x", "--attach", "a=y", "--port", "1"]) == 2
+    assert "named twice" in capsys.readouterr().err

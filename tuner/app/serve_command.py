@@ -26,6 +26,7 @@ from tuner.app.commands import DEFAULT_ROOT
 from tuner.app.errors import UsageError
 from tuner.app.service.private import csrf_key, make_private, secret_file
 from tuner.app.service.tokens import TokenStore
+from tuner.study.specs.spec import NAME_RE
 from tuner.study.store import database as db
 
 DEFAULT_PORT = 8470
@@ -53,6 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a folder whose files specs may name (corpus, tokenizer, model "
                         "configs); repeat for more; default: none (only the configs shipped "
                         "with moetune)")
+    p.add_argument("--attach", action="append", default=[], metavar="STUDY=OWNER",
+                   help="a study run from the command line under --root, owned by OWNER on "
+                        "this service: OWNER (and admins) may cancel it from here; repeat for "
+                        "more; other command-line studies are listed read-only")
     for flag, what in (("--max-trials", "[study] n_trials"),
                        ("--max-tokens-per-trial", "[budget] tokens_per_trial"),
                        ("--max-concurrent-trials", "[study] max_concurrent")):
@@ -159,10 +164,31 @@ def check_args(args: argparse.Namespace) -> None:
         if not (os.path.isabs(d) and (args.address or Path(d).is_dir())):
             raise UsageError(f"--data-root: must be an absolute path to a folder, but got "
                              f"{d!r}.")
+    attach_owners(args.attach)  # the rule, before anything starts
     if args.address and not args.storage.startswith(("postgresql", "mysql")):
         raise UsageError("--storage: a service on a Ray cluster (--address) needs a database "
                          "every node reaches (postgresql://...); a SQLite file cannot be "
                          f"shared across nodes, but got {args.storage or 'the default SQLite'}.")
+
+
+def attach_owners(pairs: list[str]) -> dict[str, str]:
+    """``--attach STUDY=OWNER`` values as {study: owner}.
+
+    Raises:
+        UsageError: a value that is not STUDY=OWNER with a study name and a user name, or a
+            study named twice; the message names the flag, the rule and the value.
+    """
+    out: dict[str, str] = {}
+    for pair in pairs:
+        study, _, owner = pair.partition("=")
+        if not (NAME_RE.fullmatch(study) and owner and owner.strip() == owner
+                and owner.isprintable()):
+            raise UsageError(f"--attach: must be STUDY=OWNER (a study name, a user name), but "
+                             f"got {pair!r}.")
+        if study in out:
+            raise UsageError(f"--attach: each study once, but {study!r} is named twice.")
+        out[study] = owner
+    return out
 
 
 def is_loopback(host: str) -> bool:
@@ -227,7 +253,8 @@ def serve(args: argparse.Namespace) -> int:
                            data_roots=tuple(Path(d).resolve() for d in args.data_root),
                            max_trials=args.max_trials,
                            max_tokens_per_trial=args.max_tokens_per_trial,
-                           max_concurrent_trials=args.max_concurrent_trials)
+                           max_concurrent_trials=args.max_concurrent_trials,
+                           attach_owners=attach_owners(args.attach))
     scheduler = Scheduler(storage=storage, storage_url=url, root=root, trainer=args.trainer,
                           max_running=args.max_running)
     auth = Auth(tokens, csrf_key(root), open_allowed=is_loopback(args.host))

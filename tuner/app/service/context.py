@@ -4,13 +4,14 @@ delete, report, export), so the two front ends cannot drift apart."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
 import threading
 import tomllib
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
@@ -65,6 +66,9 @@ class ServiceConfig:
     max_trials: int = 0
     max_tokens_per_trial: int = 0
     max_concurrent_trials: int = 0
+    # `serve --attach STUDY=OWNER`: a command-line study under the root that OWNER (and the
+    # admins) may cancel here; every other attached study is read-only
+    attach_owners: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 class SubmitError(ValueError):
@@ -144,7 +148,11 @@ class Service:
         self.views.forget(name)
 
     def _read_view(self, name: str, kind: str) -> dict[str, Any]:
-        return (detail if kind == "detail" else summary)(self.study(name))
+        view = (detail if kind == "detail" else summary)(self.study(name))
+        owner = self.config.attach_owners.get(name)
+        if owner and view["state"] == "external":
+            view |= {"owner": owner, "attached_owner": True}  # `serve --attach`
+        return view
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -311,8 +319,19 @@ class Service:
     def _owned(self, study: optuna.Study, user: User, action: str) -> str:
         rec = service_record(study)
         if rec["state"] == "external":
-            raise HTTPException(409, f"{action}: study {study.study_name!r} is not run by this "
-                                     "service (it was submitted from the command line).")
+            owner = self.config.attach_owners.get(study.study_name)
+            if owner is None or action != "cancel":
+                # the service did not make it: it neither deletes nor runs it (a resume is
+                # the command line's: `moetune resume`)
+                offered = (f"; attached with owner {owner!r}: only cancel is offered here"
+                           if owner else "")
+                raise HTTPException(409, f"{action}: study {study.study_name!r} is not run by "
+                                         f"this service (it was submitted from the command "
+                                         f"line{offered}).")
+            if not may_change(user, owner):
+                raise HTTPException(403, f"{action}: only the study's owner ({owner!r}) or an "
+                                         f"admin may {action} it.")
+            return "external"
         if not may_change(user, rec.get("owner", "")):
             raise HTTPException(403, f"{action}: only the study's owner "
                                      f"({rec.get('owner')!r}) or an admin may {action} it.")

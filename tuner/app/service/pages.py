@@ -81,8 +81,11 @@ def register(app: FastAPI, service: Service) -> None:
 
         def button(action: str, label: str) -> str:
             # shown only in the states the action is allowed in (STUDY_JS keeps it so)
-            when = " ".join(BUTTON_STATES[action])
-            hidden = "" if data["state"] in BUTTON_STATES[action] else " hidden"
+            states = BUTTON_STATES[action]
+            if action == "cancel" and data.get("attached_owner"):
+                states = (*states, "external")  # `serve --attach`: its owner may cancel it
+            when = " ".join(states)
+            hidden = "" if data["state"] in states else " hidden"
             return (f"<form class='inline' method='post' action='/studies/{esc}/{action}' "
                     f"data-when='{when}'{hidden}>"
                     f"<input type='hidden' name='csrf' value='{csrf}'>"
