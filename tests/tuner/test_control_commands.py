@@ -99,23 +99,6 @@ def _wait_running(root, name: str, timeout_s: float = 120.0) -> None:
     pytest.fail(f"no trial of {name} started within {timeout_s} s")
 
 
-CLI_SPEC = """
-[study]
-name = "from-terminal"
-n_trials = 6
-max_concurrent = 2
-sampler = "random"
-[budget]
-tokens_per_trial = 300
-eval_every_tokens = 100
-[pruning]
-scheduler = "none"
-[space.params.lr]
-type = "float"
-low = 1e-4
-high = 1e-2
-log = true
-"""
 
 
 def test_cancel_stops_a_moetune_submit_in_another_terminal(ray_session, tmp_path, capsys):
@@ -126,7 +109,9 @@ def test_cancel_stops_a_moetune_submit_in_another_terminal(ray_session, tmp_path
     import sys
 
     root = tmp_path / "runs"
-    (tmp_path / "spec.toml").write_text(CLI_SPEC)
+    from service_process import SPEC  # the service tests' two-objective spec
+
+    (tmp_path / "spec.toml").write_text(SPEC.format(name="from-terminal", n=6))
     driver = subprocess.Popen(
         [sys.executable, "-m", "tuner", "submit", str(tmp_path / "spec.toml"), "--root",
          str(root), "--trainer", "tuner.testing:slow_train", "--no-progress"],

@@ -263,20 +263,26 @@ def test_an_address_that_is_not_host_port_is_refused(tmp_path, capsys, monkeypat
     assert rc == 2 and "--address: must be HOST:PORT" in capsys.readouterr().err
 
 
-def test_a_running_trials_curve_is_stored_at_each_evaluation(tmp_path):
-    """The service's study page draws running trials: their curve is in the storage before
-    they end (`tuner.app.service.studies.detail` reads it)."""
+def _live_searcher(tmp_path, on_change):
+    """A three-trial study and its searcher, driven by hand as Ray Tune would drive it."""
     from trainers import preset
-    from tuner.app.service.studies import detail
-    from tuner.study.run.trainable import METRIC, TIME_ATTR
 
     spec = spec_from_dict(_toml(SPEC.format(n=3)))
     (tmp_path / "rnd").mkdir()
     study = st.create_study(spec, db.open_storage(db.storage_url(tmp_path / "rnd")),
                             make_sampler(spec))
-    seen = []
-    searcher = StudySearcher(study=study, spec=spec, model_args=preset("debug"), n_to_run=3,
-                             on_change=lambda t: seen.append(t.in_flight))
+    return study, StudySearcher(study=study, spec=spec, model_args=preset("debug"),
+                                n_to_run=3, on_change=on_change)
+
+
+def test_a_running_trials_curve_is_stored_at_each_evaluation(tmp_path):
+    """The service's study page draws running trials: their curve is in the storage before
+    they end (`tuner.app.service.studies.detail` reads it)."""
+    from tuner.app.service.studies import detail
+    from tuner.study.run.trainable import METRIC, TIME_ATTR
+
+    seen: list = []
+    study, searcher = _live_searcher(tmp_path, lambda t: seen.append(t.in_flight))
     searcher.suggest("a")
     searcher.on_trial_result("a", {TIME_ATTR: 100, METRIC: 5.5})
     searcher.on_trial_result("a", {TIME_ATTR: 200, METRIC: 5.25})
@@ -291,17 +297,11 @@ def test_a_running_trials_curve_is_stored_at_each_evaluation(tmp_path):
 def test_the_progress_bar_says_which_running_trials_are_timing(tmp_path):
     """A trial that times its systems signature first (the cores held: every other trial
     waits) says so before it trains; the bar shows it, and the report is no evaluation."""
-    from trainers import preset
     from tuner.study.run.progress import StudyProgress
     from tuner.study.run.trainable import METRIC, PHASE_KEY, TIME_ATTR
 
-    spec = spec_from_dict(_toml(SPEC.format(n=3)))
-    (tmp_path / "rnd").mkdir()
-    study = st.create_study(spec, db.open_storage(db.storage_url(tmp_path / "rnd")),
-                            make_sampler(spec))
-    seen = []
-    searcher = StudySearcher(study=study, spec=spec, model_args=preset("debug"), n_to_run=3,
-                             on_change=lambda t: seen.append(t.timing))
+    seen: list = []
+    study, searcher = _live_searcher(tmp_path, lambda t: seen.append(t.timing))
     searcher.suggest("a")
     searcher.suggest("b")
     searcher.on_trial_result("a", {PHASE_KEY: "timing", METRIC: float("inf")})
