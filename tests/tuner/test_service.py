@@ -470,6 +470,11 @@ def test_a_ladder_climbs_on_the_service(server):
     assert status == 201, body
     d = server.wait_state("lad", ("finished", "failed", "interrupted"), timeout_s=300)
     assert d["state"] == "finished", d
+    # its page lists the rungs: both widths done, each with its own best trial
+    rungs = d["ladder"]["rungs"]
+    assert [(r["width"], r["state"]) for r in rungs] == [(32, "done"), (64, "done")], rungs
+    assert all(r["done"] == r["total"] >= 1 and r["best"]["objective"] == "val_loss"
+               for r in rungs), rungs
     storage = optuna.storages.RDBStorage(f"sqlite:///{server.root / 'service.db'}")
     top = optuna.load_study(study_name="lad.w64", storage=storage)
     own = [t for t in top.trials if t.state == TrialState.COMPLETE

@@ -158,6 +158,16 @@ LAW_VIEW = {"law": {
                 _budget(2, 65536, "waiting", None)]}}
 
 
+# a ladder's rungs as `tuner.app.service.ladder_rungs` sends them (test_service checks a real one)
+LADDER_VIEW = {"ladder": {"rungs": [
+    {"rung": 0, "width": 32, "state": "done", "done": 4, "total": 4, "running": 0,
+     "best": {"number": 2, "lr": 0.003, "objective": "val_loss", "value": 2.5}},
+    {"rung": 1, "width": 64, "state": "searching", "done": 1, "total": 2, "running": 1,
+     "best": None},
+    {"rung": 2, "width": 128, "state": "waiting", "done": 0, "total": None, "running": 0,
+     "best": None}]}}
+
+
 def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_path):
     srv, tokens = team
     js = json.dumps
@@ -224,6 +234,11 @@ def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_p
                           ".length") == 1  # the held-out prediction's band
         assert b.evaluate("document.querySelectorAll('#lawplot .tick').length") == 6
         assert "lr law" in b.evaluate("document.querySelector('#lawplot .legend').textContent")
+        assert b.evaluate("document.getElementById('ladder').hidden") is True
+        b.evaluate(f"ladder({js(LADDER_VIEW)}); true")
+        assert b.evaluate("[...document.querySelectorAll('#rungs tbody tr')].map(r => "
+                          "r.innerText.split('\\t').slice(0, 3).join(' ')).join('|')") == (
+            "32 done 4/4|64 searching 1/2, 1 running|128 waiting 0/?")
         b.goto(f"{srv.url}/api/v1/studies/in-browser/report")
         assert "in-browser" in str(b.evaluate("document.title + document.body.innerText"))
         errors = [p for m, p in b.events if m == "Runtime.exceptionThrown"]

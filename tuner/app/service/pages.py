@@ -99,6 +99,10 @@ def register(app: FastAPI, service: Service) -> None:
                 f"height='300'></svg><p id='ties'></p></div>"
                 f"<div><h3>Learning curves (val_loss)</h3>"
                 f"<svg id='curves' width='420' height='300'></svg></div></div>"
+                f"<div id='ladder' hidden><h3>Ladder rungs</h3><p class='note'>Each width's "
+                f"own trials (the promoted ones from the rung below, then any new ones) and "
+                f"its best by the first objective.</p><table id='rungs'><thead></thead>"
+                f"<tbody></tbody></table></div>"
                 f"<div id='law' hidden><h3>Law grid</h3><p class='note'>Each budget's optimum "
                 f"from all its trials (a response surface, 95% interval), best-of-n beside "
                 f"it; the lr law through the budgets placed so far. Measured on this study's "
@@ -311,6 +315,13 @@ document.querySelector('#trials tbody').innerHTML=d.trials.map(t=>`<tr><td>${t.n
 mark(d,t)}</td><td>${esc(t.outcome)}</td>${names.map(n=>
 `<td>${fmt(t.values[n])}</td>`).join('')}${params.map(p=>`<td>${fmt(t.params[p])}</td>`)
 .join('')}<td>${esc(t.reason.split('\\n').pop())}</td></tr>`).join('');}
+function ladder(d){const box=document.getElementById('ladder');box.hidden=!d.ladder;
+if(!d.ladder)return;document.querySelector('#rungs thead').innerHTML='<tr><th>width</th><th>'+
+'state</th><th>trials</th><th>best</th></tr>';
+document.querySelector('#rungs tbody').innerHTML=d.ladder.rungs.map(r=>`<tr><td>${r.width}`+
+`</td><td>${esc(r.state)}</td><td>${r.done}/${r.total??'?'}${r.running?`, ${r.running} `+
+'running':''}</td><td>${r.best?`#${r.best.number}: ${esc(r.best.objective)} ${fmt(
+r.best.value)} at lr ${fmt(r.best.lr)}`:'-'}</td></tr>`).join('');}
 const lg=v=>Math.log10(v);
 function law(d){const box=document.getElementById('law');box.hidden=!d.law;if(!d.law)return;
 const L=d.law,bs=L.budgets,placed=bs.filter(b=>b.optimum);
@@ -361,7 +372,7 @@ document.querySelectorAll('[data-when]').forEach(f=>{f.hidden=
 const p=d.progress;document.getElementById('progress').textContent=
 `${p.done}/${p.total} trials done, ${p.running} running`;
 document.getElementById('ties').textContent=d.knee_ties?d.knee_ties.sentence:'';
-front(d);curves(d);table(d);law(d);}
+front(d);curves(d);table(d);ladder(d);law(d);}
 fetch('/api/v1/studies/'+encodeURIComponent(STUDY)).then(r=>r.json()).then(show);
 const es=new EventSource('/api/v1/studies/'+encodeURIComponent(STUDY)+'/events');
 es.addEventListener('progress',e=>show(JSON.parse(e.data)));

@@ -31,6 +31,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from trainers.result import is_usable
+from tuner.app.service.ladder_rungs import is_ladder_base, ladder_rungs
 from tuner.app.service.law_grid import is_law_base, law_grid
 from tuner.study.results.noise import knee_ties, noise_sd
 from tuner.study.results.ranking import pareto_front, study_knee
@@ -186,6 +187,7 @@ def detail(study: optuna.Study) -> dict[str, Any]:
         "knee_ties": _ties(read),
         # a law study's page shows its every budget (tuner.app.service.law_grid)
         "law": law_grid(study) if is_law_base(read.attrs) else None,
+        "ladder": ladder_rungs(study) if is_ladder_base(read.attrs) else None,
     }
 
 
