@@ -79,8 +79,9 @@ class SpaceQMCSampler(optuna.samplers.QMCSampler):
     draws: n trials then hold one random point and the sequence's first n - 1, whose balance
     (one point in each 1/n of every axis, for n a power of 2) is lost. A law budget's 8 trials
     never sampled the top eighth of its lr range at any budget (above 0.031 of 3e-4..6e-2),
-    and its smallest budget's optimum sat on that edge. A space with conditions keeps
-    Optuna's inference (QMC has no conditional design).
+    and its smallest budget's optimum sat on that edge. An enqueued trial takes no point of
+    the design. A space with conditions keeps Optuna's inference (QMC has no conditional
+    design).
     """
 
     def __init__(self, space: dict[str, optuna.distributions.BaseDistribution] | None,
@@ -93,6 +94,15 @@ class SpaceQMCSampler(optuna.samplers.QMCSampler):
         if self._space is None:
             return super().infer_relative_search_space(study, trial)
         return dict(self._space)
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
+                        search_space: dict[str, optuna.distributions.BaseDistribution]
+                        ) -> dict[str, Any]:
+        if trial.system_attrs.get("fixed_params"):
+            # an enqueued trial (a law's predicted recipe, a warm start) brings its own point:
+            # the design's next point is kept for the next proposed trial
+            return {}
+        return super().sample_relative(study, trial, search_space)
 
 
 def make_sampler(spec: StudySpec, *, n_existing: int = 0) -> optuna.samplers.BaseSampler:
