@@ -83,7 +83,9 @@ def torchtitan_module_trained(text: str) -> tuple[int, int, int]:
     def value(key: str) -> int:
         return int(re.search(rf"{re.escape(key)}\s*=\s*(\d+)", text).group(1))
 
-    step = value("config.training.global_batch_size") * value("config.training.seq_len")
+    # the batch in both schemas the function sets (0.3.0's sequences, main's tokens): one step
+    step = value("t.global_batch_size") * value("t.seq_len")
+    assert value("t.num_tokens_per_train_step") == step
     return value("config.training.steps") * step, value("warmup_steps") * step, step
 
 
