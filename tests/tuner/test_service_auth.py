@@ -153,7 +153,8 @@ LAW_VIEW = {"law": {
     "variable": "tokens", "lr_law": {"coef": 0.1, "exponent": -0.2,
                                      "exponent_interval": [-0.3, -0.1]},
     "batch_law": None, "predicted": {"lr": 0.004, "lr_band": [0.003, 0.006]},
-    "held_out_check": None,
+    "held_out_check": {"tokens": 65536, "lr_predicted": 0.004, "lr_measured": 0.0042,
+                       "lr_ratio": 0.95, "loss_gap_sd": -0.3, "sd_measured": False},
     "budgets": [_budget(0, 4096, "done", 0.01), _budget(1, 13312, "searching", 0.008),
                 _budget(2, 65536, "waiting", None)]}}
 
@@ -234,6 +235,8 @@ def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_p
                           ".length") == 1  # the held-out prediction's band
         assert b.evaluate("document.querySelectorAll('#lawplot .tick').length") == 6
         assert "lr law" in b.evaluate("document.querySelector('#lawplot .legend').textContent")
+        held = b.evaluate("document.getElementById('lawheld').textContent")
+        assert "measured 0.0042" in held and "noise not measured" in held, held
         assert b.evaluate("document.getElementById('ladder').hidden") is True
         b.evaluate(f"ladder({js(LADDER_VIEW)}); true")
         assert b.evaluate("[...document.querySelectorAll('#rungs tbody tr')].map(r => "
