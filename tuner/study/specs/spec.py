@@ -80,6 +80,34 @@ class StudySection:
     noise_repeats: int = 0
     noise_top: int = 2
 
+    def __post_init__(self) -> None:
+        """The section checks itself (as `trainers.recipe.Recipe` does), wherever it is built:
+        a parsed spec, a stored one, a law's budget or a ladder's rung."""
+        def rule(ok: bool, key: str, text: str, value: object) -> None:
+            require(ok, f"study.{key}", text, value, error=SpecError)
+
+        rule(bool(NAME_RE.fullmatch(self.name)), "name",
+             "must be 1-64 characters of letters, digits, '_', '-', '.' (a folder name)",
+             self.name)
+        rule(self.n_trials >= 1, "n_trials", "must be >= 1", self.n_trials)
+        rule(self.max_concurrent >= 1, "max_concurrent", "must be >= 1", self.max_concurrent)
+        # the samplers seed numpy's legacy generator, which takes 32 bits
+        rule(0 <= self.seed < 2**32, "seed", "must be an integer in [0, 2**32)", self.seed)
+        rule(self.sampler in SAMPLERS, "sampler", f"must be one of {SAMPLERS}", self.sampler)
+        rule(self.noise_repeats >= 0, "noise_repeats", "must be >= 0 (0 = noise not measured)",
+             self.noise_repeats)
+        rule(self.noise_top >= 1, "noise_top", "must be >= 1", self.noise_top)
+        rule(self.startup_trials == "auto" or (isinstance(self.startup_trials, int)
+                                               and self.startup_trials >= 1),
+             "startup_trials", "must be an integer >= 1 or \"auto\"", self.startup_trials)
+        if self.sampler in ("gp", "qmc"):
+            rule(importlib.util.find_spec("scipy") is not None, "sampler",
+                 f"{self.sampler!r} needs scipy installed (pip install scipy)", self.sampler)
+        if self.storage:
+            rule(self.storage.startswith(URL_PREFIXES), "storage",
+                 "must be '' (a sqlite file in the run folder) or a database URL "
+                 "(sqlite:///…, postgresql://…)", self.storage)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSection:
@@ -103,6 +131,17 @@ class DataSection:
     text_field: str = "text"  # the field of a .jsonl line / the column of a .parquet file
     eod_token: str = ""  # "" = the tokenizer's end-of-document token, found by its name
 
+    def __post_init__(self) -> None:
+        """Checks its own values, as `StudySection` does; the paths are `_data`'s (they are
+        read from the spec's folder) and the files `check_inputs`'."""
+        require(isinstance(self.vocab_size, int) and self.vocab_size >= 0, "data.vocab_size",
+                "must be an integer >= 0 (0 = the corpus' own)", self.vocab_size,
+                error=SpecError)
+        require(self.max_corpus_gb > 0, "data.max_corpus_gb", "must be > 0 (GB)",
+                self.max_corpus_gb, error=SpecError)
+        require(bool(self.text_field), "data.text_field", "must not be empty", self.text_field,
+                error=SpecError)
+
 
 @dataclass(frozen=True, kw_only=True)
 class BudgetSection:
@@ -124,6 +163,14 @@ class ResourcesSection:
     # wall-clock seconds one trial may run; a trial past it is ended and recorded infeasible
     # (reason "timeout"). An hour: 10-100x a proxy trial of the shipped presets on a CPU.
     trial_timeout_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        """Checks itself, as `StudySection` does."""
+        for key, ok, text in (("cpus_per_trial", self.cpus_per_trial > 0, "must be > 0"),
+                              ("gpus_per_trial", self.gpus_per_trial >= 0, "must be >= 0"),
+                              ("trial_timeout_s", self.trial_timeout_s > 0,
+                               "must be > 0 (seconds)")):
+            require(ok, f"resources.{key}", text, getattr(self, key), error=SpecError)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,16 +307,14 @@ def parse_spec(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySp
                 error=SpecError)
     require("study" in d, "study", "is required (at least [study] name = ...)", None,
             error=SpecError)
-    study = _section(StudySection, d["study"], "study")
-    _check_study(study)
+    study = _section(StudySection, d["study"], "study")  # checks itself (__post_init__)
     model = _model(d.get("model", {}), base_dir)
     data = _data(d.get("data", {}), base_dir)
     budget = _section(BudgetSection, d.get("budget", {}), "budget")
     pruning = _section(PruningSection, d.get("pruning", {}), "pruning")
     budget, pruning = _relative_defaults(budget, pruning, d)
     _check_budget(budget, pruning)
-    resources = _section(ResourcesSection, d.get("resources", {}), "resources")
-    _check_resources(resources)
+    resources = _section(ResourcesSection, d.get("resources", {}), "resources")  # checks itself
     objectives = _objectives(d.get("objectives", {"val_loss": "minimize"}))
     pruning = _resolve_pruning(pruning)
     constraints = _constraints(d.get("constraints", {}))
@@ -394,35 +439,6 @@ def _kind(t: type | tuple[type, ...]) -> str:
     return {int: "an integer", float: "a finite number", str: "a string"}.get(t, t.__name__)
 
 
-def _check_study(s: StudySection) -> None:
-    require(bool(NAME_RE.fullmatch(s.name)), "study.name",
-            "must be 1-64 characters of letters, digits, '_', '-', '.' (a folder name)", s.name,
-            error=SpecError)
-    require(s.n_trials >= 1, "study.n_trials", "must be >= 1", s.n_trials, error=SpecError)
-    require(s.max_concurrent >= 1, "study.max_concurrent", "must be >= 1", s.max_concurrent,
-            error=SpecError)
-    # the samplers seed numpy's legacy generator, which takes 32 bits
-    require(0 <= s.seed < 2**32, "study.seed", "must be an integer in [0, 2**32)", s.seed,
-            error=SpecError)
-    require(s.sampler in SAMPLERS, "study.sampler", f"must be one of {SAMPLERS}", s.sampler,
-            error=SpecError)
-    require(s.noise_repeats >= 0, "study.noise_repeats", "must be >= 0 (0 = noise not measured)",
-            s.noise_repeats, error=SpecError)
-    require(s.noise_top >= 1, "study.noise_top", "must be >= 1", s.noise_top, error=SpecError)
-    require(s.startup_trials == "auto" or (isinstance(s.startup_trials, int)
-                                           and s.startup_trials >= 1),
-            "study.startup_trials", "must be an integer >= 1 or \"auto\"", s.startup_trials,
-            error=SpecError)
-    if s.sampler in ("gp", "qmc"):
-        require(importlib.util.find_spec("scipy") is not None, "study.sampler",
-                f"{s.sampler!r} needs scipy installed (pip install scipy)", s.sampler,
-                error=SpecError)
-    if s.storage:
-        require(s.storage.startswith(URL_PREFIXES), "study.storage",
-                "must be '' (a sqlite file in the run folder) or a database URL "
-                "(sqlite:///…, postgresql://…)", s.storage, error=SpecError)
-
-
 def _model(table: Mapping[str, Any], base_dir: Path | None) -> ModelSection:
     model = _section(ModelSection, table, "model")
     if not model.preset and not model.full:
@@ -512,13 +528,7 @@ def _check_budget(b: BudgetSection, p: PruningSection) -> None:
 def _data(table: Mapping[str, Any], base_dir: Path | None) -> DataSection:
     """``[data]``, its paths absolute (each path of a blend ``"W1 P1 W2 P2"``)."""
 
-    data = _section(DataSection, table, "data")
-    require(isinstance(data.vocab_size, int) and data.vocab_size >= 0, "data.vocab_size",
-            "must be an integer >= 0 (0 = the corpus' own)", data.vocab_size, error=SpecError)
-    require(data.max_corpus_gb > 0, "data.max_corpus_gb", "must be > 0 (GB)",
-            data.max_corpus_gb, error=SpecError)
-    require(bool(data.text_field), "data.text_field", "must not be empty", data.text_field,
-            error=SpecError)
+    data = _section(DataSection, table, "data")  # checks its own values (__post_init__)
     try:
         bpe = bpe_size(data.tokenizer) if data.tokenizer else None
         blend = parse_blend(data.corpus)
@@ -587,15 +597,6 @@ def _check_corpus(data: DataSection, seq_len: int) -> None:
 def max_corpus_bytes(data: DataSection) -> int:
     """``data.max_corpus_gb`` in bytes (GB = 10**9 bytes)."""
     return int(data.max_corpus_gb * 1e9)
-
-
-def _check_resources(r: ResourcesSection) -> None:
-    require(r.cpus_per_trial > 0, "resources.cpus_per_trial", "must be > 0", r.cpus_per_trial,
-            error=SpecError)
-    require(r.gpus_per_trial >= 0, "resources.gpus_per_trial", "must be >= 0", r.gpus_per_trial,
-            error=SpecError)
-    require(r.trial_timeout_s > 0, "resources.trial_timeout_s", "must be > 0 (seconds)",
-            r.trial_timeout_s, error=SpecError)
 
 
 def _objectives(table: Mapping[str, Any]) -> tuple[tuple[str, Direction], ...]:
