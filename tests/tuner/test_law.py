@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -223,3 +224,17 @@ def test_budget_zero_reports_say_the_answer_is_the_law(tmp_path) -> None:
     page = (tmp_path / "report.html").read_text()
     assert page.index("<h2>Scaling law</h2>") < page.index("<h2>Recommendation</h2>")
     assert "<b>This study is budget 0" in page and "../law/law.png" in page
+
+
+def test_a_law_budget_of_few_steps_is_warned_about():
+    """A budget whose trials at the largest batch make under 50 steps is mostly warmup (the
+    law benchmark's 16-step budget bent its law): the spec says so before anything runs."""
+    from tuner.study.run.preflight import MIN_LAW_STEPS, load_warnings
+    from tuner.study.specs.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "search_spaces" / "law.toml")
+    lines = load_warnings(spec)
+    # batch_end up to 64 x 128 tokens: the 16k budget makes 2 steps, the 524k one 64
+    assert [line.split(":")[0] for line in lines] == [
+        "law.tokens[0] = 16384", "law.tokens[1] = 49152", "law.tokens[2] = 147456"], lines
+    assert "2 optimizer steps" in lines[0] and f"under {MIN_LAW_STEPS} steps" in lines[0]
