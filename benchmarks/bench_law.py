@@ -169,15 +169,18 @@ def _targets(seeds: dict[str, Any]) -> list[str]:
     if not n:
         return ["No seed has reached its held-out budget yet."]
     lr_ok = sum(1 / 1.5 <= c["lr_ratio"] <= 1.5 for c in checks)
-    b_ok = sum("batch_ratio" in c and 0.5 <= c["batch_ratio"] <= 2 for c in checks)
+    with_b = [c for c in checks if "batch_ratio" in c]
+    b_ok = sum(0.5 <= c["batch_ratio"] <= 2 for c in with_b)
     loss_ok = sum("loss_gap_sd" in c and c["loss_gap_sd"] <= 1 for c in checks)
     better = sum(abs(math.log(c["lr_ratio"])) < abs(math.log(c["lr_today_ratio"]))
                  for c in checks if "lr_today_ratio" in c)
     inside = sum(o["lr_band"][0] <= c["lr_predicted"] <= o["lr_band"][1]
                  for c in checks for o in checks if o is not c)
     pairs = n * (n - 1)
-    return [f"- held-out lr* within 1.5x of the measured: {lr_ok}/{n}; B* within 2x: "
-            f"{b_ok}/{n}; predicted recipe within 1 noise sd of the optimum: {loss_ok}/{n}.",
+    b_text = (f"B* within 2x: {b_ok}/{len(with_b)}" if with_b
+              else "B*: not measured (no batch law)")
+    return [f"- held-out lr* within 1.5x of the measured: {lr_ok}/{n}; {b_text}; predicted "
+            f"recipe within 1 noise sd of the optimum: {loss_ok}/{n}.",
             f"- the study's law closer to the measured lr* than today's rule: {better}/{n}.",
             f"- each seed's held-out lr prediction inside another seed's band: "
             f"{inside}/{pairs} pairs." if pairs else "- one seed: no cross-seed check."]
