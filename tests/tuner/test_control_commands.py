@@ -148,3 +148,13 @@ def test_delete_removes_the_study_and_its_folder(ray_session, tmp_path, capsys):
     assert main(["delete", "gone", "--root", str(root), "--yes"]) == 0
     assert not (root / "gone").exists()
     assert main(["status", "gone", "--root", str(root)]) == 2
+
+
+def test_a_new_study_on_an_empty_database_has_no_stop_to_clear(tmp_path):
+    """A first ``submit`` of a law or ladder with ``--storage`` naming a database without
+    moetune's tables: nothing to clear, no error, nothing created."""
+    from tuner.app.commands import _forget_stop
+
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    _forget_stop(spec("fresh", 2), tmp_path / "fresh", url, None)
+    assert not (tmp_path / "none.db").exists() and not (tmp_path / "fresh").exists()

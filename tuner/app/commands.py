@@ -142,7 +142,10 @@ def _forget_stop(spec: StudySpec, run_dir: Path, storage: str, plan: Any) -> Non
         return
     if not storage and not (run_dir / db.DB_FILE).exists():
         return  # a new study: nothing asked it to stop
-    store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
+    try:
+        store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
+    except LookupError:
+        return  # no study database there yet (a new study): nothing to clear, nothing made
     if spec.name in db.study_names(store):
         clear_stop(st.load_study(spec.name, store))
 
@@ -220,10 +223,10 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
     for warning in plan.warnings if plan is not None else []:
         print(f"moetune: warning: {warning}", file=sys.stderr)
     _sampler_note(spec)
-    _forget_stop(spec, run_dir, args.storage, plan)
     signals = DeferredStop()
     try:
         with signals:
+            _forget_stop(spec, run_dir, args.storage, plan)
             if spec.ladder.on and spec.ladder.rung == 0:  # the whole ladder, from its bottom
 
                 rungs = run_ladder(spec, run_dir=run_dir, storage=args.storage,
