@@ -74,8 +74,13 @@ def main() -> None:
     service = Service(ServiceConfig(root=sroot, storage_url=url,
                                     trainer="tuner.testing:quick_train"),
                       storage, None, NoScheduler())
+    try:  # a submit is a typed request since the one-preflight work; a plain spec text before
+        from tuner.app.submit import SubmitRequest
+        submitted: object = SubmitRequest(spec=SPEC.format(n=2))
+    except ImportError:
+        submitted = SPEC.format(n=2)
     with counting() as c:
-        service.submit(SPEC.format(n=2), User(name="ann", admin=False))
+        service.submit(submitted, User(name="ann", admin=False))
     rows.append(("service, HTTP submit", dict(c)))
     set_state(st.load_study("rnd", storage), "starting")
     with counting() as c:

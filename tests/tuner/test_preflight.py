@@ -15,6 +15,7 @@ from tuner.app.service import driver
 from tuner.app.service.context import Service, ServiceConfig, SubmitError
 from tuner.app.service.studies import service_record, set_state
 from tuner.app.service.tokens import User
+from tuner.app.submit import SubmitRequest
 from tuner.study.run.preflight import prepare
 from tuner.study.specs.spec import load_spec
 from tuner.study.store import database as db
@@ -80,11 +81,12 @@ def test_service_submit_and_driver_check_each_thing_once(ray_session, tmp_path):
                                     trainer="tuner.testing:quick_train"),
                       storage, None, _NoScheduler())  # type: ignore[arg-type]
     with counting() as c:
-        assert service.submit(SPEC.format(n=2), User(name="ann", admin=False)) == "rnd"
+        ann = User(name="ann", admin=False)
+        assert service.submit(SubmitRequest(spec=SPEC.format(n=2)), ann) == "rnd"
     assert _seen(c, "spec parses", "input checks", "samplers built") == {
         "spec parses": 1, "input checks": 1, "samplers built": 0}
     with pytest.raises(SubmitError) as e:  # a second one of the name: refused, field named
-        service.submit(SPEC.format(n=2), User(name="ann", admin=False))
+        service.submit(SubmitRequest(spec=SPEC.format(n=2)), User(name="ann", admin=False))
     assert e.value.field == "study.name"
     set_state(st.load_study("rnd", storage), "starting")
     with counting() as c:

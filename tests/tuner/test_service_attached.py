@@ -74,11 +74,12 @@ def test_a_cli_study_is_listed_and_shown_read_only(service_with_a_cli_study):
 
 def test_a_name_of_a_cli_study_is_not_a_new_name(service_with_a_cli_study):
     from tuner.app.service.context import SubmitError
+    from tuner.app.submit import SubmitRequest
 
     service, _ = service_with_a_cli_study
     with pytest.raises(SubmitError) as e:
-        service.submit('[study]\nname = "from-cli"\n[space.params.lr]\ntype = "float"\n'
-                       "low = 1e-4\nhigh = 1e-2\n", ADMIN)
+        service.submit(SubmitRequest(spec='[study]\nname = "from-cli"\n[space.params.lr]\n'
+                                      'type = "float"\nlow = 1e-4\nhigh = 1e-2\n'), ADMIN)
     assert e.value.field == "study.name"
 
 

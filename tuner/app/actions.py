@@ -1,6 +1,8 @@
-"""The actions both front ends perform on a study, typed: `ExportRequest`, `CancelRequest` and
-`DeleteRequest`, each checked when it is made (a bad value raises `RequestError`, whose
-``field`` names it), and one function per action that does it: `export`, `cancel`, `delete`.
+"""The actions both front ends perform on a study, typed: `ExportRequest`, `CancelRequest`,
+`DeleteRequest` and `ResumeRequest`, each checked when it is made (a bad value raises
+`RequestError`, whose ``field`` names it), and one function per action that does it: `export`,
+`cancel`, `delete`, `resume` (a service's; the command line's runs the study). Submit's request
+is `tuner.app.submit.SubmitRequest`.
 
 The command line builds a request from its parsed flags (``from_namespace``), the service from
 the request's JSON body or form and its path (``from_options``, the constructors), so neither

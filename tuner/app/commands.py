@@ -17,11 +17,12 @@ from typing import Any
 from tuner.app.actions import ResumeRequest
 from tuner.app.errors import DeferredStop, UsageError
 from tuner.app.status import all_failed, format_table, study_summary_rows, trial_rows
+from tuner.app.submit import SubmitRequest, submitted_spec
 from tuner.study.run.preflight import load_warnings, prepare, prepare_stored
 from tuner.study.run.progress import stderr_lines
 from tuner.study.run.samplers import SAMPLER_NOTES, resolve_sampler_name
 from tuner.study.specs.ladder_spec import rung_name
-from tuner.study.specs.spec import SpecError, StudySpec, check_inputs, load_spec
+from tuner.study.specs.spec import SpecError, StudySpec, check_inputs
 from tuner.study.store import database as db
 from tuner.study.store import lease as ls
 from tuner.study.store import resume as rs
@@ -86,27 +87,25 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 
 
 def submit(args: argparse.Namespace) -> int:
-    if args.name is not None and not args.name.strip():
-        raise UsageError(f"--name: must be a study name (letters, digits, _ . -), but got "
-                         f"{args.name!r}; omit it to use the spec's [study] name.")
-    overrides = {"study.name": args.name} if args.name is not None else None
+    request = SubmitRequest.from_namespace(args)
     check_root(args.root)
+    spec = submitted_spec(request)  # the one parse
     try:
-        spec = load_spec(args.spec, overrides=overrides)  # the one parse and input check
+        check_inputs(spec)  # and the one input check, here, where the study runs
     except SpecError as e:
         raise UsageError(str(e)) from None
     for warning in load_warnings(spec):
         print(f"moetune: warning: {warning}", file=sys.stderr)
     trainer = import_trainer(args.trainer)
     run_dir = Path(args.root) / spec.name
-    if not args.resume and run_dir.exists():
+    if not request.resume and run_dir.exists():
         raise UsageError(f"study {spec.name!r} already exists ({run_dir}); pass --resume to "
                          f"continue it, or choose another name with --name.")
     if _staged(spec):  # a ladder or a law: each stage has its own preflight
         _check_new_or_resumable(spec, run_dir, args)
         return _run(spec, run_dir, args, trainer, plan=None)
     plan = _prepare(lambda: prepare(spec, run_dir=run_dir, storage=args.storage,
-                                    resume=args.resume), spec.name)
+                                    resume=request.resume), spec.name)
     return _run(spec, run_dir, args, trainer, plan=plan)
 
 

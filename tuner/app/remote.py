@@ -14,7 +14,6 @@ import io
 import json
 import os
 import sys
-import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -103,21 +102,13 @@ def _q(name: str) -> str:
 
 
 def _submit(client: Client, args: argparse.Namespace) -> int:
-    path = Path(args.spec)
-    if not path.is_file():
-        raise UsageError(f"spec: must be an existing file, but got {str(path)!r}.")
-    text = path.read_text()
-    try:
-        table = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError, ValueError) as e:
-        raise UsageError(f"{path}: not valid TOML ({str(e)[:200]}).") from None
-    space = table.get("space")
-    body: dict[str, Any] = {"spec": text, "name": args.name}
-    if isinstance(space, dict) and isinstance(space.get("file"), str):
-        local = (path.resolve().parent / space["file"])
-        if local.is_file():  # a local space file travels with the spec
-            body["space"] = local.read_text()
-    out = client.json("POST", "/api/v1/studies", body)
+    from tuner.app.submit import SubmitRequest
+
+    request = SubmitRequest.from_namespace(args)  # the file read and checked here, as locally
+    if request.resume:
+        raise UsageError("--resume: a service's submit makes a new study; continue one with "
+                         f"`moetune resume NAME --server {client.server}`.")
+    out = client.json("POST", "/api/v1/studies", request.body())  # bad TOML refused here
     print(f"study {out['name']} queued on {client.server} (owner {out['owner']}); follow it "
           f"with `moetune status {out['name']} --server {client.server}` or open "
           f"{client.server}/studies/{_q(out['name'])}")

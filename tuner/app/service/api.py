@@ -46,6 +46,7 @@ from tuner.app.service.faults import (
 from tuner.app.service.headers import SecurityHeaders
 from tuner.app.service.studies import ENDED, TransitionError
 from tuner.app.service.tokens import User
+from tuner.app.submit import SubmitRequest
 
 STREAM_INTERVAL_S = 0.5  # with views at most 1 s old, a page sees progress within 1.5 s
 
@@ -110,7 +111,8 @@ def create_app(service: Service) -> FastAPI:
 
     @app.post("/api/v1/studies", status_code=201, summary="queue a study from a spec")
     def submit(body: SubmitBody, who: Who) -> dict[str, Any]:
-        name = service.submit(body.spec, who, name=body.name, space=body.space)
+        name = service.submit(SubmitRequest.from_body(body.spec, name=body.name,
+                                                      space=body.space), who)
         return service.view(name, "summary")
 
     @app.get("/api/v1/studies/{name}", summary="one study: state, progress, trials, front, knee")

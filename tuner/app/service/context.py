@@ -9,7 +9,6 @@ import io
 import json
 import shutil
 import threading
-import tomllib
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,7 +20,13 @@ from fastapi import HTTPException
 
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app import actions
-from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest, ResumeRequest
+from tuner.app.actions import (
+    CancelRequest,
+    DeleteRequest,
+    ExportRequest,
+    RequestError,
+    ResumeRequest,
+)
 from tuner.app.service.attached import MARKER, Attached
 from tuner.app.service.auth import Auth, may_change
 from tuner.app.service.cluster_checks import check_inputs_here, check_inputs_on_cluster
@@ -35,8 +40,9 @@ from tuner.app.service.studies import (
 )
 from tuner.app.service.tokens import User
 from tuner.app.service.views import View, ViewCache
+from tuner.app.submit import SubmitRequest, submitted_spec
 from tuner.export import formats
-from tuner.study.specs.spec import NAME_RE, SpecError, StudySpec, parse_spec
+from tuner.study.specs.spec import NAME_RE, StudySpec
 from tuner.study.store import storage as st
 from tuner.study.store.database import shown, study_names
 from tuner.study.workflows import warm_start as ws
@@ -44,7 +50,6 @@ from tuner.study.workflows.ladder import rung_spec
 from tuner.study.workflows.law import budget_spec
 
 MAX_SPEC_BYTES = 256 * 1024
-MAX_KEY_PARTS = 64  # dotted parts of one TOML key (`_toml`)
 REPORT_KEY = ".built-for"  # in a report folder: what the report there was built from
 
 
@@ -156,25 +161,21 @@ class Service:
 
     # -- actions ---------------------------------------------------------------------------
 
-    def submit(self, text: str, user: User, *, name: str | None = None,
-               space: str | None = None) -> str:
-        """Queue the study ``text`` (a spec TOML) declares; returns its name. ``space``: the
-        TOML of the space file the spec names, sent along by a client that has it locally.
+    def submit(self, request: SubmitRequest, user: User) -> str:
+        """Queue the study ``request`` declares (`tuner.app.submit`); returns its name.
 
         Raises:
-            SubmitError: the spec breaks a rule; nothing is created.
+            SubmitError: the spec breaks a rule, or the request asks what a service submit does
+                not do; nothing is created.
         """
-        table = _toml("spec", text, self.config.max_body_bytes)
-        if space is not None:
-            table["space"] = _toml("space", space, self.config.max_body_bytes)
-        if name is not None:
-            table.setdefault("study", {})["name"] = name
-        _check_service_rules(table)
-        for field, value in spec_paths(table):
-            self._check_path(field, value)
+        if request.resume:
+            raise SubmitError(f"--resume: a service's submit makes a new study; continue one "
+                              f"with its resume action (`moetune resume NAME --server`), but "
+                              f"got resume={request.resume!r}.", field="--resume")
         try:
-            spec = parse_spec(table)
-        except SpecError as e:
+            spec = submitted_spec(request, max_bytes=self.config.max_body_bytes,
+                                  check_table=self._check_table)
+        except RequestError as e:
             raise SubmitError(str(e), field=e.field) from None
         self._check_caps(spec)
         spec = _first_stage(spec)
@@ -288,6 +289,13 @@ class Service:
             return done.text.encode(), file, "text/plain"
         return _zip(done.files), f"{PurePath(file).stem}.zip", "application/zip"
 
+    def _check_table(self, table: dict[str, Any]) -> None:
+        """A submitted spec's table against the service's rules, before it is parsed: no
+        database or space file of its own, every file it names inside the data roots."""
+        _check_service_rules(table)
+        for field, value in spec_paths(table):
+            self._check_path(field, value)
+
     def _check_caps(self, spec: StudySpec) -> None:
         """The operator's caps (`ServiceConfig.max_trials` and the others; 0 is none); a law
         study's trials are every budget's, its tokens per trial its largest budget's."""
@@ -357,29 +365,6 @@ def _report_key(study: optuna.Study) -> str:
     trials = [(t.number, t.state.name, str(t.datetime_complete or ""))
               for t in study.get_trials(deepcopy=False)]
     return json.dumps([trials, study.user_attrs], sort_keys=True, default=str)
-
-
-def _toml(field: str, text: str, limit: int) -> dict[str, Any]:
-    try:
-        size = len(text.encode())
-    except UnicodeEncodeError:  # a lone surrogate, sent as a JSON escape
-        raise SubmitError(f"{field}: must be UTF-8 text, but holds a character that is not "
-                          "(a lone surrogate).", field=field) from None
-    for number, line in enumerate(text.splitlines(), 1):
-        # tomllib's time grows with the square of a dotted key's parts (a 26 KB key: 3 s of
-        # CPU); no spec needs more than a few, so a long one is refused before parsing
-        head = line.split("=", 1)[0]
-        if head.count(".") >= MAX_KEY_PARTS:
-            raise SubmitError(f"{field}: a key must have fewer than {MAX_KEY_PARTS} dotted "
-                              f"parts, but line {number} has {head.count('.') + 1}.",
-                              field=field)
-    if size > limit:
-        raise SubmitError(f"{field}: must be at most {limit} bytes, but got {size}.",
-                          field=field)
-    try:
-        return tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError, ValueError) as e:
-        raise SubmitError(f"{field}: not valid TOML ({str(e)[:200]}).", field=field) from None
 
 
 def _check_service_rules(table: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ from tuner.app.service.auth import COOKIE, SESSION_S, same_origin
 from tuner.app.service.context import Service, SubmitError
 from tuner.app.service.studies import ACTIVE, ENDED
 from tuner.app.service.tokens import User
+from tuner.app.submit import SubmitRequest
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222}
@@ -129,7 +130,8 @@ def register(app: FastAPI, service: Service) -> None:
             return signin_redirect()
         service.auth.check_csrf(request, csrf)
         try:
-            study = service.submit(spec, who, name=name.strip() or None)
+            study = service.submit(SubmitRequest.from_body(spec, name=name.strip() or None),
+                                   who)
         except SubmitError as e:
             form = _submit_form(service, request, spec, name, e)
             response = layout(request, "Submit", form, who)
