@@ -114,9 +114,24 @@ class ModelSection:
     """Exactly one way to name the proxy: a preset, or a full config (+ the proxy preset size)."""
 
     preset: str = ""
-    full: str = ""
+    full: str = ""  # an absolute path, once parsed (`_model` reads it from the spec's folder)
     proxy: str = ""
     group_score: str = "auto"  # trainers.model_args.GROUP_SCORES: how routing scores a group
+
+    def __post_init__(self) -> None:
+        """Checks its own values, as `StudySection` does (``debug`` when neither is named is
+        `_model`'s default, and the config file's reading `check_inputs`')."""
+        given = [k for k in ("preset", "full") if getattr(self, k)]
+        require(len(given) == 1, "model", "must set exactly one of preset or full", given,
+                error=SpecError)
+        if self.proxy:
+            require(bool(self.full), "model.proxy", "is only valid with model.full", self.proxy,
+                    error=SpecError)
+        for key in ("preset", "proxy"):
+            if getattr(self, key):
+                _check_preset_value(f"model.{key}", getattr(self, key))
+        require(self.group_score in GROUP_SCORES, "model.group_score",
+                f"must be one of {list(GROUP_SCORES)}", self.group_score, error=SpecError)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,14 +161,35 @@ class DataSection:
 @dataclass(frozen=True, kw_only=True)
 class BudgetSection:
     tokens_per_trial: int = 200_000
+    # unset in a spec: a quarter of the budget, at most 50,000 (`_budget_and_pruning`)
     eval_every_tokens: int = 50_000
+
+    def __post_init__(self) -> None:
+        """Checks its own values, as `StudySection` does."""
+        require(self.tokens_per_trial > 0, "budget.tokens_per_trial", "must be > 0",
+                self.tokens_per_trial, error=SpecError)
+        require(0 < self.eval_every_tokens <= self.tokens_per_trial, "budget.eval_every_tokens",
+                f"must be in (0, tokens_per_trial={self.tokens_per_trial}]",
+                self.eval_every_tokens, error=SpecError)
 
 
 @dataclass(frozen=True, kw_only=True)
 class PruningSection:
     scheduler: str = "auto"
-    grace_tokens: int = 50_000
+    grace_tokens: int = 50_000  # unset in a spec: one evaluation interval
     reduction_factor: float = 3.0
+
+    def __post_init__(self) -> None:
+        """Checks its own values, as `StudySection` does; the grace against the budget is a
+        rule across sections (`_budget_and_pruning`)."""
+        require(self.scheduler in SCHEDULERS, "pruning.scheduler",
+                f"must be one of {SCHEDULERS}", self.scheduler, error=SpecError)
+        if self.scheduler == "none":
+            return
+        require(self.grace_tokens > 0, "pruning.grace_tokens", "must be > 0",
+                self.grace_tokens, error=SpecError)
+        require(self.reduction_factor > 1, "pruning.reduction_factor", "must be > 1",
+                self.reduction_factor, error=SpecError)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -310,10 +346,7 @@ def parse_spec(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySp
     study = _section(StudySection, d["study"], "study")  # checks itself (__post_init__)
     model = _model(d.get("model", {}), base_dir)
     data = _data(d.get("data", {}), base_dir)
-    budget = _section(BudgetSection, d.get("budget", {}), "budget")
-    pruning = _section(PruningSection, d.get("pruning", {}), "pruning")
-    budget, pruning = _relative_defaults(budget, pruning, d)
-    _check_budget(budget, pruning)
+    budget, pruning = _budget_and_pruning(d.get("budget", {}), d.get("pruning", {}))
     resources = _section(ResourcesSection, d.get("resources", {}), "resources")  # checks itself
     objectives = _objectives(d.get("objectives", {"val_loss": "minimize"}))
     pruning = _resolve_pruning(pruning)
@@ -440,23 +473,14 @@ def _kind(t: type | tuple[type, ...]) -> str:
 
 
 def _model(table: Mapping[str, Any], base_dir: Path | None) -> ModelSection:
-    model = _section(ModelSection, table, "model")
-    if not model.preset and not model.full:
-        model = dataclasses.replace(model, preset="debug")
-    if model.full:
-        model = dataclasses.replace(model, full=_absolute(model.full, base_dir))
-    given = [k for k in ("preset", "full") if getattr(model, k)]
-    require(len(given) == 1, "model", "must set exactly one of preset or full", given,
-            error=SpecError)
-    if model.proxy:
-        require(bool(model.full), "model.proxy", "is only valid with model.full", model.proxy,
-                error=SpecError)
-    for key in ("preset", "proxy"):
-        if getattr(model, key):
-            _check_preset_value(f"model.{key}", getattr(model, key))
-    require(model.group_score in GROUP_SCORES, "model.group_score",
-            f"must be one of {list(GROUP_SCORES)}", model.group_score, error=SpecError)
-    return model
+    """``[model]``: the ``debug`` preset when it names neither a preset nor a config, the
+    config's path read from the spec's folder; the section checks the rest itself."""
+    table = dict(table)
+    if table.get("preset", "") == "" and table.get("full", "") == "":  # a wrong type: refused
+        table["preset"] = "debug"
+    if isinstance(table.get("full"), str) and table["full"]:
+        table["full"] = _absolute(table["full"], base_dir)
+    return _section(ModelSection, table, "model")
 
 
 def _check_config_file(where: str, path: str) -> None:
@@ -482,17 +506,25 @@ def _check_preset_value(where: str, value: str) -> None:
         raise SpecError(f"{where}: {e}", where) from None
 
 
-def _relative_defaults(budget: BudgetSection, pruning: PruningSection,
-                       d: Mapping[str, Any]) -> tuple[BudgetSection, PruningSection]:
-    """Unset intervals follow the budget: a quarter of it between evaluations, and ASHA's grace
-    one evaluation, so a spec that only shrinks tokens_per_trial stays valid."""
-    if "eval_every_tokens" not in d.get("budget", {}) and isinstance(
-            budget.tokens_per_trial, int) and budget.tokens_per_trial > 0:
-        budget = dataclasses.replace(
-            budget, eval_every_tokens=min(50_000, max(1, budget.tokens_per_trial // 4)))
-    if "grace_tokens" not in d.get("pruning", {}):
-        pruning = dataclasses.replace(pruning, grace_tokens=budget.eval_every_tokens)
-    return budget, pruning
+def _budget_and_pruning(budget: Mapping[str, Any],
+                        pruning: Mapping[str, Any]) -> tuple[BudgetSection, PruningSection]:
+    """``[budget]`` and ``[pruning]``. Unset intervals follow the budget: a quarter of it
+    between evaluations, and ASHA's grace one evaluation, so a spec that only shrinks
+    tokens_per_trial stays valid. Each section checks its own values; the grace must fit the
+    budget (a rule across the two)."""
+    budget, pruning = dict(budget), dict(pruning)
+    tokens = budget.get("tokens_per_trial", BudgetSection.tokens_per_trial)
+    if ("eval_every_tokens" not in budget and isinstance(tokens, int)
+            and not isinstance(tokens, bool) and tokens > 0):
+        budget["eval_every_tokens"] = min(50_000, max(1, tokens // 4))
+    b = _section(BudgetSection, budget, "budget")
+    pruning.setdefault("grace_tokens", b.eval_every_tokens)
+    p = _section(PruningSection, pruning, "pruning")
+    if p.scheduler != "none":
+        require(p.grace_tokens <= b.tokens_per_trial, "pruning.grace_tokens",
+                f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", p.grace_tokens,
+                error=SpecError)
+    return b, p
 
 
 def _resolve_pruning(pruning: PruningSection) -> PruningSection:
@@ -506,23 +538,6 @@ def _resolve_pruning(pruning: PruningSection) -> PruningSection:
     if pruning.scheduler != "auto":
         return pruning
     return dataclasses.replace(pruning, scheduler="none")
-
-
-def _check_budget(b: BudgetSection, p: PruningSection) -> None:
-    require(b.tokens_per_trial > 0, "budget.tokens_per_trial", "must be > 0", b.tokens_per_trial,
-            error=SpecError)
-    require(0 < b.eval_every_tokens <= b.tokens_per_trial, "budget.eval_every_tokens",
-            f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", b.eval_every_tokens,
-            error=SpecError)
-    require(p.scheduler in SCHEDULERS, "pruning.scheduler", f"must be one of {SCHEDULERS}",
-            p.scheduler, error=SpecError)
-    if p.scheduler == "none":
-        return
-    require(0 < p.grace_tokens <= b.tokens_per_trial, "pruning.grace_tokens",
-            f"must be in (0, tokens_per_trial={b.tokens_per_trial}]", p.grace_tokens,
-            error=SpecError)
-    require(p.reduction_factor > 1, "pruning.reduction_factor", "must be > 1",
-            p.reduction_factor, error=SpecError)
 
 
 def _data(table: Mapping[str, Any], base_dir: Path | None) -> DataSection:
