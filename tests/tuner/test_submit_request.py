@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from test_tuner_resume import QT
+from test_tuner_resume import SPEC as RESUME_SPEC
 
 from tuner.app.actions import RequestError
 from tuner.app.cli import main
@@ -17,26 +18,10 @@ from tuner.app.service.tokens import User
 from tuner.app.submit import MAX_KEY_PARTS, SubmitRequest, read_toml, submitted_spec
 from tuner.study.store import database as db
 
-SPEC = """
-[study]
-name = "sub"
-n_trials = 2
-sampler = "random"
-[budget]
-tokens_per_trial = 300
-eval_every_tokens = 100
-[pruning]
-scheduler = "none"
-[space]
-file = "mine.toml"
-"""
-SPACE = """
-[params.lr]
-type = "float"
-low = 1e-4
-high = 1e-2
-log = true
-"""
+# the resume tests' two-trial spec, its space in a file beside it (`_files`)
+SPEC = RESUME_SPEC.format(n=2).replace('name = "rnd"', 'name = "sub"').split(
+    "[space.params.lr]")[0] + '[space]\nfile = "mine.toml"\n'
+SPACE = "[params.lr]" + RESUME_SPEC.split("[space.params.lr]")[1]
 
 
 def _files(tmp_path: Path) -> Path:
