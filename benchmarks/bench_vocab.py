@@ -2,7 +2,7 @@
 and as BPE 32k (issue 27): the best LR of each, and how alike their rankings are.
 
     python benchmarks/bench_vocab.py [--recipes 12] [--seeds 3] [--tokens 200000] [--jobs 2]
-                                     [--out benchmarks/vocab.json]
+                                     [--corpora ...] [--add] [--out benchmarks/vocab.json]
 
 The recipes are the quickstart's (search_spaces/quickstart.toml: its proxy, budget and fixed
 knobs) with ``lr`` on a log grid across the quickstart's lr range and every other searched knob
@@ -15,7 +15,8 @@ val_loss (nats per token) is compared only within a corpus: the result is each c
 (the lowest seed-mean, and the minimum of a quadratic in log lr fitted to every run), the
 Spearman correlation of the recipes' seed-means between corpora, and the seed noise (the pooled
 sd of the seeds) to say whether a difference is larger than it. All measured on this machine;
-``--out`` writes every run.
+``--out`` writes every run; ``--add`` keeps the runs already in it of the corpora not named (same
+lrs, seeds and tokens, or it refuses), so a corpus can be measured in a later session.
 """
 
 from __future__ import annotations
@@ -96,6 +97,19 @@ def best_lr(runs: list[dict[str, Any]]) -> dict[str, float]:
     return {"lowest_mean": lowest, "quadratic": fit, "quadratic_inside": inside}
 
 
+def kept_runs(out: Path, lrs: list[float], seeds: int, tokens: int,
+              rerun: list[str]) -> list[dict[str, Any]]:
+    """The runs in ``out`` of corpora not rerun now, after checking they share this grid."""
+    old = json.loads(out.read_text())
+    s = old["summary"]
+    same = (s["seeds"] == seeds and s["tokens"] == tokens and len(s["lrs"]) == len(lrs)
+            and all(math.isclose(a, b) for a, b in zip(s["lrs"], lrs)))
+    if not same:
+        raise SystemExit(f"--add: {out} holds another grid ({len(s['lrs'])} lrs, {s['seeds']} "
+                         f"seeds, {s['tokens']} tokens); run with those or without --add")
+    return [r for r in old["runs"] if r["corpus"] not in rerun]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--recipes", type=int, default=12)
@@ -104,15 +118,18 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=list(CORPORA))
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "vocab.json")
+    ap.add_argument("--add", action="store_true",
+                    help="keep --out's runs of the other corpora (same grid) and summarize all")
     args = ap.parse_args()
     lrs = lr_grid(spec_for(None, args.tokens), args.recipes)
+    kept = kept_runs(args.out, lrs, args.seeds, args.tokens, args.corpora) if args.add else []
     for name in args.corpora:  # tokenize (and train the BPE vocabulary) once, up front
         from tuner.study.specs.spec import load_data
 
         load_data(spec_for(CORPORA[name], args.tokens).data, progress=True)
     jobs = [(c, CORPORA[c], lr, s, args.tokens) for c in args.corpora for lr in lrs
             for s in range(1, args.seeds + 1)]
-    runs: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = list(kept)
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
         for i, r in enumerate(pool.map(one_run, jobs), 1):
@@ -123,7 +140,8 @@ def main() -> None:
     summary: dict[str, Any] = {"lrs": lrs, "seeds": args.seeds, "tokens": args.tokens,
                                "fixed": FIXED, "corpora": {}}
     means: dict[str, list[float]] = {}
-    for c in args.corpora:
+    names = [c for c in CORPORA if any(r["corpus"] == c for r in runs)]
+    for c in names:
         mine = [r for r in runs if r["corpus"] == c]
         per_lr = [[r["val_loss"] for r in mine if r["lr"] == lr] for lr in lrs]
         means[c] = [statistics.fmean(v) for v in per_lr]
@@ -132,7 +150,6 @@ def main() -> None:
         summary["corpora"][c] = {"vocab": mine[0]["vocab"], "best_lr": best_lr(mine),
                                  "mean_val_loss": means[c], "seed_sd": noise,
                                  "seconds_per_run": statistics.fmean(r["seconds"] for r in mine)}
-    names = list(args.corpora)
     summary["spearman"] = {f"{a} vs {b}": spearman(means[a], means[b])
                            for i, a in enumerate(names) for b in names[i + 1:]}
     args.out.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1) + "\n")
