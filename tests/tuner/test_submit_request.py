@@ -15,7 +15,8 @@ from tuner.app.actions import RequestError
 from tuner.app.cli import main
 from tuner.app.service.context import Service, ServiceConfig, SubmitError
 from tuner.app.service.tokens import User
-from tuner.app.submit import MAX_KEY_PARTS, SubmitRequest, read_toml, submitted_spec
+from tuner.app.submit import SubmitRequest, read_toml, submitted_spec
+from tuner.study.specs.spec import MAX_KEY_PARTS
 from tuner.study.store import database as db
 
 # the resume tests' two-trial spec, its space in a file beside it (`_files`)

@@ -17,7 +17,6 @@ a service checks its own rules, queues the study and lets its driver run it
 from __future__ import annotations
 
 import argparse
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,7 @@ from typing import Any
 
 from tuner.app.actions import RequestError
 from tuner.study.specs.spec import SpecError, StudySpec, parse_spec
-
-MAX_KEY_PARTS = 64  # dotted parts of one TOML key (`read_toml`)
+from tuner.study.specs.spec import read_toml as read_spec_toml
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,37 +91,12 @@ class SubmitRequest:
 
 def read_toml(text: str, field: str, *, origin: str | None = None,
               max_bytes: int | None = None) -> dict[str, Any]:
-    """``text`` parsed as TOML; ``field`` is what an error names, ``origin`` what its message
-    calls the text (default: the field).
-
-    Raises:
-        RequestError: over ``max_bytes``, not UTF-8, a key of too many parts, or not TOML.
-    """
-    origin = origin or field
+    """`tuner.study.specs.spec.read_toml` (the one TOML reader of a spec), its error a
+    request's."""
     try:
-        size = len(text.encode())
-    except UnicodeEncodeError:  # a lone surrogate, sent as a JSON escape
-        raise RequestError(f"{origin}: must be UTF-8 text, but holds a character that is not "
-                           "(a lone surrogate).", field=field) from None
-    if max_bytes is not None and size > max_bytes:
-        raise RequestError(f"{origin}: must be at most {max_bytes} bytes, but got {size}.",
-                           field=field)
-    for number, line in enumerate(text.splitlines(), 1):
-        # tomllib's time grows with the square of a dotted key's parts (a 26 KB key: 3 s of
-        # CPU); no spec needs more than a few, so a long one is refused before parsing
-        head = line.split("=", 1)[0]
-        if head.count(".") >= MAX_KEY_PARTS:
-            raise RequestError(f"{origin}: a key must have fewer than {MAX_KEY_PARTS} dotted "
-                               f"parts, but line {number} has {head.count('.') + 1}.",
-                               field=field)
-    try:
-        return tomllib.loads(text)
-    except RecursionError:
-        raise RequestError(f"{origin}: not valid TOML (arrays or tables nested too deep for "
-                           "the parser).", field=field) from None
-    except ValueError as e:  # TOMLDecodeError; an int of > 4300 digits
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise RequestError(f"{origin}: not valid TOML ({first}).", field=field) from None
+        return read_spec_toml(text, field, origin=origin, max_bytes=max_bytes)
+    except SpecError as e:
+        raise RequestError(str(e), field=e.field) from None
 
 
 def submitted_spec(request: SubmitRequest, *, max_bytes: int | None = None,

@@ -308,16 +308,49 @@ def load_spec(path: str | Path, *, overrides: Mapping[str, Any] | None = None) -
     if not path.is_file():
         raise SpecError(f"spec: must be an existing file, but got {str(path)!r}.", "spec")
     try:
-        table = tomllib.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError; an int of > 4300 digits
+        text = path.read_text()
+    except UnicodeDecodeError as e:
         raise SpecError(f"{path}: not valid TOML ({_first_line(e)}).", "spec") from None
-    except RecursionError:
-        raise SpecError(f"{path}: not valid TOML (arrays or tables nested too deep for the "
-                        "parser).", "spec") from None
+    table = read_toml(text, "spec", origin=str(path))
     for dotted, value in (overrides or {}).items():
         section, key = dotted.split(".", 1)
         table.setdefault(section, {})[key] = value
     return spec_from_dict(table, base_dir=path.resolve().parent)
+
+
+MAX_KEY_PARTS = 64  # dotted parts of one TOML key (`read_toml`)
+
+
+def read_toml(text: str, field: str, *, origin: str | None = None,
+              max_bytes: int | None = None) -> dict[str, Any]:
+    """``text`` parsed as TOML, for a spec file and a submitted spec alike; ``field`` is what
+    an error names, ``origin`` what its message calls the text (default: the field).
+
+    Raises:
+        SpecError: over ``max_bytes``, not UTF-8, a key of too many parts, or not TOML.
+    """
+    origin = origin or field
+    try:
+        size = len(text.encode())
+    except UnicodeEncodeError:  # a lone surrogate, sent as a JSON escape
+        raise SpecError(f"{origin}: must be UTF-8 text, but holds a character that is not "
+                        "(a lone surrogate).", field) from None
+    if max_bytes is not None and size > max_bytes:
+        raise SpecError(f"{origin}: must be at most {max_bytes} bytes, but got {size}.", field)
+    for number, line in enumerate(text.splitlines(), 1):
+        # tomllib's time grows with the square of a dotted key's parts (a 26 KB key: 3 s of
+        # CPU); no spec needs more than a few, so a long one is refused before parsing
+        head = line.split("=", 1)[0]
+        if head.count(".") >= MAX_KEY_PARTS:
+            raise SpecError(f"{origin}: a key must have fewer than {MAX_KEY_PARTS} dotted "
+                            f"parts, but line {number} has {head.count('.') + 1}.", field)
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise SpecError(f"{origin}: not valid TOML (arrays or tables nested too deep for the "
+                        "parser).", field) from None
+    except ValueError as e:  # TOMLDecodeError; an int of > 4300 digits
+        raise SpecError(f"{origin}: not valid TOML ({_first_line(e)}).", field) from None
 
 
 def _first_line(e: BaseException) -> str:
