@@ -58,9 +58,12 @@ def test_sigkill_driver_then_resume_finishes_the_study(tmp_path):
     root = tmp_path / "runs"
     db_file = root / "killed" / db.DB_FILE
     cmd = [sys.executable, "-m", "tuner"]
-    driver = subprocess.Popen([*cmd, "submit", str(spec), "--root", str(root), "--trainer",
-                               TRAINER, "--no-progress"], start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "driver.stderr"  # a file, not a pipe: nobody reads it until the end
+    with log.open("wb") as err:
+        driver = subprocess.Popen([*cmd, "submit", str(spec), "--root", str(root),
+                                   "--trainer", TRAINER, "--no-progress"],
+                                  start_new_session=True, stdout=subprocess.DEVNULL,
+                                  stderr=err)
     try:
         deadline = time.monotonic() + 180
         # wait for a finished trial and one training (sampled, so it has parameters to re-run)
@@ -68,7 +71,9 @@ def test_sigkill_driver_then_resume_finishes_the_study(tmp_path):
             s = states(db_file)
             if s.count("COMPLETE") >= 1 and "RUNNING" in s:
                 break
-            assert driver.poll() is None, "the driver ended before it could be killed"
+            assert driver.poll() is None, (f"the driver ended (rc {driver.returncode}) "
+                                           f"before it could be killed: "
+                                           f"{log.read_text(errors='replace')[-2000:]}")
             time.sleep(0.2)
         else:
             pytest.fail(f"no COMPLETE + RUNNING trials within 180 s: {states(db_file)}")
