@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -42,26 +43,29 @@ high = 0.2
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+STARTED = re.compile(rb"moetune service on http://[^/]*:(\d+)/")
 
 
 class Server:
-    """``moetune serve`` in a subprocess on a free loopback port."""
+    """``moetune serve`` in a subprocess on a free loopback port.
+
+    Each start passes ``--port 0`` and reads the port from the service's start line: the
+    service binds it before its Ray starts, so no other process can hold it (a port picked
+    here and passed in could be taken by another test's Ray before the service bound it, and
+    the client then talked to a gRPC server)."""
 
     def __init__(self, root: Path, *, trainer: str = "tuner.testing:slow_train",
                  extra: tuple[str, ...] = ()) -> None:
         self.root = root
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = root.parent / f"serve-{self.port}.log"
+        self.port = 0
+        self.url = ""
+        self.log = root.parent / f"serve-{root.name}-{uuid.uuid4().hex[:8]}.log"
         self._cmd = [sys.executable, "-m", "tuner", "serve", "--root", str(root), "--port",
-                     str(self.port), "--trainer", trainer, *extra]
+                     "0", "--trainer", trainer, *extra]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 120.0) -> Server:
+        begin = self.log.stat().st_size if self.log.exists() else 0
         self.proc = subprocess.Popen(self._cmd, stdout=self.log.open("ab"),
                                      stderr=subprocess.STDOUT, env={**os.environ},
                                      start_new_session=True)
@@ -70,11 +74,18 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"serve exited {self.proc.returncode}: "
                                    f"{self.log.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(self.url + "/openapi.json", timeout=2).close()
-                return self
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.5)
+            with self.log.open("rb") as f:
+                f.seek(begin)
+                started = STARTED.search(f.read())
+            if started:
+                self.port = int(started.group(1))
+                self.url = f"http://127.0.0.1:{self.port}"
+                try:
+                    urllib.request.urlopen(self.url + "/openapi.json", timeout=2).close()
+                    return self
+                except (urllib.error.URLError, OSError):
+                    pass
+            time.sleep(0.5)
         raise RuntimeError(f"serve did not answer in {timeout_s} s: {self.log.read_text()}")
 
     def kill(self) -> None:

@@ -344,6 +344,13 @@ def test_serve_refuses_unsafe_setups(tmp_path):
     assert out.returncode == 2 and "only with access tokens" in out.stderr
     out = run("--address", "127.0.0.1:1")
     assert out.returncode == 2 and "SQLite file cannot be shared" in out.stderr
+    with socket.socket() as taken:  # the port is refused before Ray starts, not lost to it
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = run("--port", str(port))
+    assert out.returncode == 2 and f"--port: 127.0.0.1:{port} cannot be bound" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_the_dashboard_shows_infeasible_trials_as_infeasible(server):

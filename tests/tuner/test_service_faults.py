@@ -112,7 +112,7 @@ def test_the_roots_disk_full_mid_study():
         pytest.skip("a full disk needs a small tmpfs, which only root may mount (CI runs as "
                     "root)")
     srv = Server(disk / "root", extra=("--max-running", "1"))
-    srv.log = Path(tempfile.gettempdir()) / f"serve-full-{srv.port}.log"  # not on the disk
+    srv.log = Path(tempfile.mkdtemp()) / "serve-full.log"  # not on the disk
     try:
         srv.start()
         status, body = srv.call("POST", "/api/v1/studies",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -44,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "through ~/.pgpass or PGPASSWORD, not in the URL")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default: %(default)s; beyond loopback needs tokens)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="default: %(default)s")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help="default: %(default)s; 0: a free port, printed at start")
     p.add_argument("--address", default=None, help="Ray cluster to run the studies on "
                    "(default: a local Ray started by the service)")
     p.add_argument("--max-running", type=int, default=2,
@@ -146,8 +148,8 @@ def token_revoke(args: argparse.Namespace) -> int:
 
 def check_args(args: argparse.Namespace) -> None:
     """The rules of `serve`'s options, before anything starts."""
-    if not 0 < args.port < 65536:
-        raise UsageError(f"--port: must be in 1..65535, but got {args.port}.")
+    if not 0 <= args.port < 65536:
+        raise UsageError(f"--port: must be in 0..65535 (0: a free port), but got {args.port}.")
     if args.max_running < 1:
         raise UsageError(f"--max-running: must be >= 1, but got {args.max_running}.")
     if not args.request_deadline > 0:
@@ -221,6 +223,34 @@ def local_ray_env(root: Path) -> dict[str, str]:
             "RAY_AUTH_TOKEN_PATH": str(token)}
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """The service's listening socket, bound before Ray starts.
+
+    Ray's processes (GCS, raylet, workers, agents) bind ports of their own while ``ray.init``
+    runs; had the service bound after them, one could hold the port it was asked for, and a
+    client would reach a Ray gRPC server instead of the service. Bound here, the port is the
+    service's from the start, and a port in use is a usage error before anything else starts.
+
+    Raises:
+        UsageError: the address cannot be bound (in use, not this machine's, not allowed).
+    """
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as e:
+        raise UsageError(f"--host: must be an address of this machine, but got {host!r} "
+                         f"({e.strerror or e}).") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        raise UsageError(f"--port: {host}:{port} cannot be bound ({e.strerror or e}); "
+                         "choose another port, or 0 for a free one.") from None
+    return sock
+
+
 def serve(args: argparse.Namespace) -> int:
     check_args(args)
     root = Path(args.root).resolve()
@@ -246,6 +276,8 @@ def serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--host {args.host}: the service listens beyond loopback only with "
                          "access tokens; create one with `moetune token create USER` (same "
                          "--root/--storage) first.")
+    sock = listen(args.host, args.port)  # before Ray's processes take ports of their own
+    port = sock.getsockname()[1]
     ray.init(address=args.address, include_dashboard=False, log_to_driver=False,
              namespace="moetune")
     config = ServiceConfig(root=root, storage_url=url, trainer=args.trainer,
@@ -259,12 +291,13 @@ def serve(args: argparse.Namespace) -> int:
                           max_running=args.max_running)
     auth = Auth(tokens, csrf_key(root), open_allowed=is_loopback(args.host))
     app = create_app(Service(config, storage, auth, scheduler))
-    print(f"moetune service on http://{args.host}:{args.port}/ (storage {db.shown(url)}; "
+    print(f"moetune service on http://{args.host}:{port}/ (storage {db.shown(url)}; "
           f"Ray {'at ' + args.address if args.address else 'local'})", file=sys.stderr,
           flush=True)
     # no access log: a line per request, formatted on the event loop, for 50 clients polling
     # (warnings and errors are still logged)
     # a request's headers and body get --request-deadline seconds (uvicorn has no deadline)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False,
-                http=deadline.protocol(args.request_deadline))
+    config = uvicorn.Config(app, log_level="warning", access_log=False,
+                            http=deadline.protocol(args.request_deadline))
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
