@@ -297,7 +297,7 @@ def serve(args: argparse.Namespace) -> int:
     # no access log: a line per request, formatted on the event loop, for 50 clients polling
     # (warnings and errors are still logged)
     # a request's headers and body get --request-deadline seconds (uvicorn has no deadline)
-    config = uvicorn.Config(app, log_level="warning", access_log=False,
+    server = uvicorn.Config(app, log_level="warning", access_log=False,
                             http=deadline.protocol(args.request_deadline))
-    uvicorn.Server(config).run(sockets=[sock])
+    uvicorn.Server(server).run(sockets=[sock])
     return 0
