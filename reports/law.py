@@ -18,6 +18,7 @@ from reports.html import inline
 from tuner.modeling import power_law as pl
 from tuner.modeling.cost_model import non_embedding_flops_per_token
 from tuner.modeling.full_run import load_target
+from tuner.modeling.pooled_law import LACK_OF_FIT_P
 from tuner.modeling.published_recipes import published_recipe
 from tuner.study.specs.spec import StudySpec
 from tuner.study.workflows.law_fit import LawFit, law_fit_at
@@ -129,12 +130,32 @@ def _laws(data: dict[str, Any]) -> list[str]:
     fitted = [b["index"] for b in data["budgets"] if not b["held_out"]]
     left = {name: [i for i in fitted if i not in data[f"{name}_budgets"]]
             for name in ("lr", "batch")}
+    pooled = data.get("lr_method") == "pooled"
+    how = ("lr: pooled — one surface over every trial of budgets "
+           f"{data['lr_budgets']}, its bowls' bottoms on the law (a budget whose optimum sits "
+           "on its range's edge still counts)" if pooled else
+           f"lr: a line through the optima of budgets {data['lr_budgets']}")
     out = ["## Laws (fitted budgets only)", "",
-           f"Through budgets {data['lr_budgets']} (lr) and {data['batch_budgets']} (batch); "
-           f"left out (no optimum, or its optimum on the searched range's edge, so beyond it): "
+           f"{how}; batch: a line through the optima of budgets {data['batch_budgets']}. "
+           f"Left out (no optimum, or its optimum on the searched range's edge, so beyond it): "
            f"lr {left['lr'] or 'none'}, batch {left['batch'] or 'none'}.", "",
            f"- lr*({x}) = {lr['coef']:.3g}·{x}^{lr['exponent']:.3f}, exponent 95% "
            f"[{lr['exponent_interval'][0]:.3f}, {lr['exponent_interval'][1]:.3f}]"]
+    if pooled:
+        p = data["pooled"]["lack_of_fit_p"]
+        for gone in data.get("lr_left_out", []):
+            out.append(f"- Budget {gone['index']} left out of the lr law: with it, one power "
+                       f"law did not hold (lack of fit p = {gone['lack_of_fit_p']:.2g}); the "
+                       "smallest budgets bend first (few steps, mostly warmup).")
+        line = data.get("lr_line")
+        out.append(f"- Does one power law hold? Lack of fit against each budget's own optimum: "
+                   f"p = {p:.2g}" + (" — **the budgets' optima do not lie on one power law**; "
+                                      "the band assumes they do, so it is too narrow"
+                                      if p < LACK_OF_FIT_P else " (no evidence against it)"))
+        out.append("- Beside it, the line through the budgets' own optima: " + (
+            f"exponent {line['exponent']:.3f} [{line['exponent_interval'][0]:.3f}, "
+            f"{line['exponent_interval'][1]:.3f}]" if line else
+            "none (fewer than 2 optima inside their ranges)"))
     if b is not None:
         out.append(f"- B*({x}) = {b['coef']:.3g}·{x}^{b['exponent']:.3f} tokens, exponent 95% "
                    f"[{b['exponent_interval'][0]:.3f}, {b['exponent_interval'][1]:.3f}]")
@@ -200,8 +221,13 @@ def law_figure(data: dict[str, Any], path: Path) -> Path:
         if law is not None:
             top = full["x"] if full else max(x for x, _ in xs) * 10
             grid = np.logspace(math.log10(min(x for x, _ in xs)), math.log10(top), 60)
+            pooled = key == "lr" and data.get("lr_method") == "pooled"
             ax.plot(grid, law["coef"] * grid ** law["exponent"], color="tab:blue",
-                    label=f"fit: exponent {law['exponent']:.3f}")
+                    label=f"{'pooled ' if pooled else ''}fit: exponent {law['exponent']:.3f}")
+            line = data.get("lr_line") if pooled else None
+            if line:
+                ax.plot(grid, line["coef"] * grid ** line["exponent"], "--", color="gray",
+                        label=f"line through the optima: {line['exponent']:.3f}")
         if full and key in full:
             lo, hi = full[f"{key}_band"]
             ax.errorbar([full["x"]], [full[key]], yerr=[[full[key] - lo], [hi - full[key]]],

@@ -457,6 +457,9 @@ def test_a_law_study_runs_every_budget_on_the_service(server):
         assert (row["optimum"] or {}).get("lr") == (b["optimum"] or {}).get("lr"), (row, b)
         assert row["best"] == (b["best"] or None) and row["error"] == b["error"]
     assert grid["lr_law"] == fit["lr_law"]
+    # one batch a budget: the pooled lr law, as law.md reports it
+    assert grid["lr_method"] == fit["lr_method"] == "pooled"
+    assert grid["lack_of_fit_p"] == fit["pooled"]["lack_of_fit_p"]
     names = optuna.get_all_study_names(storage)
     assert {"lw", "lw.t3000", "lw.t10000", "lw.t32000"} <= set(names)
     for name in ("lw", "lw.t32000"):

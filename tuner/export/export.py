@@ -22,6 +22,7 @@ from tuner.export.device import timed_choice_warnings
 from tuner.export.pick import Pick, Picked, finished_trials, pick_trial
 from tuner.modeling import scaling
 from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run
+from tuner.modeling.pooled_law import LACK_OF_FIT_P
 from tuner.modeling.power_law import StudyLaw, deepseek_llm_batch, deepseek_llm_lr
 from tuner.modeling.published_recipes import published_recipe
 from tuner.modeling.vocab_share import vocab_notes
@@ -79,6 +80,10 @@ def law_warnings(full: FullRun, law: StudyLaw | None, target: FullRunTarget) -> 
                    f"is [{lo:.3g}, {hi:.3g}], {hi / lo:.3g}x wide, "
                    f"{law.lr.decades_past(x_full):.1f} decades past the fitted budgets (law.md "
                    "says which budgets it rests on); the published recipe is the safer start.")
+    if law.lack_of_fit_p is not None and law.lack_of_fit_p < LACK_OF_FIT_P:
+        out.append(f"the study's budgets' lr optima do not lie on one power law (lack of fit "
+                   f"p = {law.lack_of_fit_p:.2g}, law.md): the law's band assumes they do, so "
+                   "the LR's uncertainty at the full run is larger than stated.")
     if not law.held_out:
         out.append("the study's law has not been checked on a held-out budget ([law] held_out, "
                    "then `moetune resume`).")

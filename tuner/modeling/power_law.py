@@ -73,6 +73,8 @@ class StudyLaw:
     lr: PowerLaw
     batch: PowerLaw | None = None
     held_out: dict[str, object] | None = None
+    method: str = "per-budget"  # the lr law: "pooled" (`tuner.modeling.pooled_law`) or a line
+    lack_of_fit_p: float | None = None  # pooled: whether one power law holds (small: not)
 
     def x(self, tokens: float, flops_per_token: float) -> float:
         return tokens if self.variable == "tokens" else flops_per_token * tokens

@@ -72,7 +72,13 @@ def law_grid(study: optuna.Study) -> dict[str, Any]:
                 "in_lr_law": row["index"] in fit["lr_budgets"],
                 "in_batch_law": row["index"] in fit["batch_budgets"]}
         row.pop("ended", None)
+    gone = {g["index"]: g["lack_of_fit_p"] for g in fit.get("lr_left_out", [])}
+    for row in rows:
+        if row["index"] in gone:
+            row["left_out_p"] = gone[row["index"]]
     return {"variable": fit["variable"], "budgets": rows, "lr_law": fit["lr_law"],
+            "lr_method": fit.get("lr_method", "per-budget"),
+            "lack_of_fit_p": (fit.get("pooled") or {}).get("lack_of_fit_p"),
             "batch_law": fit["batch_law"], "predicted": fit["predicted"] or None,
             "held_out_check": fit["held_out_check"]}
 

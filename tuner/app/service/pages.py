@@ -331,9 +331,11 @@ document.querySelector('#lawtable thead').innerHTML='<tr><th>tokens per trial</t
 'state</th><th>trials</th><th>lr* [95%]</th><th>batch* (tokens)</th><th>best-of-n lr (loss)'+
 '</th><th>note</th></tr>';
 document.querySelector('#lawtable tbody').innerHTML=bs.map(b=>{const o=b.optimum;
+const edge=o&&o.at_edge.length?`at the range's edge (${o.at_edge.join(', ')})`:'';
 const note=b.held_out?'held out'+(L.predicted?`: predicted lr ${fmt(L.predicted.lr)}`:
-''):o&&o.at_edge.length?`at the range's edge (${o.at_edge.join(', ')}): left out`:
-b.in_lr_law?'in the lr law':b.error?b.error:'';
+''):b.left_out_p!=null?`left out of the lr law: with it one power law did not hold (p ${
+fmt(b.left_out_p)})`:b.in_lr_law?'in the '+(L.lr_method==='pooled'?'pooled ':'')+'lr law'+
+(edge?`, ${edge}`:''):edge?edge+': left out':b.error?b.error:'';
 return `<tr><td>${fmt(b.tokens)}</td><td>${esc(b.state)}</td><td>${b.done}/${b.total}${
 b.running?`, ${b.running} running`:''}</td><td>${o?`${fmt(o.lr)} [${fmt(o.lr_interval[0])}, ${
 fmt(o.lr_interval[1])}]`:'-'}</td><td>${o&&o.batch_placed?fmt(o.batch):'-'}</td><td>${
@@ -347,8 +349,9 @@ if(!ys.length){svg.innerHTML='<text x="10" y="20">no budget placed yet</text>';r
 const X=scale(xs,40,400),Y=scale(ys,270,20);let g='';
 if(L.lr_law){const a=L.lr_law,x0=Math.min(...xs),x1=Math.max(...xs),
 f=x=>lg(a.coef)+a.exponent*x;g+=`<line x1="${X(x0)}" y1="${Y(f(x0))}" x2="${X(x1)}" y2="${
-Y(f(x1))}" stroke="#2563eb"><title>lr law: exponent ${fmt(a.exponent)} [${
-fmt(a.exponent_interval[0])}, ${fmt(a.exponent_interval[1])}]</title></line>`;}
+Y(f(x1))}" stroke="#2563eb"><title>${L.lr_method==='pooled'?'pooled ':''}lr law: exponent ${
+fmt(a.exponent)} [${fmt(a.exponent_interval[0])}, ${fmt(a.exponent_interval[1])}]${
+L.lack_of_fit_p!=null?`; one power law: p ${fmt(L.lack_of_fit_p)}`:''}</title></line>`;}
 for(const b of placed){const o=b.optimum,x=X(lg(b.tokens));
 g+=`<line x1="${x}" x2="${x}" y1="${Y(lg(o.lr_interval[0]))}" y2="${Y(lg(o.lr_interval[1]))}" `+
 `stroke="#111"/><circle cx="${x}" cy="${Y(lg(o.lr))}" r="5" fill="${b.held_out?'#d62728':

@@ -1,13 +1,22 @@
 """A law study's answer, from its budget studies' own trials: each budget's optimum (a response
-surface over all its trials, `tuner.modeling.response_surface`), the lr and batch laws through
-them with their band (`tuner.modeling.power_law`), and the held-out check.
+surface over all its trials, `tuner.modeling.response_surface`), the lr and batch laws with
+their band, and the held-out check.
+
+The lr law, when every fitted budget ran its trials at one batch, is pooled: one surface over
+every budget's trials whose bowls' bottoms lie on the law (`tuner.modeling.pooled_law`), so a
+sharp bowl weighs more than a flat one, a budget whose optimum sits on the range's edge still
+counts, and a lack-of-fit test says whether one power law holds. Otherwise (the batch searched:
+each budget's surface is in lr and batch) it is the line through the budgets' optima
+(`tuner.modeling.power_law.fit_power_law`), as the batch law always is; that line is kept beside
+a pooled law for comparison (``lr_line``).
 
 Notation: D tokens per trial, M the proxy's non-embedding training FLOPs per token (DeepSeek
 LLM's M), C = M·D, B the final batch in tokens per step (batch_end × seq_len). The laws are in
 x = D under µP and x = C in standard parametrization (`tuner.study.specs.law_spec`).
 
-An optimum on the edge of the range its budget searched is censored: the optimum lies beyond it,
-so that budget is left out of that law (``lr_budgets``, ``batch_budgets`` say which went in).
+For a line through the optima, an optimum on the edge of the range its budget searched is
+censored: the optimum lies beyond it, so that budget is left out of that law (``lr_budgets``,
+``batch_budgets`` say which went in).
 
 The held-out check compares the prediction stored in the held-out budget's spec before it ran
 (``law.predicted``) with that budget's own optimum, found from its own search: the trial of the
@@ -27,6 +36,7 @@ from typing import Any
 import optuna
 
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
+from tuner.modeling.pooled_law import PooledLaw, PooledLawError, fit_pooled_law
 from tuner.modeling.power_law import PowerLaw, StudyLaw, fit_power_law
 from tuner.modeling.response_surface import Optimum, SurfaceError, fit_optimum
 from tuner.modeling.scaling import LR_EXPONENT
@@ -56,6 +66,8 @@ class BudgetResult:
     best: dict[str, float]  # best-of-n: number, lr, batch, loss
     noise_sd: float | None
     predicted_trial: dict[str, float]  # held-out only: the predicted recipe's trial
+    # (lr, batch in tokens, val_loss) of every feasible own trial, for the pooled law
+    trials: tuple[tuple[float, float, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "study": self.study, "tokens": self.tokens,
@@ -80,6 +92,12 @@ class LawFit:
     # the budgets each law went through (an optimum on the range's edge is left out)
     lr_budgets: tuple[int, ...] = ()
     batch_budgets: tuple[int, ...] = ()
+    lr_method: str = "per-budget"  # "pooled" | "per-budget" (module docstring)
+    pooled: PooledLaw | None = None  # the pooled fit behind a pooled lr law
+    lr_line: PowerLaw | None = None  # beside a pooled law: the line through the optima
+    # budgets a pooled law left out (the smallest, while one power law did not hold), with the
+    # lack of fit p that had each leave
+    lr_left_out: tuple[tuple[int, float], ...] = ()
 
     def x(self, tokens: float, flops_per_token: float | None = None) -> float:
         """The laws' variable at ``tokens`` (C with ``flops_per_token``, default the proxy's)."""
@@ -112,7 +130,9 @@ class LawFit:
         if self.lr_law is None:
             return None
         return StudyLaw(name=self.name, variable=self.variable, lr=self.lr_law,
-                        batch=self.batch_law, held_out=self.held_out_check())
+                        batch=self.batch_law, held_out=self.held_out_check(),
+                        method=self.lr_method,
+                        lack_of_fit_p=self.pooled.lack_of_fit_p if self.pooled else None)
 
     def held_out_check(self) -> dict[str, Any] | None:
         """Predicted / measured at the held-out budget (module docstring); None before it has
@@ -160,7 +180,10 @@ class LawFit:
                 "batch_law": self.batch_law.to_dict() if self.batch_law else None,
                 "predicted": self.predicted, "held_out_check": self.held_out_check(),
                 "lr_budgets": list(self.lr_budgets), "batch_budgets": list(self.batch_budgets),
-                "compute_ratio": self.compute_ratio()}
+                "compute_ratio": self.compute_ratio(), "lr_method": self.lr_method,
+                "pooled": self.pooled.to_dict() if self.pooled else None,
+                "lr_left_out": [{"index": i, "lack_of_fit_p": p} for i, p in self.lr_left_out],
+                "lr_line": self.lr_line.to_dict() if self.lr_line else None}
 
 
 def budget_studies(spec: StudySpec, storage: optuna.storages.BaseStorage
@@ -206,6 +229,7 @@ def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
     if len({x_of(b) for b in lr_pts}) >= 2:
         lr_law = fit_power_law([x_of(b) for b in lr_pts], [_o(b).lr for b in lr_pts],
                                [[10 ** s[0] for s in _o(b).samples] for b in lr_pts])
+    pooled, pooled_budgets, left_out = _pooled(results, law, x_of, seed)
     if "batch_end" in spec.space.names() and len({x_of(b) for b in batch_pts}) >= 2:
         batch_law = fit_power_law([x_of(b) for b in batch_pts], [_o(b).batch for b in batch_pts],
                                   [[10 ** s[1] for s in _o(b).samples] for b in batch_pts])
@@ -213,10 +237,35 @@ def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
     held = next((s for i, s in studies if law.held_out and i == len(law.tokens)), None)
     if held is not None:
         predicted = dict(st.stored_spec(held).law.predicted)
+    if pooled is not None:
+        return LawFit(name=spec.name, variable=variable, flops_per_token=m, params=n,
+                      budgets=tuple(results), lr_law=pooled.law, batch_law=batch_law,
+                      predicted=predicted, lr_budgets=pooled_budgets,
+                      batch_budgets=tuple(b.index for b in batch_pts), lr_method="pooled",
+                      pooled=pooled, lr_line=lr_law, lr_left_out=left_out)
     return LawFit(name=spec.name, variable=variable, flops_per_token=m, params=n,
                   budgets=tuple(results), lr_law=lr_law, batch_law=batch_law,
                   predicted=predicted, lr_budgets=tuple(b.index for b in lr_pts),
                   batch_budgets=tuple(b.index for b in batch_pts))
+
+
+def _pooled(results: list[BudgetResult], law: LawSection, x_of: Any, seed: int
+            ) -> tuple[PooledLaw | None, tuple[int, ...], tuple[tuple[int, float], ...]]:
+    """The pooled lr law over the fitted budgets, the budgets it went through and those it left
+    out (with the lack of fit p that had each leave); (None, (), ()) when a budget's trials ran
+    at more than one batch (its surface is in lr and batch) or too few budgets have trials
+    (`tuner.modeling.pooled_law`)."""
+    fitted = [b for b in results if b.index < len(law.tokens) and b.trials]
+    if any(len({t[1] for t in b.trials}) > 1 for b in fitted):
+        return None, (), ()
+    try:
+        pooled = fit_pooled_law([x_of(b) for b in fitted],
+                                [[t[0] for t in b.trials] for b in fitted],
+                                [[t[2] for t in b.trials] for b in fitted], seed=seed)
+    except PooledLawError:
+        return None, (), ()
+    return (pooled, tuple(fitted[bowl.index].index for bowl in pooled.bowls),
+            tuple((fitted[i].index, p) for i, p in pooled.left_out))
 
 
 def _o(b: BudgetResult) -> Optimum:
@@ -248,7 +297,9 @@ def _budget(i: int, study: optuna.Study, recs: list[TrialRecord], law: LawSectio
           if predicted else {})
     return BudgetResult(index=i, study=study.study_name, tokens=tokens, compute=m * tokens,
                         held_out=held, n_trials=len(own), optimum=optimum, error=error,
-                        best=best, noise_sd=sd, predicted_trial=pt)
+                        best=best, noise_sd=sd, predicted_trial=pt,
+                        trials=tuple((r.recipe.lr, _batch(r), r.values["val_loss"])
+                                     for r in own))
 
 
 def _batch(r: TrialRecord) -> float:

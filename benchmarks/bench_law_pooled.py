@@ -1,0 +1,264 @@
+"""Pooled against per-budget law fits, on the same real trainings: which one predicts the
+held-out budget's lr* better, and which one's band tells the truth?
+
+Each seed runs the fitted budgets of `benchmarks/bench_law.py`'s real design (debug proxy, fp32,
+one batch, 8 qmc trials at 4,096 / 13,312 / 40,960 / 131,072 tokens) through ``moetune submit``
+with no held-out budget; the held-out budget (655,360 tokens) was searched on its own by
+bench_law (benchmarks/law.json: its measured lr* per seed). Both fits read the same stored
+trials:
+
+- per-budget: each budget's quadratic optimum, then a line through the uncensored optima
+  (`tuner.modeling.power_law.fit_power_law`);
+- pooled: one surface over every budget's trials whose bowls' bottoms lie on the line
+  (`tuner.modeling.pooled_law.fit_pooled_law`).
+
+Beside the real trainings, a simulation with a known law (``--simulate``): 40 synthetic law
+studies per noise level, the same design, quadratic bowls narrowing with the budget as measured
+here, lr* on an exact power law: how close each fit predicts the held-out lr*, and how often its
+95% band covers it.
+
+    nice -n 15 python benchmarks/bench_law_pooled.py           # real trainings (~15-35 min)
+    python benchmarks/bench_law_pooled.py --results            # refit the stored studies
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+OUT = HERE / "law_pooled.json"
+HEADING = "## Pooled law fit against per-budget optima"
+
+from benchmarks.bench_law import REAL, spec_text  # noqa: E402
+
+CFG = REAL | {"held_out": 0}
+
+
+def run_seed(seed: int, root: Path) -> None:
+    """The seed's fitted budgets through ``moetune submit`` (``resume`` when they exist)."""
+    root.mkdir(parents=True, exist_ok=True)
+    name = f"law-s{seed}"
+    spec_path = root / f"{name}.toml"
+    spec_path.write_text(spec_text(CFG, seed))
+    cmd = [sys.executable, "-m", "tuner", "submit", str(spec_path)]
+    if (root / "runs" / name / "study.db").exists():
+        cmd = [sys.executable, "-m", "tuner", "resume", name]
+    cmd += ["--root", str(root / "runs"), "--no-progress"]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if proc.returncode != 0:
+        raise RuntimeError(f"seed {seed}: {' '.join(cmd)} exited {proc.returncode}:\n"
+                           f"{proc.stderr[-3000:]}")
+
+
+def _fits(lrs: list[Any], losses: list[Any], tokens: list[int], seed: int = 0,
+          n_boot: int = 200) -> dict[str, Any]:
+    """Both laws through the same trials: the pooled one, and the line through the per-budget
+    optima whose lr lies inside the searched range (as `law_fit` draws it)."""
+    from tuner.modeling.pooled_law import fit_pooled_law
+    from tuner.modeling.power_law import fit_power_law
+    from tuner.modeling.response_surface import fit_optimum
+
+    pooled = fit_pooled_law(tokens, lrs, losses, seed=seed, n_boot=n_boot)
+    kept = [(t, o) for i, (t, lr, z) in enumerate(zip(tokens, lrs, losses))
+            for o in [fit_optimum(lr, [256.0] * len(lr), z, seed=seed + i, n_boot=n_boot)]
+            if "lr" not in o.at_edge]
+    line = (fit_power_law([t for t, _ in kept], [o.lr for _, o in kept],
+                          [[10 ** s[0] for s in o.samples] for _, o in kept])
+            if len(kept) >= 2 else None)
+    return {"pooled": pooled.law, "line": line, "lack_of_fit_p": pooled.lack_of_fit_p,
+            "left_out": [(tokens[i], p) for i, p in pooled.left_out],
+            "line_budgets": [t for t, _ in kept]}
+
+
+def simulate(n: int = 40) -> list[dict[str, Any]]:
+    """The known-law simulation (module docstring): per noise sd and fit, the mean error of
+    the held-out prediction, the share within 1.5x, the band's coverage and median width."""
+    sys.path.insert(0, str(ROOT / "tests" / "tuner"))
+    from test_pooled_law import HELD, LR_HELD, TOKENS, trials
+
+    rows = []
+    for sd in (0.03, 0.07):
+        err: dict[str, list[float]] = {"pooled": [], "line": []}
+        cover: dict[str, list[bool]] = {"pooled": [], "line": []}
+        width: dict[str, list[float]] = {"pooled": [], "line": []}
+        for seed in range(n):
+            lrs, losses = trials(np.random.default_rng(1000 + seed), sd=sd)
+            f = _fits(lrs, losses, TOKENS, seed=seed, n_boot=100)
+            for name in ("pooled", "line"):
+                law = f[name]
+                lo, hi = law.band(HELD)
+                err[name].append(abs(math.log10(law.at(HELD) / LR_HELD)))
+                cover[name].append(lo <= LR_HELD <= hi)
+                width[name].append(hi / lo)
+        for name in ("pooled", "line"):
+            rows.append({"sd": sd, "fit": name, "n": n,
+                         "mean_error_x": 10 ** float(np.mean(err[name])),
+                         "within_1_5x": float(np.mean(np.array(err[name]) < math.log10(1.5))),
+                         "coverage": float(np.mean(cover[name])),
+                         "median_width_x": float(np.median(width[name]))})
+    return rows
+
+
+def lack_of_fit_level(n: int = 150) -> list[dict[str, Any]]:
+    """How often the lack-of-fit test says a law does not hold (p < 0.05): on a true power law
+    (the level, ideally 5%), with the smallest budget's optimum 4x off the law, and with the
+    law bent in log-log (its power), at both noise levels."""
+    sys.path.insert(0, str(ROOT / "tests" / "tuner"))
+    from test_pooled_law import TOKENS, trials
+
+    from tuner.modeling.pooled_law import fit_pooled_law
+
+    rows = []
+    for sd in (0.03, 0.07):
+        for case, kw in (("true power law", {}), ("smallest budget 4x off", {"first_off": 4.0}),
+                         ("law bent (0.35 per decade²)", {"bend": 0.35})):
+            ps = [fit_pooled_law(TOKENS, *trials(np.random.default_rng(2000 + s), sd=sd, **kw),
+                                 n_boot=1, trim=False).lack_of_fit_p for s in range(n)]
+            rows.append({"sd": sd, "case": case, "n": n,
+                         "rejected": float(np.mean(np.array(ps) < 0.05))})
+    return rows
+
+
+def _trials(seed: int, root: Path) -> tuple[list[list[float]], list[list[float]]]:
+    """Each fitted budget's feasible trials (lr, val_loss) from the seed's stored studies."""
+    import optuna
+
+    from tuner.study.results.trial_record import trial_records
+    from tuner.study.specs.law_spec import budget_name
+    from tuner.study.specs.spec import load_spec
+    from tuner.study.store import storage as st
+
+    spec = load_spec(root / f"law-s{seed}.toml")
+    store = optuna.storages.RDBStorage(f"sqlite:///{root / 'runs' / spec.name / 'study.db'}")
+    lrs, losses = [], []
+    for i in range(len(spec.law.tokens)):
+        recs = [r for r in trial_records(st.load_study(budget_name(spec.name, spec.law, i),
+                                                       store)) if r.feasible]
+        lrs.append([r.recipe.lr for r in recs])
+        losses.append([r.values["val_loss"] for r in recs])
+    return lrs, losses
+
+
+def real(seeds: list[int], root: Path) -> list[dict[str, Any]]:
+    """Per seed and fit (all 4 budgets, and without the 16-step smallest), the prediction at
+    the held-out budget against the lr* bench_law measured there."""
+    measured = json.loads((HERE / "law.json").read_text())["seeds"]
+    held = REAL["held_out"]
+    rows = []
+    for seed in seeds:
+        lrs, losses = _trials(seed, root)
+        lr_held = measured[str(seed)]["held_out_check"]["lr_measured"]
+        for first, label in ((0, "all 4 budgets"), (1, "without the smallest")):
+            f = _fits(lrs[first:], losses[first:], REAL["tokens"][first:], seed=seed)
+            for name in ("pooled", "line"):
+                law = f[name]
+                if law is None:
+                    continue
+                lo, hi = law.band(held)
+                rows.append({"seed": seed, "budgets": label, "fit": name,
+                             "exponent": law.exponent,
+                             "exponent_interval": list(law.exponent_interval),
+                             "predicted": law.at(held), "band": [lo, hi],
+                             "measured": lr_held, "ratio": law.at(held) / lr_held,
+                             "inside": lo <= lr_held <= hi,
+                             "lack_of_fit_p": f["lack_of_fit_p"] if name == "pooled" else None,
+                             "left_out": f["left_out"] if name == "pooled" else None,
+                             "line_budgets": f["line_budgets"] if name == "line" else None})
+    return rows
+
+
+def _agreement(rows: list[dict[str, Any]]) -> str:
+    """Each seed's prediction inside another seed's band, and the predictions' spread."""
+    pairs = sum(o["band"][0] <= r["predicted"] <= o["band"][1]
+                for r in rows for o in rows if o is not r)
+    preds = [r["predicted"] for r in rows]
+    return (f"{pairs}/{len(rows) * (len(rows) - 1)} pairs inside, spread "
+            f"{max(preds) / min(preds):.2f}x")
+
+
+def results_lines(data: dict[str, Any]) -> list[str]:
+    lines = ["Pooled (`tuner.modeling.pooled_law`, what a law study at one batch now fits): one "
+             "surface over every budget's trials, the bowls' bottoms on the law, the smallest "
+             "budget left out while one power law does not hold. Line: the line through the "
+             "per-budget optima inside their ranges (the law before).", "",
+             "Commands: `nice -n 15 python benchmarks/bench_law_pooled.py` (real trainings: "
+             "bench_law's design, debug proxy, fp32, batch 2 x 128 tokens, 8 qmc trials per "
+             f"budget at {REAL['tokens']} tokens; the held-out lr* at {REAL['held_out']} is "
+             "bench_law's measurement, benchmarks/law.json) and `python "
+             "benchmarks/bench_law_pooled.py --results` (the fits and the simulation). Both fits "
+             "read the same trials. Measured: the trainings and the held-out lr*; the rest is "
+             "fitted.", "",
+             "**Simulation** (a known power law, exponent -0.3, quadratic bowls with curvature "
+             "2 / 0.8 / 0.4 / 0.2 per decade² from the smallest budget up, 8 stratified lrs per "
+             "budget over 3e-4..6e-2, the held-out budget 5x above the largest):", "",
+             "| noise sd | fit | studies | mean error (x) | within 1.5x | 95% band covers | "
+             "median band width |", "|---|---|---|---|---|---|---|"]
+    for r in data["simulation"]:
+        lines.append(f"| {r['sd']} | {r['fit']} | {r['n']} | {r['mean_error_x']:.2f} | "
+                     f"{r['within_1_5x']:.2f} | {r['coverage']:.2f} | "
+                     f"{r['median_width_x']:.2f}x |")
+    lines += ["", "Lack-of-fit test (p < 0.05 says one power law does not hold; trimming off):",
+              "", "| noise sd | case | studies | said 'does not hold' |", "|---|---|---|---|"]
+    for r in data.get("lack_of_fit", []):
+        lines.append(f"| {r['sd']} | {r['case']} | {r['n']} | {r['rejected']:.2f} |")
+    lines += ["", "**Real trainings** (held-out lr* measured per seed by bench_law):", "",
+              "| seed | budgets given | fit | lr exponent [95%] | held-out lr pred [band] | "
+              "measured | pred / measured | inside | lack of fit p | left out by the fit "
+              "(tokens: p with it) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in data["real"]:
+        e = r["exponent_interval"]
+        p = "—" if r["lack_of_fit_p"] is None else f"{r['lack_of_fit_p']:.2g}"
+        gone = ("—" if r.get("left_out") is None else
+                ", ".join(f"{t}: {q:.2g}" for t, q in r["left_out"]) or "none")
+        lines.append(f"| {r['seed']} | {r['budgets']} | {r['fit']} | {r['exponent']:+.2f} "
+                     f"[{e[0]:+.2f}, {e[1]:+.2f}] | {r['predicted']:.3g} [{r['band'][0]:.3g}, "
+                     f"{r['band'][1]:.3g}] | {r['measured']:.3g} | {r['ratio']:.2f} | "
+                     f"{'yes' if r['inside'] else 'no'} | {p} | {gone} |")
+    lines += [""]
+    for label in ("all 4 budgets", "without the smallest"):
+        for fit in ("pooled", "line"):
+            rows = [r for r in data["real"] if r["budgets"] == label and r["fit"] == fit]
+            if len(rows) > 1:
+                within = sum(1 / 1.5 <= r["ratio"] <= 1.5 for r in rows)
+                lines.append(f"- {label}, {fit}: within 1.5x of the measured {within}/"
+                             f"{len(rows)}; across seeds {_agreement(rows)}.")
+    return lines + [""] + ["- " + n for n in data.get("notes", [])]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--results", action="store_true", help="no trainings: refit and report")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--root", type=Path, default=ROOT / "runs" / "bench_law_pooled")
+    a = p.parse_args(argv)
+    if not a.results:
+        for seed in a.seeds:
+            print(f"seed {seed} ...", file=sys.stderr, flush=True)
+            run_seed(seed, a.root)
+    old = json.loads(OUT.read_text()) if OUT.exists() else {}
+    data = {"real": real(a.seeds, a.root), "simulation": simulate(),
+            "lack_of_fit": lack_of_fit_level(), "notes": old.get("notes", [])}
+    OUT.write_text(json.dumps(data, indent=1, default=float) + "\n")
+    from benchmarks.results_md import write_section
+
+    lines = results_lines(data)
+    write_section(HEADING, "\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
