@@ -210,11 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         data = campaign(REAL, a.seeds, a.root, OUT)
     else:
         data = json.loads(OUT.read_text())
-    from benchmarks.results_md import write_section
+    from benchmarks.results_md import publish
 
-    lines = results_lines(data)
-    write_section(HEADING, "\n".join(lines))
-    print("\n".join(lines))
+    publish(HEADING, results_lines(data))
     return 0
 
 

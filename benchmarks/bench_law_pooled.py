@@ -45,12 +45,16 @@ from benchmarks.bench_law import REAL, spec_text  # noqa: E402
 CFG = REAL | {"held_out": 0}
 
 
-def run_seed(seed: int, root: Path) -> None:
-    """The seed's fitted budgets through ``moetune submit`` (``resume`` when they exist)."""
+def run_seed(seed: int, root: Path, tokenizer: str = "") -> None:
+    """The seed's fitted budgets through ``moetune submit`` (``resume`` when they exist), on
+    the byte corpus or, with ``tokenizer`` (``bpe:8192``), on the same text as its tokens."""
     root.mkdir(parents=True, exist_ok=True)
     name = f"law-s{seed}"
     spec_path = root / f"{name}.toml"
-    spec_path.write_text(spec_text(CFG, seed))
+    text = spec_text(CFG, seed)
+    if tokenizer:
+        text = text.replace("[data]\n", f'[data]\ntokenizer = "{tokenizer}"\n', 1)
+    spec_path.write_text(text)
     cmd = [sys.executable, "-m", "tuner", "submit", str(spec_path)]
     if (root / "runs" / name / "study.db").exists():
         cmd = [sys.executable, "-m", "tuner", "resume", name]
@@ -179,6 +183,33 @@ def real(seeds: list[int], root: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def exponents(seeds: list[int], roots: dict[str, Path]) -> list[dict[str, Any]]:
+    """Per corpus and seed (fitted budgets only): both fits' lr exponents and their
+    predictions at the held-out budget's tokens, for bytes against BPE (issue 27)."""
+    rows = []
+    for corpus, root in roots.items():
+        for seed in seeds:
+            if not (root / "runs" / f"law-s{seed}" / "study.db").exists():
+                continue
+            lrs, losses = _trials(seed, root)
+            if min(len(v) for v in lrs) < REAL["trials"]:
+                continue  # still running
+            f = _fits(lrs, losses, REAL["tokens"], seed=seed)
+            for name in ("pooled", "line"):
+                law = f[name]
+                if law is None:
+                    continue
+                lo, hi = law.band(REAL["held_out"])
+                rows.append({"corpus": corpus, "seed": seed, "fit": name,
+                             "exponent": law.exponent,
+                             "exponent_interval": list(law.exponent_interval),
+                             "predicted": law.at(REAL["held_out"]), "band": [lo, hi],
+                             "left_out": f["left_out"] if name == "pooled" else None,
+                             "best_lr": [float(lr[int(np.argmin(z))])
+                                         for lr, z in zip(lrs, losses)]})
+    return rows
+
+
 def _agreement(rows: list[dict[str, Any]]) -> str:
     """Each seed's prediction inside another seed's band, and the predictions' spread."""
     pairs = sum(o["band"][0] <= r["predicted"] <= o["band"][1]
@@ -235,6 +266,19 @@ def results_lines(data: dict[str, Any]) -> list[str]:
                 within = sum(1 / 1.5 <= r["ratio"] <= 1.5 for r in rows)
                 lines.append(f"- {label}, {fit}: within 1.5x of the measured {within}/"
                              f"{len(rows)}; across seeds {_agreement(rows)}.")
+    if data.get("vocab"):
+        lines += ["", "**Bytes against BPE 8k** (issue 27: the same design on the same text, "
+                  "its BPE tokens; the laws in tokens of each; no held-out search on BPE):", "",
+                  "| corpus | seed | fit | lr exponent [95%] | lr at 655,360 tokens [band] | "
+                  "left out | best-of-8 lr per budget |", "|---|---|---|---|---|---|---|"]
+        for r in data["vocab"]:
+            e = r["exponent_interval"]
+            gone = ("—" if r["left_out"] is None else
+                    ", ".join(str(t) for t, _ in r["left_out"]) or "none")
+            lines.append(f"| {r['corpus']} | {r['seed']} | {r['fit']} | {r['exponent']:+.2f} "
+                         f"[{e[0]:+.2f}, {e[1]:+.2f}] | {r['predicted']:.3g} "
+                         f"[{r['band'][0]:.3g}, {r['band'][1]:.3g}] | {gone} | "
+                         f"{', '.join(f'{v:.2g}' for v in r['best_lr'])} |")
     return lines + [""] + ["- " + n for n in data.get("notes", [])]
 
 
@@ -243,20 +287,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", action="store_true", help="no trainings: refit and report")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--root", type=Path, default=ROOT / "runs" / "bench_law_pooled")
+    p.add_argument("--tokenizer", default="", metavar="bpe:N",
+                   help="the same design on the same text as BPE tokens (issue 27): runs under "
+                        "ROOT-bpeN, and its exponents join the results beside the bytes'")
     a = p.parse_args(argv)
+    if a.tokenizer:
+        sub = a.root.with_name(a.root.name + "-" + a.tokenizer.replace(":", ""))
+        for seed in a.seeds:
+            print(f"{a.tokenizer} seed {seed} ...", file=sys.stderr, flush=True)
+            run_seed(seed, sub, a.tokenizer)
+        return 0
     if not a.results:
         for seed in a.seeds:
             print(f"seed {seed} ...", file=sys.stderr, flush=True)
             run_seed(seed, a.root)
     old = json.loads(OUT.read_text()) if OUT.exists() else {}
+    bpe = a.root.with_name(a.root.name + "-bpe8192")
     data = {"real": real(a.seeds, a.root), "simulation": simulate(),
-            "lack_of_fit": lack_of_fit_level(), "notes": old.get("notes", [])}
+            "lack_of_fit": lack_of_fit_level(),
+            "vocab": exponents(a.seeds, {"bytes": a.root, "bpe-8k": bpe}),
+            "notes": old.get("notes", [])}
     OUT.write_text(json.dumps(data, indent=1, default=float) + "\n")
-    from benchmarks.results_md import write_section
+    from benchmarks.results_md import publish
 
-    lines = results_lines(data)
-    write_section(HEADING, "\n".join(lines))
-    print("\n".join(lines))
+    publish(HEADING, results_lines(data))
     return 0
 
 

@@ -19,3 +19,10 @@ def write_section(heading: str, body: str, path: Path = RESULTS) -> None:
     else:
         text = text.rstrip() + "\n\n" + section
     path.write_text(text)
+
+
+def publish(heading: str, lines: list[str]) -> None:
+    """Write ``lines`` as the section under ``heading`` (`write_section`) and print them."""
+    text = "\n".join(lines)
+    write_section(heading, text)
+    print(text)
