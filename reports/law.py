@@ -131,14 +131,16 @@ def _laws(data: dict[str, Any]) -> list[str]:
     left = {name: [i for i in fitted if i not in data[f"{name}_budgets"]]
             for name in ("lr", "batch")}
     pooled = data.get("lr_method") == "pooled"
+    edge = "no optimum, or its optimum on the searched range's edge, so beyond it"
     how = ("lr: pooled — one surface over every trial of budgets "
            f"{data['lr_budgets']}, its bowls' bottoms on the law (a budget whose optimum sits "
            "on its range's edge still counts)" if pooled else
-           f"lr: a line through the optima of budgets {data['lr_budgets']}")
-    out = ["## Laws (fitted budgets only)", "",
-           f"{how}; batch: a line through the optima of budgets {data['batch_budgets']}. "
-           f"Left out (no optimum, or its optimum on the searched range's edge, so beyond it): "
-           f"lr {left['lr'] or 'none'}, batch {left['batch'] or 'none'}.", "",
+           f"lr: a line through the optima of budgets {data['lr_budgets']} (left out, {edge}: "
+           f"{left['lr'] or 'none'})")
+    how_b = (f"batch: a line through the optima of budgets {data['batch_budgets']} (left out, "
+             f"{edge}: {left['batch'] or 'none'})" if b is not None else
+             "batch: no law (the batch not searched, or fewer than 2 budgets place it)")
+    out = ["## Laws (fitted budgets only)", "", f"{how}; {how_b}.", "",
            f"- lr*({x}) = {lr['coef']:.3g}·{x}^{lr['exponent']:.3f}, exponent 95% "
            f"[{lr['exponent_interval'][0]:.3f}, {lr['exponent_interval'][1]:.3f}]"]
     if pooled:
