@@ -107,6 +107,12 @@ def fit_pooled_law(x: Sequence[float], lrs: Sequence[Sequence[float]],
     Raises:
         PooledLawError: fewer than `MIN_BUDGETS` budgets with `MIN_TRIALS` finite trials each,
             the budgets at fewer than 2 distinct x, or a budget whose lr spans one value.
+
+        >>> pooled = fit_pooled_law([4_096, 13_312, 40_960, 131_072], lrs, losses)
+        ... # doctest: +SKIP
+        >>> pooled.law.at(655_360), pooled.law.band(655_360), pooled.lack_of_fit_p
+        ... # doctest: +SKIP
+        (0.00265, (0.00137, 0.00548), 0.24)
     """
     data = sorted(_budgets(x, lrs, losses), key=lambda d: d[1])
     left_out: list[tuple[int, float]] = []
