@@ -211,6 +211,12 @@ def law_figure(data: dict[str, Any], path: Path) -> Path:
           for b in data["budgets"] if b["optimum"]]
     for ax, key, law, unit in ((axes[0], "lr", data["lr_law"], "lr*"),
                                (axes[1], "batch", data["batch_law"], "B* (tokens)")):
+        if key == "batch" and not any(b["optimum"]["batch_placed"] for _, b in xs):
+            ax.axis("off")  # one batch per budget: nothing placed, nothing to draw
+            ax.text(0.5, 0.5, "batch not placed at any budget (fixed, or too few batches "
+                    "searched): no batch law", ha="center", va="center", fontsize=9,
+                    transform=ax.transAxes)
+            continue
         for x, b in xs:
             o = b["optimum"]
             lo, hi = o[f"{key}_interval"]
