@@ -137,8 +137,6 @@ def test_browser_sign_in_session_and_csrf(team):
     assert other.request("GET", "/submit")[0] == 303
 
 
-@pytest.mark.skipif(find_browser() is None, reason="no Chromium on PATH (Debian: apt-get "
-                    "install -y chromium); .ci/run installs it")
 def _budget(i: int, tokens: int, state: str, lr: float | None) -> dict:
     optimum = None if lr is None else {"lr": lr, "lr_interval": [lr / 2, lr * 2], "batch": 256.0,
                                        "batch_placed": False, "at_edge": []}
@@ -148,15 +146,17 @@ def _budget(i: int, tokens: int, state: str, lr: float | None) -> dict:
             "in_batch_law": False}
 
 
-# a law grid as `tuner.app.service.law_grid` sends it: two budgets placed, the held-out waiting
+# a law grid as `tuner.app.service.law_grid` sends it: two budgets placed, the held-out waiting;
+# a pooled lr law that left budget 0 out (one power law did not hold with it)
 LAW_VIEW = {"law": {
     "variable": "tokens", "lr_law": {"coef": 0.1, "exponent": -0.2,
                                      "exponent_interval": [-0.3, -0.1]},
+    "lr_method": "pooled", "lack_of_fit_p": 0.3,
     "batch_law": None, "predicted": {"lr": 0.004, "lr_band": [0.003, 0.006]},
     "held_out_check": {"tokens": 65536, "lr_predicted": 0.004, "lr_measured": 0.0042,
                        "lr_ratio": 0.95, "loss_gap_sd": -0.3, "sd_measured": False},
-    "budgets": [_budget(0, 4096, "done", 0.01), _budget(1, 13312, "searching", 0.008),
-                _budget(2, 65536, "waiting", None)]}}
+    "budgets": [_budget(0, 4096, "done", 0.01) | {"in_lr_law": False, "left_out_p": 0.02},
+                _budget(1, 13312, "searching", 0.008), _budget(2, 65536, "waiting", None)]}}
 
 
 # a ladder's rungs as `tuner.app.service.ladder_rungs` sends them (test_service checks a real one)
@@ -169,6 +169,8 @@ LADDER_VIEW = {"ladder": {"rungs": [
      "best": None}]}}
 
 
+@pytest.mark.skipif(find_browser() is None, reason="no Chromium on PATH (Debian: apt-get "
+                    "install -y chromium); .ci/run installs it")
 def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_path):
     srv, tokens = team
     js = json.dumps
@@ -229,6 +231,12 @@ def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_p
         rows = b.evaluate("[...document.querySelectorAll('#lawtable tbody tr')]"
                           ".map(r => r.cells[1].textContent).join()")
         assert rows == "done,searching,waiting", rows
+        notes = b.evaluate("[...document.querySelectorAll('#lawtable tbody tr')]"
+                           ".map(r => r.cells[6].textContent)")
+        assert "left out of the lr law" in notes[0] and "p 0.02" in notes[0], notes
+        assert notes[1] == "in the pooled lr law", notes
+        law_line = b.evaluate("document.querySelector('#lawplot line title').textContent")
+        assert "pooled lr law" in law_line and "one power law: p 0.3" in law_line, law_line
         # two optima and their two best-of-n
         assert b.evaluate("document.querySelectorAll('#lawplot circle').length") == 4
         assert b.evaluate("document.querySelectorAll('#lawplot rect[fill=\"#d6272833\"]')"
