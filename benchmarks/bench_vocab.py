@@ -98,16 +98,19 @@ def best_lr(runs: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def kept_runs(out: Path, lrs: list[float], seeds: int, tokens: int,
-              rerun: list[str]) -> list[dict[str, Any]]:
-    """The runs in ``out`` of corpora not rerun now, after checking they share this grid."""
+              rerun: list[str], more_seeds: bool = False) -> list[dict[str, Any]]:
+    """The runs in ``out`` of corpora not rerun now, after checking they share this grid; with
+    ``more_seeds`` every run is kept (the named corpora gain the seeds above those they have)."""
     old = json.loads(out.read_text())
     s = old["summary"]
-    same = (s["seeds"] == seeds and s["tokens"] == tokens and len(s["lrs"]) == len(lrs)
+    same = ((s["seeds"] <= seeds if more_seeds else s["seeds"] == seeds)
+            and s["tokens"] == tokens and len(s["lrs"]) == len(lrs)
             and all(math.isclose(a, b) for a, b in zip(s["lrs"], lrs)))
     if not same:
         raise SystemExit(f"--add: {out} holds another grid ({len(s['lrs'])} lrs, {s['seeds']} "
                          f"seeds, {s['tokens']} tokens); run with those or without --add")
-    return [r for r in old["runs"] if r["corpus"] not in rerun]
+    return list(old["runs"]) if more_seeds else [r for r in old["runs"]
+                                                  if r["corpus"] not in rerun]
 
 
 def main() -> None:
@@ -120,15 +123,20 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "vocab.json")
     ap.add_argument("--add", action="store_true",
                     help="keep --out's runs of the other corpora (same grid) and summarize all")
+    ap.add_argument("--more-seeds", action="store_true",
+                    help="with --add: keep every run in --out and train the named corpora's "
+                         "seeds above those they have, up to --seeds")
     args = ap.parse_args()
     lrs = lr_grid(spec_for(None, args.tokens), args.recipes)
-    kept = kept_runs(args.out, lrs, args.seeds, args.tokens, args.corpora) if args.add else []
+    kept = (kept_runs(args.out, lrs, args.seeds, args.tokens, args.corpora, args.more_seeds)
+            if args.add else [])
     for name in args.corpora:  # tokenize (and train the BPE vocabulary) once, up front
         from tuner.study.specs.spec import load_data
 
         load_data(spec_for(CORPORA[name], args.tokens).data, progress=True)
+    have = {(r["corpus"], r["lr"], r["seed"]) for r in kept}
     jobs = [(c, CORPORA[c], lr, s, args.tokens) for c in args.corpora for lr in lrs
-            for s in range(1, args.seeds + 1)]
+            for s in range(1, args.seeds + 1) if (c, lr, s) not in have]
     runs: list[dict[str, Any]] = list(kept)
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
@@ -148,6 +156,7 @@ def main() -> None:
         noise = math.sqrt(statistics.fmean([statistics.variance(v) for v in per_lr
                                             if len(v) > 1 and all(map(math.isfinite, v))]))
         summary["corpora"][c] = {"vocab": mine[0]["vocab"], "best_lr": best_lr(mine),
+                                 "seeds": len({r["seed"] for r in mine}),
                                  "mean_val_loss": means[c], "seed_sd": noise,
                                  "seconds_per_run": statistics.fmean(r["seconds"] for r in mine)}
     summary["spearman"] = {f"{a} vs {b}": spearman(means[a], means[b])
