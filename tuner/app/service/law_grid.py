@@ -65,17 +65,17 @@ def law_grid(study: optuna.Study) -> dict[str, Any]:
         rows.append(row)
     fit = _fit(spec, studies, rows)
     by_index = {b["index"]: b for b in fit["budgets"]}
+    # budgets a pooled lr law left out, with the lack of fit p that had each leave
+    gone = {g["index"]: g["lack_of_fit_p"] for g in fit.get("lr_left_out", [])}
     for row in rows:
         b = by_index.get(row["index"], {})
         row |= {"optimum": b.get("optimum"), "best": b.get("best") or None,
                 "error": b.get("error", ""),
                 "in_lr_law": row["index"] in fit["lr_budgets"],
                 "in_batch_law": row["index"] in fit["batch_budgets"]}
-        row.pop("ended", None)
-    gone = {g["index"]: g["lack_of_fit_p"] for g in fit.get("lr_left_out", [])}
-    for row in rows:
         if row["index"] in gone:
             row["left_out_p"] = gone[row["index"]]
+        row.pop("ended", None)
     return {"variable": fit["variable"], "budgets": rows, "lr_law": fit["lr_law"],
             "lr_method": fit.get("lr_method", "per-budget"),
             "lack_of_fit_p": (fit.get("pooled") or {}).get("lack_of_fit_p"),
