@@ -15,8 +15,9 @@ val_loss (nats per token) is compared only within a corpus: the result is each c
 (the lowest seed-mean, and the minimum of a quadratic in log lr fitted to every run), the
 Spearman correlation of the recipes' seed-means between corpora, and the seed noise (the pooled
 sd of the seeds) to say whether a difference is larger than it. All measured on this machine;
-``--out`` writes every run; ``--add`` keeps the runs already in it of the corpora not named (same
-lrs, seeds and tokens, or it refuses), so a corpus can be measured in a later session.
+``--out`` is rewritten after every run; ``--add`` keeps the runs already in it (same lrs and
+tokens, or it refuses) and trains only those it lacks, so a corpus, more seeds or the rest of
+an interrupted campaign can be measured in a later session.
 """
 
 from __future__ import annotations
@@ -97,20 +98,48 @@ def best_lr(runs: list[dict[str, Any]]) -> dict[str, float]:
     return {"lowest_mean": lowest, "quadratic": fit, "quadratic_inside": inside}
 
 
-def kept_runs(out: Path, lrs: list[float], seeds: int, tokens: int,
-              rerun: list[str], more_seeds: bool = False) -> list[dict[str, Any]]:
-    """The runs in ``out`` of corpora not rerun now, after checking they share this grid; with
-    ``more_seeds`` every run is kept (the named corpora gain the seeds above those they have)."""
+def kept_runs(out: Path, lrs: list[float], seeds: int, tokens: int) -> list[dict[str, Any]]:
+    """Every run in ``out``, after checking it holds this grid (its lrs and tokens, at most
+    ``seeds`` seeds): ``--add`` then trains only the runs it lacks."""
     old = json.loads(out.read_text())
     s = old["summary"]
-    same = ((s["seeds"] <= seeds if more_seeds else s["seeds"] == seeds)
-            and s["tokens"] == tokens and len(s["lrs"]) == len(lrs)
+    same = (s["seeds"] <= seeds and s["tokens"] == tokens and len(s["lrs"]) == len(lrs)
             and all(math.isclose(a, b) for a, b in zip(s["lrs"], lrs)))
     if not same:
         raise SystemExit(f"--add: {out} holds another grid ({len(s['lrs'])} lrs, {s['seeds']} "
                          f"seeds, {s['tokens']} tokens); run with those or without --add")
-    return list(old["runs"]) if more_seeds else [r for r in old["runs"]
-                                                  if r["corpus"] not in rerun]
+    return list(old["runs"])
+
+
+def summarize(runs: list[dict[str, Any]], lrs: list[float], seeds: int,
+              tokens: int) -> dict[str, Any]:
+    """Each corpus' best lr, seed noise and time per run, and the Spearman correlations of the
+    recipes' seed-means between corpora (every corpus with a run of every lr)."""
+    summary: dict[str, Any] = {"lrs": lrs, "seeds": seeds, "tokens": tokens, "fixed": FIXED,
+                               "corpora": {}}
+    means: dict[str, list[float]] = {}
+    names = [c for c in CORPORA if {r["lr"] for r in runs if r["corpus"] == c} >= set(lrs)]
+    for c in names:
+        mine = [r for r in runs if r["corpus"] == c]
+        per_lr = [[r["val_loss"] for r in mine if r["lr"] == lr] for lr in lrs]
+        means[c] = [statistics.fmean(v) for v in per_lr]
+        noise = math.sqrt(statistics.fmean([statistics.variance(v) for v in per_lr
+                                            if len(v) > 1 and all(map(math.isfinite, v))]
+                                           or [math.nan]))
+        summary["corpora"][c] = {"vocab": mine[0]["vocab"], "best_lr": best_lr(mine),
+                                 "seeds": len({r["seed"] for r in mine}),
+                                 "mean_val_loss": means[c], "seed_sd": noise,
+                                 "seconds_per_run": statistics.fmean(r["seconds"] for r in mine)}
+    summary["spearman"] = {f"{a} vs {b}": spearman(means[a], means[b])
+                           for i, a in enumerate(names) for b in names[i + 1:]}
+    return summary
+
+
+def save(out: Path, summary: dict[str, Any], runs: list[dict[str, Any]]) -> None:
+    """Written whole to a temporary file, then renamed: a run killed mid-write loses nothing."""
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1) + "\n")
+    tmp.replace(out)
 
 
 def main() -> None:
@@ -122,14 +151,12 @@ def main() -> None:
     ap.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=list(CORPORA))
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "vocab.json")
     ap.add_argument("--add", action="store_true",
-                    help="keep --out's runs of the other corpora (same grid) and summarize all")
-    ap.add_argument("--more-seeds", action="store_true",
-                    help="with --add: keep every run in --out and train the named corpora's "
-                         "seeds above those they have, up to --seeds")
+                    help="keep every run already in --out (same lrs and tokens, at most --seeds "
+                         "seeds) and train only those it lacks: another corpus, more seeds, or "
+                         "the rest of an interrupted campaign")
     args = ap.parse_args()
     lrs = lr_grid(spec_for(None, args.tokens), args.recipes)
-    kept = (kept_runs(args.out, lrs, args.seeds, args.tokens, args.corpora, args.more_seeds)
-            if args.add else [])
+    kept = kept_runs(args.out, lrs, args.seeds, args.tokens) if args.add else []
     for name in args.corpora:  # tokenize (and train the BPE vocabulary) once, up front
         from tuner.study.specs.spec import load_data
 
@@ -145,23 +172,10 @@ def main() -> None:
             print(f"[{i}/{len(jobs)}] {r['corpus']} lr {r['lr']:.3g} seed {r['seed']}: val_loss "
                   f"{r['val_loss']:.4f} ({r['seconds']:.0f} s; {time.perf_counter() - t0:.0f} s "
                   "elapsed)", flush=True)
-    summary: dict[str, Any] = {"lrs": lrs, "seeds": args.seeds, "tokens": args.tokens,
-                               "fixed": FIXED, "corpora": {}}
-    means: dict[str, list[float]] = {}
-    names = [c for c in CORPORA if any(r["corpus"] == c for r in runs)]
-    for c in names:
-        mine = [r for r in runs if r["corpus"] == c]
-        per_lr = [[r["val_loss"] for r in mine if r["lr"] == lr] for lr in lrs]
-        means[c] = [statistics.fmean(v) for v in per_lr]
-        noise = math.sqrt(statistics.fmean([statistics.variance(v) for v in per_lr
-                                            if len(v) > 1 and all(map(math.isfinite, v))]))
-        summary["corpora"][c] = {"vocab": mine[0]["vocab"], "best_lr": best_lr(mine),
-                                 "seeds": len({r["seed"] for r in mine}),
-                                 "mean_val_loss": means[c], "seed_sd": noise,
-                                 "seconds_per_run": statistics.fmean(r["seconds"] for r in mine)}
-    summary["spearman"] = {f"{a} vs {b}": spearman(means[a], means[b])
-                           for i, a in enumerate(names) for b in names[i + 1:]}
-    args.out.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1) + "\n")
+            # every finished run is kept: an interrupted campaign resumes with --add
+            save(args.out, summarize(runs, lrs, args.seeds, args.tokens), runs)
+    summary = summarize(runs, lrs, args.seeds, args.tokens)
+    save(args.out, summary, runs)
     print(json.dumps(summary, indent=1))
 
 
