@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
-import torch.nn.functional as F
 
 from trainers import attention, fusion
 from trainers.data import Blend, Corpus, Data, TrainStream, load_corpus, validation_batches
@@ -276,12 +275,12 @@ class _Run:
               ) -> tuple[torch.Tensor, torch.Tensor]:
         """L = CE + λ/D Σ_k CE_k (MTP) + α · balance; returns (L, main CE)."""
         r = self.recipe
-        ce = _cross_entropy(out.logits, targets_BT)
+        ce = self.model.head_loss(out.hidden, targets_BT)
         loss = ce + r.balance_loss_alpha * out.balance_loss
-        if out.mtp_logits:
-            mtp = sum(_cross_entropy(lg, targets_BT[:, k:])
-                      for k, lg in enumerate(out.mtp_logits, start=1))
-            loss = loss + r.mtp_lambda / len(out.mtp_logits) * mtp
+        if out.mtp_hidden:
+            mtp = sum(self.model.head_loss(h, targets_BT[:, k:])
+                      for k, h in enumerate(out.mtp_hidden, start=1))
+            loss = loss + r.mtp_lambda / len(out.mtp_hidden) * mtp
         return loss, ce
 
     def _clip(self) -> torch.Tensor:
@@ -322,7 +321,7 @@ class _Run:
             for batch in self.val_batches:
                 with self._autocast():
                     out = self.model(batch[:, :-1].to(self.device), mtp=False)
-                total += (_cross_entropy(out.logits, batch[:, 1:].to(self.device)).item()
+                total += (self.model.head_loss(out.hidden, batch[:, 1:].to(self.device)).item()
                           * len(batch))
                 batch_loads = [x.float() for x in out.loads]
                 loads = (batch_loads if loads is None
@@ -387,10 +386,6 @@ class _Run:
         if self.fp8_note:
             env["fp8_backend"] = self.fp8_note
         return env
-
-
-def _cross_entropy(logits_BTV: torch.Tensor, targets_BT: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits_BTV.float().flatten(0, 1), targets_BT.flatten())
 
 
 def _check_budget(token_budget: int, seq_len: int) -> int:

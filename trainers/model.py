@@ -7,16 +7,18 @@ B batch, T sequence, D dim, H heads, V vocab, R rope head dim.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from trainers import fusion
 from trainers.attention import causal_attention
 from trainers.fp8 import Backend, Fp8Linear
+from trainers.head_loss import FUSED_MIN_VOCAB, linear_cross_entropy
 from trainers.mlp import MLP
 from trainers.model_args import ModelArgs
 from trainers.moe import Gate, MoE, RoutedExperts
@@ -168,10 +170,21 @@ class MTPModule(nn.Module):
 
 @dataclass
 class ModelOutput:
-    logits: torch.Tensor  # (B, T, V)
-    mtp_logits: list[torch.Tensor]  # depth k: (B, T-k, V), predicts token i+k+1 at position i
+    hidden: torch.Tensor  # (B, T, D): the final norm's output, what the head reads
+    mtp_hidden: list[torch.Tensor]  # depth k: (B, T-k, D), predicts token i+k+1 at position i
     balance_loss: torch.Tensor  # sum over MoE layers of the sequence-wise balance loss (×α later)
     loads: list[torch.Tensor]  # per MoE layer (main blocks, then MTP blocks): tokens per expert
+    head: Callable[[torch.Tensor], torch.Tensor]  # hidden -> logits (the model's `logits`)
+
+    # The logits are made when asked for: the training loss reads the hidden states through
+    # trainers.head_loss at a large vocabulary and never holds (B, T, V) floats.
+    @property
+    def logits(self) -> torch.Tensor:  # (B, T, V)
+        return self.head(self.hidden)
+
+    @property
+    def mtp_logits(self) -> list[torch.Tensor]:  # depth k: (B, T-k, V)
+        return [self.head(h) for h in self.mtp_hidden]
 
 
 class Transformer(nn.Module):
@@ -237,16 +250,16 @@ class Transformer(nn.Module):
             h, bal, load = self._run_block(block, h, rope)
             if bal is not None and load is not None:  # an MoE block (a dense one has neither)
                 balance, loads = balance + bal, loads + [load]
-        logits = self._logits(self.norm(h))
-        mtp_logits = []
+        hidden = self.norm(h)
+        mtp_hidden = []
         modules: Iterable[nn.Module] = self.mtp if mtp else []
         for k, module in enumerate(modules, start=1):
             assert isinstance(module, MTPModule)
             h, bal, load = module(h[:, :-1], emb[:, k:], rope[: t - k])
             if bal is not None and load is not None:
                 balance, loads = balance + bal, loads + [load]
-            mtp_logits.append(self._logits(module.norm(h)))
-        return ModelOutput(logits, mtp_logits, balance, loads)
+            mtp_hidden.append(module.norm(h))
+        return ModelOutput(hidden, mtp_hidden, balance, loads, self.logits)
 
     def _rope(self, t: int, device: torch.device) -> Rope:
         """e^{iθ} (T, R/2) on `device`, shared by every layer; computed once per length."""
@@ -264,10 +277,23 @@ class Transformer(nn.Module):
             out = block(h, rope)
         return out
 
-    def _logits(self, h_normed: torch.Tensor) -> torch.Tensor:
-        # µP: output logits × 1/width_mult so the readout does not blow up with width.
+    @property
+    def logit_scale(self) -> float:
+        """µP: output logits × 1/width_mult so the readout does not blow up with width."""
+        return 1.0 / self.args.width_mult if self.args.mup_base_dim else 1.0
+
+    def logits(self, h_normed: torch.Tensor) -> torch.Tensor:
+        """The head: (..., D) final hidden states to (..., V) logits."""
         logits: torch.Tensor = self.head(h_normed)
         return logits / self.args.width_mult if self.args.mup_base_dim else logits
+
+    def head_loss(self, h_normed_BTD: torch.Tensor, targets_BT: torch.Tensor) -> torch.Tensor:
+        """Mean next-token cross-entropy of the head on these hidden states. At a vocabulary of
+        FUSED_MIN_VOCAB or more the logits are never held whole (trainers.head_loss)."""
+        h, t = h_normed_BTD.flatten(0, 1), targets_BT.flatten()
+        if self.args.vocab_size >= FUSED_MIN_VOCAB:
+            return linear_cross_entropy(h, self.head.weight, t, self.logit_scale)
+        return F.cross_entropy(self.logits(h).float(), t)
 
     def moe_gates(self) -> list[Gate]:
         """Gates in the order of ModelOutput.loads."""
