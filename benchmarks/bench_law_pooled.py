@@ -18,7 +18,11 @@ here, lr* on an exact power law: how close each fit predicts the held-out lr*, a
 95% band covers it.
 
     nice -n 15 python benchmarks/bench_law_pooled.py           # real trainings (~15-35 min)
+    nice -n 15 python benchmarks/bench_law_pooled.py --tokenizer bpe:32768  # on BPE tokens
     python benchmarks/bench_law_pooled.py --results            # refit the stored studies
+
+``--results`` refits the studies found under runs/ (not committed) and keeps, from
+benchmarks/law_pooled.json, the rows of those it does not find.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ HEADING = "## Pooled law fit against per-budget optima"
 from benchmarks.bench_law import REAL, spec_text  # noqa: E402
 
 CFG = REAL | {"held_out": 0}
+# each corpus' runs: ROOT + suffix (--tokenizer bpe:N runs under ROOT-bpeN)
+CORPUS_ROOTS = {"bytes": "", "bpe-8k": "-bpe8192", "bpe-32k": "-bpe32768"}
 
 
 def run_seed(seed: int, root: Path, tokenizer: str = "") -> None:
@@ -267,7 +273,7 @@ def results_lines(data: dict[str, Any]) -> list[str]:
                 lines.append(f"- {label}, {fit}: within 1.5x of the measured {within}/"
                              f"{len(rows)}; across seeds {_agreement(rows)}.")
     if data.get("vocab"):
-        lines += ["", "**Bytes against BPE 8k** (issue 27: the same design on the same text, "
+        lines += ["", "**Bytes against BPE** (issue 27: the same design on the same text, "
                   "its BPE tokens; the laws in tokens of each; no held-out search on BPE):", "",
                   "| corpus | seed | fit | lr exponent [95%] | lr at 655,360 tokens [band] | "
                   "left out | best-of-8 lr per budget |", "|---|---|---|---|---|---|---|"]
@@ -302,10 +308,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"seed {seed} ...", file=sys.stderr, flush=True)
             run_seed(seed, a.root)
     old = json.loads(OUT.read_text()) if OUT.exists() else {}
-    bpe = a.root.with_name(a.root.name + "-bpe8192")
-    data = {"real": real(a.seeds, a.root), "simulation": simulate(),
-            "lack_of_fit": lack_of_fit_level(),
-            "vocab": exponents(a.seeds, {"bytes": a.root, "bpe-8k": bpe}),
+    # rows whose trials are not on this machine (runs/ is not committed) come from the last
+    # results; rows whose trials are here are refitted
+    have_bytes = all((a.root / "runs" / f"law-s{s}" / "study.db").exists() for s in a.seeds)
+    fresh = exponents(a.seeds, {c: a.root.with_name(a.root.name + suffix)
+                                for c, suffix in CORPUS_ROOTS.items()})
+    refitted = {(r["corpus"], r["seed"]) for r in fresh}
+    vocab = fresh + [r for r in old.get("vocab", []) if (r["corpus"], r["seed"]) not in refitted]
+    vocab.sort(key=lambda r: (list(CORPUS_ROOTS).index(r["corpus"]), r["seed"]))
+    data = {"real": real(a.seeds, a.root) if have_bytes else old["real"],
+            "simulation": simulate(), "lack_of_fit": lack_of_fit_level(), "vocab": vocab,
             "notes": old.get("notes", [])}
     OUT.write_text(json.dumps(data, indent=1, default=float) + "\n")
     from benchmarks.results_md import publish

@@ -26,7 +26,7 @@ def test_the_committed_results_render_every_table():
     data = json.loads(bench.OUT.read_text())
     text = "\n".join(bench.results_lines(data))
     assert "| noise sd | fit | studies |" in text and "Lack-of-fit test" in text
-    assert "**Real trainings**" in text and "**Bytes against BPE 8k**" in text
+    assert "**Real trainings**" in text and "**Bytes against BPE**" in text
     # every real seed has both fits, and the pooled rows say what they left out
     for seed in (0, 1, 2):
         rows = [r for r in data["real"] if r["seed"] == seed and r["budgets"] == "all 4 budgets"]
