@@ -25,11 +25,15 @@ def plain(h, w, t, scale):
     return F.cross_entropy((h @ w.T).float() * scale, t)
 
 
+def operands(n: int, dim: int = 16, vocab: int = 1000):
+    """Hidden states, a head's weight (both trainable) and targets."""
+    h = torch.randn(n, dim, requires_grad=True)
+    return h, (0.1 * torch.randn(vocab, dim)).requires_grad_(), torch.randint(0, vocab, (n,))
+
+
 @pytest.mark.parametrize("scale", [1.0, 0.25])
 def test_same_loss_and_gradients_as_the_plain_cross_entropy(small_slices, scale):
-    h = torch.randn(50, 16, requires_grad=True)
-    w = (0.1 * torch.randn(1000, 16)).requires_grad_()
-    t = torch.randint(0, 1000, (50,))
+    h, w, t = operands(50)
     got = {}
     for name, fn in (("plain", plain), ("sliced", linear_cross_entropy)):
         h.grad = w.grad = None
@@ -50,9 +54,7 @@ def test_without_gradients_only_the_loss_is_computed(small_slices):
 
 
 def test_under_bf16_autocast_it_stays_close_to_the_plain_path(small_slices):
-    h = torch.randn(40, 16, requires_grad=True)
-    w = (0.1 * torch.randn(1000, 16)).requires_grad_()
-    t = torch.randint(0, 1000, (40,))
+    h, w, t = operands(40)
     got = {}
     for name, fn in (("plain", plain), ("sliced", linear_cross_entropy)):
         h.grad = w.grad = None
