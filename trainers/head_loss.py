@@ -4,9 +4,10 @@ At a subword vocabulary the proxy's logits outweigh everything else it holds: (t
 per head, 268 MB in fp32 for a batch of 16 × 128 tokens at V = 32,768 (and the MTP head has its
 own), against ~60 MB for the whole rest of a debug proxy's step. Materialized, they make the
 proxy's memory and most of its time the vocabulary's, not the recipe's: a `max_peak_memory_gb`
-set for the blocks rules out every batch, and the step spends its time writing and faulting in
-those pages. Full runs do not hold them either (vocabulary-parallel or fused cross-entropy:
-Liger Kernel, arXiv:2410.10989 §3; Cut Cross-Entropy, arXiv:2411.09009).
+set for the blocks rules out all but the smallest batches, and the step spends its time
+writing and faulting in those pages. Full runs shard them (Megatron-LM's vocabulary-parallel
+cross-entropy: 1/TP of the vocabulary per rank) or never hold them whole (fused linear
+cross-entropy: Liger Kernel, arXiv:2410.10989; Cut Cross-Entropy, arXiv:2411.09009).
 
 `linear_cross_entropy` computes the logits of a slice of tokens at a time (`CHUNK_ELEMENTS`),
 their loss, and at once their gradients with respect to the hidden states and the head's weight

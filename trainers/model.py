@@ -182,10 +182,6 @@ class ModelOutput:
     def logits(self) -> torch.Tensor:  # (B, T, V)
         return self.head(self.hidden)
 
-    @property
-    def mtp_logits(self) -> list[torch.Tensor]:  # depth k: (B, T-k, V)
-        return [self.head(h) for h in self.mtp_hidden]
-
 
 class Transformer(nn.Module):
     """DeepSeek-V3-style MoE language model with optional MTP modules.
