@@ -127,7 +127,8 @@ def _laws(data: dict[str, Any]) -> list[str]:
                 "inside their searched range (widen the range where the optimum sits on its "
                 "edge)."]
     x = "D" if data["variable"] == "tokens" else "C"
-    fitted = [b["index"] for b in data["budgets"] if not b["held_out"]]
+    held_in = data.get("held_out_in_law", False)
+    fitted = [b["index"] for b in data["budgets"] if held_in or not b["held_out"]]
     left = {name: [i for i in fitted if i not in data[f"{name}_budgets"]]
             for name in ("lr", "batch")}
     pooled = data.get("lr_method") == "pooled"
@@ -140,7 +141,9 @@ def _laws(data: dict[str, Any]) -> list[str]:
     how_b = (f"batch: a line through the optima of budgets {data['batch_budgets']} (left out, "
              f"{edge}: {left['batch'] or 'none'})" if b is not None else
              "batch: no law (the batch not searched, or fewer than 2 budgets place it)")
-    out = ["## Laws (fitted budgets only)", "", f"{how}; {how_b}.", "",
+    title = ("## Laws (every budget: the held-out one joined them after its check)" if held_in
+             else "## Laws (fitted budgets only)")
+    out = [title, "", f"{how}; {how_b}.", "",
            f"- lr*({x}) = {lr['coef']:.3g}·{x}^{lr['exponent']:.3f}, exponent 95% "
            f"[{lr['exponent_interval'][0]:.3f}, {lr['exponent_interval'][1]:.3f}]"]
     if pooled:
@@ -184,6 +187,15 @@ def _held(data: dict[str, Any]) -> list[str]:
         out.append(f"| lr, today's rule (smallest budget's best-of-n × (C ratio)^−0.125) | "
                    f"{num(h['lr_today_rule'])} | {num(h['lr_measured'])} | "
                    f"{h['lr_today_ratio']:.2f} |")
+    missed = [k for k in ("lr", "batch") if not h.get(f"{k}_inside", True)]
+    out += ["", (f"**The law missed its own check**: the {' and the '.join(missed)} optimum this "
+                 "budget found lies outside the band predicted for it: the optimum does not "
+                 "follow one power law that far, or the band understates its uncertainty, so "
+                 "the band at the full run is too narrow (the export warns)." if missed else
+                 "The optimum this budget found lies inside the band predicted for it.")]
+    if data.get("held_out_in_law"):
+        out.append("Its search has ended, so the budget now counts in the laws above (the "
+                   "prediction here was made without it, before it ran).")
     if "loss_gap" in h:
         kind = "measured noise sd" if h["sd_measured"] else "sd of the fit's residuals"
         out += ["", f"The predicted recipe's val_loss {h['loss_predicted_recipe']:.4f} against "

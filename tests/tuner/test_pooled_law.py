@@ -161,13 +161,17 @@ def test_a_law_study_at_one_batch_pools_its_lr_law_and_says_so(ray_session, tmp_
             log=lambda _: None)
     url = f"sqlite:///{run_dir / 'study.db'}"
     data = law_data(spec, url)
-    assert data["lr_method"] == "pooled" and data["lr_budgets"] == [0, 1, 2, 3]
+    # the held-out budget's search ended: it joined the law (budget 4)
+    assert data["lr_method"] == "pooled" and data["lr_budgets"] == [0, 1, 2, 3, 4]
+    assert data["held_out_in_law"]
     assert data["lr_line"] is not None and data["pooled"]["lack_of_fit_p"] > 0.05
     assert abs(data["lr_law"]["exponent"] - testing.LAW_LR_EXPONENT) < 0.05
     held = data["held_out_check"]
-    assert 1 / 1.5 <= held["lr_ratio"] <= 1.5
+    assert 1 / 1.5 <= held["lr_ratio"] <= 1.5 and held["lr_inside"]
     md = law_markdown(data)
     assert "lr: pooled" in md and "line through the budgets' own optima" in md
+    assert "the held-out one joined them after its check" in md
+    assert "inside the band predicted for it" in md and "missed its own check" not in md
     store = optuna.storages.RDBStorage(url)
     law = fit_law(spec, budget_studies(spec, store)).study_law()
     assert law is not None and law.method == "pooled"
@@ -181,3 +185,61 @@ def test_a_law_study_at_one_batch_pools_its_lr_law_and_says_so(ray_session, tmp_
     bent = dataclasses.replace(law, lack_of_fit_p=0.001)
     full, _ = export_study(largest, Pick(kind="best-loss"), target, law=bent)
     assert any(warned in w and "p = 0.001" in w for w in full.warnings)
+
+
+def test_the_held_out_budget_joins_the_law_only_once_its_search_has_ended(ray_session, tmp_path):
+    """Its check reads the prediction stored before it ran, whether or not it joined; a
+    held-out search cut short (a crash, a cancel) leaves the laws as the fitted budgets made
+    them; a check the law misses is said in law.md and warned at export."""
+    import optuna
+
+    from reports.law import law_markdown
+    from tuner import testing
+    from tuner.export.export import missed_check_warnings
+    from tuner.study.specs.spec import parse_spec
+    from tuner.study.workflows.law import run_law
+    from tuner.study.workflows.law_fit import budget_studies, fit_law
+
+    spec = parse_spec({
+        "study": {"name": "join", "sampler": "qmc", "max_concurrent": 4, "seed": 2},
+        "law": {"tokens": [16_384, 49_152, 147_456, 524_288], "held_out": 2_621_440,
+                "trials": 8},
+        "space": {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
+                  "fixed": {"seq_len": 128, "batch_schedule": "constant", "batch_end": 8}}})
+    run_dir = tmp_path / "runs" / "join"
+    run_law(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
+            log=lambda _: None)
+    studies = budget_studies(spec, optuna.storages.RDBStorage(f"sqlite:///{run_dir / 'study.db'}"))
+    whole = fit_law(spec, studies)
+    below = fit_law(spec, studies[:4])
+    assert whole.held_out_in_law and not below.held_out_in_law
+    assert [b.index for b in whole.fitted] == [0, 1, 2, 3, 4]
+    assert whole.lr_law.x_max == pytest.approx(2_621_440)
+    assert below.lr_law.x_max == pytest.approx(524_288)
+    check = whole.held_out_check()
+    assert check["lr_predicted"] == below.predict(2_621_440)["lr"]  # made before it ran
+
+    # the held-out study with 5 of its 9 trials: not ended, so not in the law, checked anyway
+    mem = optuna.storages.InMemoryStorage()
+    cut = []
+    for i, study in studies:
+        copy = optuna.create_study(storage=mem, study_name=study.study_name,
+                                   directions=study.directions)
+        for key, value in study.user_attrs.items():
+            copy.set_user_attr(key, value)
+        copy.add_trials(study.trials if i < 4 else study.trials[:5])
+        cut.append((i, copy))
+    partial = fit_law(spec, cut)
+    assert not partial.held_out_in_law
+    assert partial.lr_law.x_max == pytest.approx(524_288)
+    assert partial.lr_law.at(1e6) == pytest.approx(below.lr_law.at(1e6))
+
+    missed = check | {"lr_inside": False, "lr_measured": check["lr_predicted"] * 3,
+                      "lr_ratio": 1 / 3}
+    (warning,) = missed_check_warnings(missed)
+    assert "missed its own held-out check" in warning and "2621440-token" in warning
+    assert f"{missed['lr_measured']:.3g}" in warning and "0.33x" in warning
+    assert missed_check_warnings(check) == []
+    md = law_markdown(whole.to_dict() | {"held_out_check": missed, "full_run": None,
+                                         "mup": False})
+    assert "The law missed its own check" in md and "the lr optimum" in md

@@ -154,7 +154,8 @@ LAW_VIEW = {"law": {
     "lr_method": "pooled", "lack_of_fit_p": 0.3,
     "batch_law": None, "predicted": {"lr": 0.004, "lr_band": [0.003, 0.006]},
     "held_out_check": {"tokens": 65536, "lr_predicted": 0.004, "lr_measured": 0.0042,
-                       "lr_ratio": 0.95, "loss_gap_sd": -0.3, "sd_measured": False},
+                       "lr_ratio": 0.95, "lr_inside": True, "loss_gap_sd": -0.3,
+                       "sd_measured": False},
     "budgets": [_budget(0, 4096, "done", 0.01) | {"in_lr_law": False, "left_out_p": 0.02},
                 _budget(1, 13312, "searching", 0.008), _budget(2, 65536, "waiting", None)]}}
 
@@ -245,6 +246,12 @@ def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_p
         assert "lr law" in b.evaluate("document.querySelector('#lawplot .legend').textContent")
         held = b.evaluate("document.getElementById('lawheld').textContent")
         assert "measured 0.0042" in held and "noise not measured" in held, held
+        assert "inside the predicted band" in held, held
+        missed = {**LAW_VIEW["law"], "held_out_check": {
+            **LAW_VIEW["law"]["held_out_check"], "lr_measured": 0.012, "lr_inside": False}}
+        b.evaluate(f"law({js({'law': missed})}); true")
+        held = b.evaluate("document.getElementById('lawheld').textContent")
+        assert "measured 0.012" in held and "missed its own check" in held, held
         assert b.evaluate("document.getElementById('ladder').hidden") is True
         b.evaluate(f"ladder({js(LADDER_VIEW)}); true")
         assert b.evaluate("[...document.querySelectorAll('#rungs tbody tr')].map(r => "

@@ -35,7 +35,9 @@ def law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]:
     largest = studies[-1][1]
     held = fit.held_out_check()
     said = (f"law {base.name}: LR and final batch from the study's own laws over "
-            f"{len(fit.fitted)} budgets; other knobs from {largest.study_name}"
+            f"{len(fit.fitted)} budgets"
+            + (" (the held-out one included, after its check)" if fit.held_out_in_law else "")
+            + f"; other knobs from {largest.study_name}"
             + (f"; held-out check: predicted/measured lr {held['lr_ratio']:.2f}"
                if held else "; no held-out check yet"))
     return largest, law, said

@@ -87,6 +87,8 @@ def law_warnings(full: FullRun, law: StudyLaw | None, target: FullRunTarget) -> 
     if not law.held_out:
         out.append("the study's law has not been checked on a held-out budget ([law] held_out, "
                    "then `moetune resume`).")
+    else:
+        out += missed_check_warnings(law.held_out)
     refs = [("DeepSeek LLM's law", deepseek_llm_lr(c_full), deepseek_llm_batch(c_full))]
     pub = published_recipe(target.name) or published_recipe(f"deepseek-v3-{target.name}")
     if pub is not None:
@@ -98,6 +100,24 @@ def law_warnings(full: FullRun, law: StudyLaw | None, target: FullRunTarget) -> 
         if law.batch is not None and max(batch / ref_batch, ref_batch / batch) > 2:
             out.append(f"the study's law gives a final batch of {batch:.4g} tokens, "
                        f"{batch / ref_batch:.2g}x {name} ({ref_batch:.4g}).")
+    return out
+
+
+def missed_check_warnings(held: dict[str, Any]) -> list[str]:
+    """A warning for each law whose held-out prediction (made before that budget ran) missed
+    the budget's own optimum, outside the prediction's band."""
+    out = []
+    for key, what, fmt in (("lr", "lr", ".3g"), ("batch", "final batch (tokens)", ".4g")):
+        if held.get(f"{key}_inside", True):
+            continue
+        lo, hi = held[f"{key}_band"]
+        out.append(f"the study's law missed its own held-out check: before the "
+                   f"{held['tokens']}-token budget ran it predicted {what} "
+                   f"{held[f'{key}_predicted']:{fmt}} (band [{lo:{fmt}}, {hi:{fmt}}]), and that "
+                   f"budget's own search found {held[f'{key}_measured']:{fmt}} "
+                   f"({held[f'{key}_ratio']:.2f}x): the optimum does not follow one power law "
+                   "that far, or the band understates its uncertainty, so the full run's band is "
+                   "too narrow (law.md; the law now includes that budget).")
     return out
 
 
