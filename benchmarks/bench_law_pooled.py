@@ -28,6 +28,7 @@ benchmarks/law_pooled.json, the rows of those it does not find.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -51,13 +52,14 @@ CFG = REAL | {"held_out": 0}
 CORPUS_ROOTS = {"bytes": "", "bpe-8k": "-bpe8192", "bpe-32k": "-bpe32768"}
 
 
-def run_seed(seed: int, root: Path, tokenizer: str = "") -> None:
+def run_seed(seed: int, root: Path, tokenizer: str = "", trials: int = REAL["trials"]) -> None:
     """The seed's fitted budgets through ``moetune submit`` (``resume`` when they exist), on
-    the byte corpus or, with ``tokenizer`` (``bpe:8192``), on the same text as its tokens."""
+    the byte corpus or, with ``tokenizer`` (``bpe:8192``), on the same text as its tokens;
+    ``trials`` qmc trials per budget (a power of 2 keeps one in each 1/n of the lr range)."""
     root.mkdir(parents=True, exist_ok=True)
     name = f"law-s{seed}"
     spec_path = root / f"{name}.toml"
-    text = spec_text(CFG, seed)
+    text = spec_text(CFG | {"trials": trials}, seed)
     if tokenizer:
         text = text.replace("[data]\n", f'[data]\ntokenizer = "{tokenizer}"\n', 1)
     spec_path.write_text(text)
@@ -121,6 +123,52 @@ def simulate(n: int = 40) -> list[dict[str, Any]]:
     return rows
 
 
+FAR_DECADES = 2.0  # how far past the held-out budget the refit simulation predicts
+
+
+def held_out_refit(n: int = 40) -> list[dict[str, Any]]:
+    """Does the held-out budget, once checked, improve the law further out? Known-law studies
+    with a fifth budget at the held-out tokens (a flatter bowl, curvature 0.1), 8 or 16 trials
+    per budget: the pooled law through the 4 fitted budgets against the one through all 5, each
+    predicting lr* `FAR_DECADES` past the held-out budget; on a true power law and on one bent
+    in log-log (0.1 per decade², lr* decaying more slowly toward longer budgets)."""
+    sys.path.insert(0, str(ROOT / "tests" / "tuner"))
+    from test_pooled_law import CURVATURES, HELD, TOKENS, true_lr
+
+    from tuner.modeling.pooled_law import fit_pooled_law
+
+    tokens, curv = TOKENS + [HELD], CURVATURES + [0.1]
+    far = HELD * 10 ** FAR_DECADES
+    rows = []
+    for bend, sd, per in itertools.product((0.0, 0.1), (0.03, 0.07), (8, 16)):
+        stats: dict[int, dict[str, list[float]]] = {
+            k: {"err": [], "cover": [], "width": []} for k in (4, 5)}
+        for seed in range(n):
+            rng = np.random.default_rng(3000 + seed)
+            lrs, losses = [], []
+            for t, k in zip(tokens, curv):
+                u = (rng.permutation(per) + rng.random(per)) / per
+                x = math.log10(3e-4) + u * math.log10(6e-2 / 3e-4)
+                losses.append(2.0 + k * (x - math.log10(true_lr(t, bend))) ** 2
+                              + rng.normal(0.0, sd, per))
+                lrs.append(10 ** x)
+            truth = true_lr(far, bend)
+            for k in (4, 5):
+                law = fit_pooled_law(tokens[:k], lrs[:k], losses[:k], n_boot=100,
+                                     seed=seed).law
+                lo, hi = law.band(far)
+                stats[k]["err"].append(abs(math.log10(law.at(far) / truth)))
+                stats[k]["cover"].append(float(lo <= truth <= hi))
+                stats[k]["width"].append(hi / lo)
+        for k in (4, 5):
+            rows.append({"bend": bend, "sd": sd, "trials": per, "budgets": k, "n": n,
+                         "mean_error_x": 10 ** float(np.mean(stats[k]["err"])),
+                         "median_error_x": 10 ** float(np.median(stats[k]["err"])),
+                         "coverage": float(np.mean(stats[k]["cover"])),
+                         "median_width_x": float(np.median(stats[k]["width"]))})
+    return rows
+
+
 def lack_of_fit_level(n: int = 150) -> list[dict[str, Any]]:
     """How often the lack-of-fit test says a law does not hold (p < 0.05): on a true power law
     (the level, ideally 5%), with the smallest budget's optimum 4x off the law, and with the
@@ -161,9 +209,9 @@ def _trials(seed: int, root: Path) -> tuple[list[list[float]], list[list[float]]
     return lrs, losses
 
 
-def real(seeds: list[int], root: Path) -> list[dict[str, Any]]:
+def real(seeds: list[int], root: Path, trials: int = REAL["trials"]) -> list[dict[str, Any]]:
     """Per seed and fit (all 4 budgets, and without the 16-step smallest), the prediction at
-    the held-out budget against the lr* bench_law measured there."""
+    the held-out budget against the lr* bench_law measured there; ``trials`` per budget."""
     measured = json.loads((HERE / "law.json").read_text())["seeds"]
     held = REAL["held_out"]
     rows = []
@@ -177,7 +225,7 @@ def real(seeds: list[int], root: Path) -> list[dict[str, Any]]:
                 if law is None:
                     continue
                 lo, hi = law.band(held)
-                rows.append({"seed": seed, "budgets": label, "fit": name,
+                rows.append({"seed": seed, "trials": trials, "budgets": label, "fit": name,
                              "exponent": law.exponent,
                              "exponent_interval": list(law.exponent_interval),
                              "predicted": law.at(held), "band": [lo, hi],
@@ -250,28 +298,47 @@ def results_lines(data: dict[str, Any]) -> list[str]:
               "", "| noise sd | case | studies | said 'does not hold' |", "|---|---|---|---|"]
     for r in data.get("lack_of_fit", []):
         lines.append(f"| {r['sd']} | {r['case']} | {r['n']} | {r['rejected']:.2f} |")
+    if data.get("held_out_refit"):
+        lines += ["", f"**The held-out budget joining the law after its check** (simulation: "
+                  f"the design above plus a fifth budget at the held-out tokens; the "
+                  f"pooled law through the 4 fitted budgets against the one through all 5, each "
+                  f"predicting lr* {FAR_DECADES:g} decades past the held-out budget):", "",
+                  "| law | noise sd | trials per budget | budgets in the law | studies | "
+                  "mean error (x) | median error (x) | 95% band covers | median band width |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in data["held_out_refit"]:
+            law = ("true power law" if r["bend"] == 0 else
+                   f"bent ({r['bend']:g} per decade²)")
+            lines.append(f"| {law} | {r['sd']} | {r['trials']} | {r['budgets']} | {r['n']} | "
+                         f"{r['mean_error_x']:.2f} | {r['median_error_x']:.2f} | "
+                         f"{r['coverage']:.2f} | {r['median_width_x']:.1f}x |")
     lines += ["", "**Real trainings** (held-out lr* measured per seed by bench_law):", "",
-              "| seed | budgets given | fit | lr exponent [95%] | held-out lr pred [band] | "
-              "measured | pred / measured | inside | lack of fit p | left out by the fit "
-              "(tokens: p with it) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| trials per budget | seed | budgets given | fit | lr exponent [95%] | held-out lr "
+              "pred [band] | measured | pred / measured | inside | band width | lack of fit p | "
+              "left out by the fit (tokens: p with it) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in data["real"]:
         e = r["exponent_interval"]
         p = "—" if r["lack_of_fit_p"] is None else f"{r['lack_of_fit_p']:.2g}"
         gone = ("—" if r.get("left_out") is None else
                 ", ".join(f"{t}: {q:.2g}" for t, q in r["left_out"]) or "none")
-        lines.append(f"| {r['seed']} | {r['budgets']} | {r['fit']} | {r['exponent']:+.2f} "
-                     f"[{e[0]:+.2f}, {e[1]:+.2f}] | {r['predicted']:.3g} [{r['band'][0]:.3g}, "
-                     f"{r['band'][1]:.3g}] | {r['measured']:.3g} | {r['ratio']:.2f} | "
-                     f"{'yes' if r['inside'] else 'no'} | {p} | {gone} |")
+        lines.append(f"| {r.get('trials', 8)} | {r['seed']} | {r['budgets']} | {r['fit']} | "
+                     f"{r['exponent']:+.2f} [{e[0]:+.2f}, {e[1]:+.2f}] | {r['predicted']:.3g} "
+                     f"[{r['band'][0]:.3g}, {r['band'][1]:.3g}] | {r['measured']:.3g} | "
+                     f"{r['ratio']:.2f} | {'yes' if r['inside'] else 'no'} | "
+                     f"{r['band'][1] / r['band'][0]:.1f}x | {p} | {gone} |")
     lines += [""]
-    for label in ("all 4 budgets", "without the smallest"):
-        for fit in ("pooled", "line"):
-            rows = [r for r in data["real"] if r["budgets"] == label and r["fit"] == fit]
-            if len(rows) > 1:
-                within = sum(1 / 1.5 <= r["ratio"] <= 1.5 for r in rows)
-                lines.append(f"- {label}, {fit}: within 1.5x of the measured {within}/"
-                             f"{len(rows)}; across seeds {_agreement(rows)}.")
+    for n in sorted({r.get("trials", 8) for r in data["real"]}):
+        for label in ("all 4 budgets", "without the smallest"):
+            for fit in ("pooled", "line"):
+                rows = [r for r in data["real"] if r["budgets"] == label and r["fit"] == fit
+                        and r.get("trials", 8) == n]
+                if len(rows) > 1:
+                    within = sum(1 / 1.5 <= r["ratio"] <= 1.5 for r in rows)
+                    widths = ", ".join(f"{r['band'][1] / r['band'][0]:.1f}x" for r in rows)
+                    lines.append(f"- {n} trials, {label}, {fit}: within 1.5x of the measured "
+                                 f"{within}/{len(rows)}; across seeds {_agreement(rows)}; "
+                                 f"bands {widths}.")
     if data.get("vocab"):
         lines += ["", "**Bytes against BPE** (issue 27: the same design on the same text, "
                   "its BPE tokens; the laws in tokens of each; no held-out search on BPE):", "",
@@ -293,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", action="store_true", help="no trainings: refit and report")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--root", type=Path, default=ROOT / "runs" / "bench_law_pooled")
+    p.add_argument("--trials", type=int, default=REAL["trials"],
+                   help="qmc trials per budget (bytes only); other than 8 runs under ROOT-tN, and "
+                        "its rows join the results beside the 8-trial ones")
     p.add_argument("--tokenizer", default="", metavar="bpe:N",
                    help="the same design on the same text as BPE tokens (issue 27): runs under "
                         "ROOT-bpeN, and its exponents join the results beside the bytes'")
@@ -303,21 +373,34 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{a.tokenizer} seed {seed} ...", file=sys.stderr, flush=True)
             run_seed(seed, sub, a.tokenizer)
         return 0
+    trial_roots = {REAL["trials"]: a.root} | {
+        n: a.root.with_name(f"{a.root.name}-t{n}") for n in {a.trials} - {REAL["trials"]}}
     if not a.results:
         for seed in a.seeds:
-            print(f"seed {seed} ...", file=sys.stderr, flush=True)
-            run_seed(seed, a.root)
+            print(f"seed {seed} ({a.trials} trials per budget) ...", file=sys.stderr, flush=True)
+            run_seed(seed, trial_roots[a.trials], trials=a.trials)
     old = json.loads(OUT.read_text()) if OUT.exists() else {}
     # rows whose trials are not on this machine (runs/ is not committed) come from the last
     # results; rows whose trials are here are refitted
-    have_bytes = all((a.root / "runs" / f"law-s{s}" / "study.db").exists() for s in a.seeds)
+    for path in a.root.parent.glob(a.root.name + "-t*"):
+        if path.name.rsplit("-t", 1)[1].isdigit():
+            trial_roots[int(path.name.rsplit("-t", 1)[1])] = path
+    real_rows = []
+    for n in sorted(trial_roots.keys() | {r.get("trials", 8) for r in old.get("real", [])}):
+        root = trial_roots.get(n)
+        if root and all((root / "runs" / f"law-s{s}" / "study.db").exists()
+                        and min(map(len, _trials(s, root)[0])) >= n for s in a.seeds):
+            real_rows += real(a.seeds, root, n)
+        else:
+            real_rows += [r for r in old.get("real", []) if r.get("trials", 8) == n]
     fresh = exponents(a.seeds, {c: a.root.with_name(a.root.name + suffix)
                                 for c, suffix in CORPUS_ROOTS.items()})
     refitted = {(r["corpus"], r["seed"]) for r in fresh}
     vocab = fresh + [r for r in old.get("vocab", []) if (r["corpus"], r["seed"]) not in refitted]
     vocab.sort(key=lambda r: (list(CORPUS_ROOTS).index(r["corpus"]), r["seed"]))
-    data = {"real": real(a.seeds, a.root) if have_bytes else old["real"],
-            "simulation": simulate(), "lack_of_fit": lack_of_fit_level(), "vocab": vocab,
+    data = {"real": real_rows,
+            "simulation": simulate(), "lack_of_fit": lack_of_fit_level(),
+            "held_out_refit": held_out_refit(), "vocab": vocab,
             "notes": old.get("notes", [])}
     OUT.write_text(json.dumps(data, indent=1, default=float) + "\n")
     from benchmarks.results_md import publish
