@@ -206,6 +206,8 @@ def test_the_shipped_law_spec_validates_as_documented() -> None:
     assert math.log10(law.tokens[-1] / law.tokens[0]) >= 1.5
     assert set(spec.space.names()) == {"lr", "batch_end"}
     assert spec.study.n_trials >= 10  # a 2-D surface needs 10 (response_surface.MIN_TRIALS_2D)
+    n = spec.study.n_trials
+    assert spec.study.sampler == "qmc" and n & (n - 1) == 0  # qmc's balance wants a power of 2
 
 
 def test_budget_zero_reports_say_the_answer_is_the_law(tmp_path) -> None:
