@@ -74,6 +74,67 @@ def run_seed(seed: int, root: Path, tokenizer: str = "", trials: int = REAL["tri
                            f"{proc.stderr[-3000:]}")
 
 
+def run_held_out(seed: int, src: Path, dst: Path, trials: int) -> None:
+    """The held-out budget (`REAL`'s, ``trials`` trials after the predicted recipe) of the
+    seed's law in ``src``, run through ``moetune resume`` on a copy in ``dst``: the copy's stored
+    law spec gains the held-out budget (``held_out``; ``law.trials`` reaches only budgets not yet
+    created, i.e. this one), so the product predicts it from the fitted budgets' trials, stores
+    the prediction, searches it and writes law.md as for any law study."""
+    import shutil
+
+    import optuna
+
+    from tuner.study.store import records
+
+    name = f"law-s{seed}"
+    if not (dst / "runs" / name / "study.db").exists():
+        (dst / "runs").mkdir(parents=True, exist_ok=True)
+        for folder in (src / "runs").glob(f"{name}*"):
+            shutil.copytree(folder, dst / "runs" / folder.name)
+        shutil.copy(src / f"{name}.toml", dst / f"{name}.toml")
+        study = optuna.load_study(study_name=name,
+                                  storage=f"sqlite:///{dst / 'runs' / name / 'study.db'}")
+        spec = dict(study.user_attrs[records.SPEC])
+        spec["law"] = {**spec["law"], "held_out": REAL["held_out"], "trials": trials}
+        study.set_user_attr(records.SPEC, spec)
+    cmd = [sys.executable, "-m", "tuner", "resume", name, "--root", str(dst / "runs"),
+           "--no-progress"]
+    proc = subprocess.run(cmd, cwd=dst, capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if proc.returncode != 0:
+        raise RuntimeError(f"seed {seed}: {' '.join(cmd)} exited {proc.returncode}:\n"
+                           f"{proc.stderr[-3000:]}")
+
+
+def held_out_rows(seeds: list[int], root: Path) -> list[dict[str, Any]]:
+    """Per seed whose held-out budget ran (`run_held_out`): the product's own law data."""
+    import optuna
+
+    from reports.law import law_data
+    from tuner.study.store import storage as st
+
+    rows = []
+    for seed in seeds:
+        db_path = root / "runs" / f"law-s{seed}" / "study.db"
+        if not db_path.exists():
+            continue
+        url = f"sqlite:///{db_path}"
+        # the stored spec: the copy's, with the held-out budget (the .toml has none)
+        spec = st.stored_spec(optuna.load_study(study_name=f"law-s{seed}", storage=url))
+        data = law_data(spec, url)
+        h = data["held_out_check"]
+        if h is None or not data.get("held_out_in_law"):
+            continue
+        full = data["full_run"] or {}
+        rows.append({"seed": seed, "held_out_check": h, "exponent": data["lr_law"]["exponent"],
+                     "exponent_interval": data["lr_law"]["exponent_interval"],
+                     "lr_budgets": data["lr_budgets"],
+                     "lack_of_fit_p": (data.get("pooled") or {}).get("lack_of_fit_p"),
+                     "full_lr": full.get("lr"), "full_band": full.get("lr_band"),
+                     "decades_past": full.get("decades_past")})
+    return rows
+
+
 def _fits(lrs: list[Any], losses: list[Any], tokens: list[int], seed: int = 0,
           n_boot: int = 200) -> dict[str, Any]:
     """Both laws through the same trials: the pooled one, and the line through the per-budget
@@ -339,6 +400,29 @@ def results_lines(data: dict[str, Any]) -> list[str]:
                     lines.append(f"- {n} trials, {label}, {fit}: within 1.5x of the measured "
                                  f"{within}/{len(rows)}; across seeds {_agreement(rows)}; "
                                  f"bands {widths}.")
+    if data.get("held_out_product"):
+        lines += ["", "**The held-out budget through the product** (`--held-out 8`: on a copy of "
+                  "each seed's fitted budgets, `moetune resume` predicts the held-out budget, "
+                  f"stores the prediction, runs the predicted recipe and then its own 8 qmc "
+                  f"trials at {REAL['held_out']} tokens, and writes law.md; the law then "
+                  "joins all 5 budgets):", "",
+                  "| trials per fitted budget | seed | lr predicted [band] | measured [95%] | "
+                  "pred / measured | inside | predicted recipe vs optimum | law through 5 "
+                  "budgets: exponent [95%] | lack of fit p | 671B lr [band] |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in data["held_out_product"]:
+            h, e = r["held_out_check"], r["exponent_interval"]
+            gap = (f"{h['loss_gap_sd']:+.2f} sd, {h['loss_gap_pct']:+.2f}%"
+                   if "loss_gap" in h else "—")
+            full = (f"{r['full_lr']:.3g} [{r['full_band'][0]:.3g}, {r['full_band'][1]:.3g}]"
+                    if r.get("full_lr") else "—")
+            lines.append(f"| {r['trials']} | {r['seed']} | {h['lr_predicted']:.3g} "
+                         f"[{h['lr_band'][0]:.3g}, {h['lr_band'][1]:.3g}] | "
+                         f"{h['lr_measured']:.3g} [{h['lr_interval'][0]:.3g}, "
+                         f"{h['lr_interval'][1]:.3g}] | {h['lr_ratio']:.2f} | "
+                         f"{'yes' if h['lr_inside'] else 'no'} | {gap} | "
+                         f"{r['exponent']:+.2f} [{e[0]:+.2f}, {e[1]:+.2f}] | "
+                         f"{r['lack_of_fit_p']:.2g} | {full} |")
     if data.get("vocab"):
         lines += ["", "**Bytes against BPE** (issue 27: the same design on the same text, "
                   "its BPE tokens; the laws in tokens of each; no held-out search on BPE):", "",
@@ -363,6 +447,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=REAL["trials"],
                    help="qmc trials per budget (bytes only); other than 8 runs under ROOT-tN, and "
                         "its rows join the results beside the 8-trial ones")
+    p.add_argument("--held-out", type=int, default=0, metavar="TRIALS",
+                   help="run the held-out budget (TRIALS trials after the predicted recipe) of "
+                        "the --trials N seeds' laws through `moetune resume` on a copy under "
+                        "ROOT-tN-held (bytes only)")
     p.add_argument("--tokenizer", default="", metavar="bpe:N",
                    help="the same design on the same text as BPE tokens (issue 27): runs under "
                         "ROOT-bpeN, and its exponents join the results beside the bytes'")
@@ -375,7 +463,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     trial_roots = {REAL["trials"]: a.root} | {
         n: a.root.with_name(f"{a.root.name}-t{n}") for n in {a.trials} - {REAL["trials"]}}
-    if not a.results:
+    if a.held_out:
+        src = trial_roots[a.trials]
+        for seed in a.seeds:
+            print(f"seed {seed}: held-out budget ({a.held_out} trials) ...", file=sys.stderr,
+                  flush=True)
+            run_held_out(seed, src, src.with_name(src.name + "-held"), a.held_out)
+    elif not a.results:
         for seed in a.seeds:
             print(f"seed {seed} ({a.trials} trials per budget) ...", file=sys.stderr, flush=True)
             run_seed(seed, trial_roots[a.trials], trials=a.trials)
@@ -398,7 +492,14 @@ def main(argv: list[str] | None = None) -> int:
     refitted = {(r["corpus"], r["seed"]) for r in fresh}
     vocab = fresh + [r for r in old.get("vocab", []) if (r["corpus"], r["seed"]) not in refitted]
     vocab.sort(key=lambda r: (list(CORPUS_ROOTS).index(r["corpus"]), r["seed"]))
-    data = {"real": real_rows,
+    held_rows = []
+    for n, root in sorted(trial_roots.items()):
+        held = root.with_name(root.name + "-held")
+        fresh_held = [r | {"trials": n} for r in held_out_rows(a.seeds, held)]
+        seen = {r["seed"] for r in fresh_held}
+        held_rows += fresh_held + [r for r in old.get("held_out_product", [])
+                                   if r["trials"] == n and r["seed"] not in seen]
+    data = {"real": real_rows, "held_out_product": held_rows,
             "simulation": simulate(), "lack_of_fit": lack_of_fit_level(),
             "held_out_refit": held_out_refit(), "vocab": vocab,
             "notes": old.get("notes", [])}

@@ -194,6 +194,7 @@ def _held(data: dict[str, Any]) -> list[str]:
                  "the band at the full run is too narrow (the export warns)." if missed else
                  "The optimum this budget found lies inside the band predicted for it.")]
     if data.get("held_out_in_law"):
+        out.append("")
         out.append("Its search has ended, so the budget now counts in the laws above (the "
                    "prediction here was made without it, before it ran).")
     if "loss_gap" in h:
