@@ -404,11 +404,11 @@ def results_lines(data: dict[str, Any]) -> list[str]:
         lines += ["", "**The held-out budget through the product** (`--held-out 8`: on a copy of "
                   "each seed's fitted budgets, `moetune resume` predicts the held-out budget, "
                   f"stores the prediction, runs the predicted recipe and then its own 8 qmc "
-                  f"trials at {REAL['held_out']} tokens, and writes law.md; the law then "
-                  "joins all 5 budgets):", "",
+                  f"trials at {REAL['held_out']} tokens, and writes law.md; the held-out "
+                  "budget then joins the law):", "",
                   "| trials per fitted budget | seed | lr predicted [band] | measured [95%] | "
-                  "pred / measured | inside | predicted recipe vs optimum | law through 5 "
-                  "budgets: exponent [95%] | lack of fit p | 671B lr [band] |",
+                  "pred / measured | inside | predicted recipe vs optimum | law with the "
+                  "held-out budget: exponent [95%] | lack of fit p | 671B lr [band] |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for r in data["held_out_product"]:
             h, e = r["held_out_check"], r["exponent_interval"]
@@ -421,7 +421,8 @@ def results_lines(data: dict[str, Any]) -> list[str]:
                          f"{h['lr_measured']:.3g} [{h['lr_interval'][0]:.3g}, "
                          f"{h['lr_interval'][1]:.3g}] | {h['lr_ratio']:.2f} | "
                          f"{'yes' if h['lr_inside'] else 'no'} | {gap} | "
-                         f"{r['exponent']:+.2f} [{e[0]:+.2f}, {e[1]:+.2f}] | "
+                         f"{r['exponent']:+.2f} [{e[0]:+.2f}, {e[1]:+.2f}] (budgets "
+                         f"{', '.join(map(str, r['lr_budgets']))}) | "
                          f"{r['lack_of_fit_p']:.2g} | {full} |")
     if data.get("vocab"):
         lines += ["", "**Bytes against BPE** (issue 27: the same design on the same text, "

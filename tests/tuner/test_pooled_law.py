@@ -243,3 +243,29 @@ def test_the_held_out_budget_joins_the_law_only_once_its_search_has_ended(ray_se
     md = law_markdown(whole.to_dict() | {"held_out_check": missed, "full_run": None,
                                          "mup": False})
     assert "The law missed its own check" in md and "the lr optimum" in md
+
+
+def test_a_held_out_budget_off_the_law_does_not_cost_the_smallest_budgets():
+    """Joined after its check, a held-out budget whose optimum sits 3x off the law makes one
+    power law fail over all 5 budgets; which small budgets are left out is decided without it
+    (they bend first; a misfit at the top is the check's to say), so all 4 fitted budgets stay
+    and the joined law's p reports the misfit. Left to the trimming, the misfit would have
+    dropped budgets from the bottom, the lever arm the law rests on."""
+    from tuner.study.workflows.law_fit import BudgetResult, _pooled
+
+    rng = np.random.default_rng(7)
+    lrs, losses = trials(rng, sd=0.03)
+    x = math.log10(3e-4) + (rng.permutation(8) + rng.random(8)) / 8 * math.log10(6e-2 / 3e-4)
+    lrs.append(10 ** x)
+    losses.append(2.0 + 0.2 * (x - math.log10(3 * LR_HELD)) ** 2 + rng.normal(0.0, 0.03, 8))
+    tokens = TOKENS + [HELD]
+    budgets = [BudgetResult(index=i, study=f"b{i}", tokens=t, compute=float(t), held_out=i == 4,
+                            n_trials=8, optimum=None, error="", best={}, noise_sd=None,
+                            predicted_trial={}, finished=True,
+                            trials=tuple((lr, 256.0, z) for lr, z in zip(lrs[i], losses[i])))
+               for i, t in enumerate(tokens)]
+    pooled, used, left_out = _pooled(budgets, lambda b: b.tokens, 0)
+    assert used == (0, 1, 2, 3, 4) and left_out == ()
+    assert pooled.lack_of_fit_p < 0.05  # the misfit is reported
+    trimmed_by_it = fit_pooled_law(tokens, lrs, losses, n_boot=1)
+    assert trimmed_by_it.left_out  # what the held-out budget would otherwise have cost

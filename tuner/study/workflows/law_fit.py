@@ -28,7 +28,10 @@ smallest budget's best-of-n lr moved by DeepSeek LLM's exponent, (C_held/C_small
 Once the held-out budget's search has ended, the check is made and the budget joins the laws
 (``held_out_in_law``): the check reads the prediction stored before it ran, so it stays out of
 sample, while the laws the report draws and the export extrapolates go through every budget,
-the one nearest the full run included. Why: it lengthens the lever arm by its distance above the
+the one nearest the full run included (into the budgets the pooled law kept without it: the
+lack-of-fit test leaves small budgets out as before, judged without the held-out budget, so a
+misfit at the top does not cost the bottom's lever arm; the joined law's p reports it). Why: it
+lengthens the lever arm by its distance above the
 largest fitted budget, and where lr* bends with the budget (real trainings here: it decays more
 slowly toward longer budgets, benchmarks/RESULTS.md) it is the budget that shows the bend. In
 known-law simulations (benchmarks/bench_law_pooled.py), predicting two decades past it: at 16
@@ -281,14 +284,29 @@ def _pooled(in_law: list[BudgetResult], x_of: Any, seed: int
     fitted = [b for b in in_law if b.trials]
     if any(len({t[1] for t in b.trials}) > 1 for b in fitted):
         return None, (), ()
+
+    def fit(budgets: list[BudgetResult], **kw: Any) -> PooledLaw:
+        return fit_pooled_law([x_of(b) for b in budgets],
+                              [[t[0] for t in b.trials] for b in budgets],
+                              [[t[2] for t in b.trials] for b in budgets], seed=seed, **kw)
+
+    below = [b for b in fitted if not b.held_out]
+    held = [b for b in fitted if b.held_out]
     try:
-        pooled = fit_pooled_law([x_of(b) for b in fitted],
-                                [[t[0] for t in b.trials] for b in fitted],
-                                [[t[2] for t in b.trials] for b in fitted], seed=seed)
+        if not held:
+            pooled = fit(below)
+            return (pooled, tuple(below[bowl.index].index for bowl in pooled.bowls),
+                    tuple((below[i].index, p) for i, p in pooled.left_out))
+        # the held-out budget joins the budgets the fitted law kept: which small budgets
+        # bend is decided without it, since a misfit at the top is its check's to say (and the
+        # joined fit's lack of fit p says it too), not a reason to drop the bottom's lever arm
+        trimmed = fit(below, n_boot=1)
+        kept = [below[bowl.index] for bowl in trimmed.bowls] + held
+        pooled = fit(kept, trim=False)
     except PooledLawError:
         return None, (), ()
-    return (pooled, tuple(fitted[bowl.index].index for bowl in pooled.bowls),
-            tuple((fitted[i].index, p) for i, p in pooled.left_out))
+    return (pooled, tuple(kept[bowl.index].index for bowl in pooled.bowls),
+            tuple((below[i].index, p) for i, p in trimmed.left_out))
 
 
 def _o(b: BudgetResult) -> Optimum:
