@@ -370,7 +370,8 @@ svg.innerHTML=g+axes(X,Y,'log10 tokens per trial','log10 lr*')+legend([['#111',
 const h=L.held_out_check;document.getElementById('lawheld').textContent=h?
 `held out at ${fmt(h.tokens)} tokens: lr predicted ${fmt(h.lr_predicted)}, measured ${
 fmt(h.lr_measured)} (ratio ${fmt(h.lr_ratio)}, `+(h.lr_inside?'inside the predicted band)':
-'outside the predicted band: the law missed its own check)')+(h.loss_gap_sd!==undefined?`; the predicted `+
+'outside the predicted band: the law missed its own check)')+
+(h.loss_gap_sd!==undefined?`; the predicted `+
 `recipe's val_loss ${fmt(h.loss_gap_sd)} sd from the optimum`+(h.sd_measured?' (measured noise)':
 ' (sd: the fit residual; noise not measured)'):''):'';}
 function show(d){document.getElementById('state').textContent=d.state;
