@@ -132,7 +132,27 @@ def test_what_cannot_place_a_pooled_law_is_refused():
         fit_pooled_law(TOKENS, [lrs[0], lrs[1], [1e-3] * 8, lrs[3]], losses)
 
 
-def test_a_law_study_at_one_batch_pools_its_lr_law_and_says_so(ray_session, tmp_path):
+@pytest.fixture(scope="module")
+def law_at_one_batch(ray_session, tmp_path_factory):
+    """A whole law study with `law_train` at one batch, its held-out budget included: (spec,
+    storage url), run once for the tests below (~100 s)."""
+    from tuner import testing
+    from tuner.study.specs.spec import parse_spec
+    from tuner.study.workflows.law import run_law
+
+    spec = parse_spec({
+        "study": {"name": "pool", "sampler": "qmc", "max_concurrent": 4, "seed": 1},
+        "law": {"tokens": [16_384, 49_152, 147_456, 524_288], "held_out": 2_621_440,
+                "trials": 8},
+        "space": {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
+                  "fixed": {"seq_len": 128, "batch_schedule": "constant", "batch_end": 8}}})
+    run_dir = tmp_path_factory.mktemp("law") / "runs" / "pool"
+    run_law(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
+            log=lambda _: None)
+    return spec, f"sqlite:///{run_dir / 'study.db'}"
+
+
+def test_a_law_study_at_one_batch_pools_its_lr_law_and_says_so(law_at_one_batch):
     """End to end with `law_train` at one batch: the lr law is the pooled one over every
     budget, the line through the optima is kept beside it, law.md says which, and an export
     from a law whose budgets do not lie on one power law warns so."""
@@ -146,20 +166,9 @@ def test_a_law_study_at_one_batch_pools_its_lr_law_and_says_so(ray_session, tmp_
     from tuner.export.pick import Pick
     from tuner.modeling.full_run import FullRunTarget, load_target
     from tuner.modeling.hardware import get_hardware
-    from tuner.study.specs.spec import parse_spec
-    from tuner.study.workflows.law import run_law
     from tuner.study.workflows.law_fit import budget_studies, fit_law
 
-    fitted = [16_384, 49_152, 147_456, 524_288]
-    spec = parse_spec({
-        "study": {"name": "pool", "sampler": "qmc", "max_concurrent": 4, "seed": 1},
-        "law": {"tokens": fitted, "held_out": 2_621_440, "trials": 8},
-        "space": {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
-                  "fixed": {"seq_len": 128, "batch_schedule": "constant", "batch_end": 8}}})
-    run_dir = tmp_path / "runs" / "pool"
-    run_law(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
-            log=lambda _: None)
-    url = f"sqlite:///{run_dir / 'study.db'}"
+    spec, url = law_at_one_batch
     data = law_data(spec, url)
     # the held-out budget's search ended: it joined the law (budget 4)
     assert data["lr_method"] == "pooled" and data["lr_budgets"] == [0, 1, 2, 3, 4]
@@ -187,29 +196,18 @@ def test_a_law_study_at_one_batch_pools_its_lr_law_and_says_so(ray_session, tmp_
     assert any(warned in w and "p = 0.001" in w for w in full.warnings)
 
 
-def test_the_held_out_budget_joins_the_law_only_once_its_search_has_ended(ray_session, tmp_path):
+def test_the_held_out_budget_joins_the_law_only_once_its_search_has_ended(law_at_one_batch):
     """Its check reads the prediction stored before it ran, whether or not it joined; a
     held-out search cut short (a crash, a cancel) leaves the laws as the fitted budgets made
     them; a check the law misses is said in law.md and warned at export."""
     import optuna
 
     from reports.law import law_markdown
-    from tuner import testing
     from tuner.export.export import missed_check_warnings
-    from tuner.study.specs.spec import parse_spec
-    from tuner.study.workflows.law import run_law
     from tuner.study.workflows.law_fit import budget_studies, fit_law
 
-    spec = parse_spec({
-        "study": {"name": "join", "sampler": "qmc", "max_concurrent": 4, "seed": 2},
-        "law": {"tokens": [16_384, 49_152, 147_456, 524_288], "held_out": 2_621_440,
-                "trials": 8},
-        "space": {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
-                  "fixed": {"seq_len": 128, "batch_schedule": "constant", "batch_end": 8}}})
-    run_dir = tmp_path / "runs" / "join"
-    run_law(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
-            log=lambda _: None)
-    studies = budget_studies(spec, optuna.storages.RDBStorage(f"sqlite:///{run_dir / 'study.db'}"))
+    spec, url = law_at_one_batch
+    studies = budget_studies(spec, optuna.storages.RDBStorage(url))
     whole = fit_law(spec, studies)
     below = fit_law(spec, studies[:4])
     assert whole.held_out_in_law and not below.held_out_in_law
