@@ -31,9 +31,9 @@ sample, while the laws the report draws and the export extrapolates go through e
 the one nearest the full run included (into the budgets the pooled law kept without it: the
 lack-of-fit test leaves small budgets out as before, judged without the held-out budget, so a
 misfit at the top does not cost the bottom's lever arm; the joined law's p reports it). Why: it
-lengthens the lever arm by its distance above the
-largest fitted budget, and where lr* bends with the budget (real trainings here: it decays more
-slowly toward longer budgets, benchmarks/RESULTS.md) it is the budget that shows the bend. In
+lengthens the lever arm by its distance above the largest fitted budget, and where lr* bends
+with the budget (real trainings here: it decays more slowly toward longer budgets,
+benchmarks/RESULTS.md) it is the budget that shows the bend. In
 known-law simulations (benchmarks/bench_law_pooled.py), predicting two decades past it: at 16
 trials per budget it brought the prediction closer (mean error 1.10x against 1.14x at noise sd
 0.03, 1.26x against 1.33x at 0.07) with a narrower band; at 8 trials the median error was
@@ -115,7 +115,6 @@ class LawFit:
     # lack of fit p that had each leave
     lr_left_out: tuple[tuple[int, float], ...] = ()
     held_out_in_law: bool = False  # the held-out budget's search ended: the laws include it
-
 
     def x(self, tokens: float, flops_per_token: float | None = None) -> float:
         """The laws' variable at ``tokens`` (C with ``flops_per_token``, default the proxy's)."""
