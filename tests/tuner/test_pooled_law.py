@@ -217,20 +217,29 @@ def test_the_held_out_budget_joins_the_law_only_once_its_search_has_ended(law_at
     check = whole.held_out_check()
     assert check["lr_predicted"] == below.predict(2_621_440)["lr"]  # made before it ran
 
-    # the held-out study with 5 of its 9 trials: not ended, so not in the law, checked anyway
-    mem = optuna.storages.InMemoryStorage()
-    cut = []
-    for i, study in studies:
-        copy = optuna.create_study(storage=mem, study_name=study.study_name,
-                                   directions=study.directions)
-        for key, value in study.user_attrs.items():
-            copy.set_user_attr(key, value)
-        copy.add_trials(study.trials if i < 4 else study.trials[:5])
-        cut.append((i, copy))
-    partial = fit_law(spec, cut)
-    assert not partial.held_out_in_law
-    assert partial.lr_law.x_max == pytest.approx(524_288)
-    assert partial.lr_law.at(1e6) == pytest.approx(below.lr_law.at(1e6))
+    # the held-out study with 5 of its 9 trials, or with its last one killed mid-run (a FAIL
+    # marked interrupted, which resume re-runs): not ended, so not in the law, checked anyway
+    from tuner.study.store import records
+    from tuner.study.store.resume import INTERRUPTED
+
+    last = studies[4][1].trials[8]
+    killed = optuna.trial.create_trial(
+        state=optuna.trial.TrialState.FAIL, params=last.params,
+        distributions=last.distributions, user_attrs={records.REASON: INTERRUPTED})
+    for held_trials in (studies[4][1].trials[:5], studies[4][1].trials[:8] + [killed]):
+        mem = optuna.storages.InMemoryStorage()
+        cut = []
+        for i, study in studies:
+            copy = optuna.create_study(storage=mem, study_name=study.study_name,
+                                       directions=study.directions)
+            for key, value in study.user_attrs.items():
+                copy.set_user_attr(key, value)
+            copy.add_trials(study.trials if i < 4 else held_trials)
+            cut.append((i, copy))
+        partial = fit_law(spec, cut)
+        assert not partial.held_out_in_law
+        assert partial.lr_law.x_max == pytest.approx(524_288)
+        assert partial.lr_law.at(1e6) == pytest.approx(below.lr_law.at(1e6))
 
     missed = check | {"lr_inside": False, "lr_measured": check["lr_predicted"] * 3,
                       "lr_ratio": 1 / 3}

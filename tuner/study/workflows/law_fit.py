@@ -62,6 +62,7 @@ from tuner.study.specs.spec import StudySpec
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
+from tuner.study.store.resume import n_done
 
 PREDICTED_POINT = "start.enqueue[0]"  # the held-out budget's trial of the predicted recipe
 
@@ -83,7 +84,8 @@ class BudgetResult:
     predicted_trial: dict[str, float]  # held-out only: the predicted recipe's trial
     # (lr, batch in tokens, val_loss) of every feasible own trial, for the pooled law
     trials: tuple[tuple[float, float, float], ...] = ()
-    finished: bool = False  # the budget's study has ended its n_trials (its search is done)
+    finished: bool = False  # its study holds its n_trials counted trials (`resume.n_done`:
+    # interrupted ones are re-run, so they do not count), so its search is done
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "study": self.study, "tokens": self.tokens,
@@ -321,7 +323,6 @@ def _budget(i: int, study: optuna.Study, recs: list[TrialRecord], law: LawSectio
     predicted = [r for r in recs if r.number in marked]
     own = [r for r in recs if r not in predicted]
     sd = noise_sd(study.user_attrs)
-    ended = sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
     best: dict[str, float] = {}
     if own:
         b = min(own, key=lambda r: (r.values["val_loss"], r.number))
@@ -341,7 +342,7 @@ def _budget(i: int, study: optuna.Study, recs: list[TrialRecord], law: LawSectio
                         best=best, noise_sd=sd, predicted_trial=pt,
                         trials=tuple((r.recipe.lr, _batch(r), r.values["val_loss"])
                                      for r in own),
-                        finished=ended >= st.stored_spec(study).study.n_trials)
+                        finished=n_done(study) >= st.stored_spec(study).study.n_trials)
 
 
 def _batch(r: TrialRecord) -> float:
