@@ -194,7 +194,7 @@ def held_out_refit(n: int = 40) -> list[dict[str, Any]]:
     predicting lr* `FAR_DECADES` past the held-out budget; on a true power law and on one bent
     in log-log (0.1 per decade², lr* decaying more slowly toward longer budgets)."""
     sys.path.insert(0, str(ROOT / "tests" / "tuner"))
-    from test_pooled_law import CURVATURES, HELD, TOKENS, true_lr
+    from test_pooled_law import CURVATURES, HELD, TOKENS, trials, true_lr
 
     from tuner.modeling.pooled_law import fit_pooled_law
 
@@ -205,14 +205,8 @@ def held_out_refit(n: int = 40) -> list[dict[str, Any]]:
         stats: dict[int, dict[str, list[float]]] = {
             k: {"err": [], "cover": [], "width": []} for k in (4, 5)}
         for seed in range(n):
-            rng = np.random.default_rng(3000 + seed)
-            lrs, losses = [], []
-            for t, k in zip(tokens, curv):
-                u = (rng.permutation(per) + rng.random(per)) / per
-                x = math.log10(3e-4) + u * math.log10(6e-2 / 3e-4)
-                losses.append(2.0 + k * (x - math.log10(true_lr(t, bend))) ** 2
-                              + rng.normal(0.0, sd, per))
-                lrs.append(10 ** x)
+            lrs, losses = trials(np.random.default_rng(3000 + seed), sd=sd, bend=bend, n=per,
+                                 tokens=tokens, curvatures=curv)
             truth = true_lr(far, bend)
             for k in (4, 5):
                 law = fit_pooled_law(tokens[:k], lrs[:k], losses[:k], n_boot=100,

@@ -27,12 +27,14 @@ def true_lr(tokens: float, bend: float = 0.0) -> float:
 
 
 def trials(rng: np.random.Generator, *, sd: float = 0.05, bend: float = 0.0,
-           n: int = 8, low: float = 3e-4, high: float = 6e-2, first_off: float = 1.0):
-    """Per budget: n lrs stratified over [low, high] (one in each 1/n of the log range, as
-    qmc places them) and their val_loss: a bowl around the true lr* plus noise of sd. The
-    smallest budget's optimum sits ``first_off`` times off the law (a budget of few steps)."""
+           n: int = 8, low: float = 3e-4, high: float = 6e-2, first_off: float = 1.0,
+           tokens=TOKENS, curvatures=CURVATURES):
+    """Per budget (``tokens``, its bowl's ``curvatures``): n lrs stratified over [low, high]
+    (one in each 1/n of the log range, as qmc places them) and their val_loss: a bowl around
+    the true lr* plus noise of sd. The smallest budget's optimum sits ``first_off`` times off
+    the law (a budget of few steps)."""
     lrs, losses = [], []
-    for i, (t, k) in enumerate(zip(TOKENS, CURVATURES)):
+    for i, (t, k) in enumerate(zip(tokens, curvatures)):
         x = math.log10(low) + (rng.permutation(n) + rng.random(n)) / n * math.log10(high / low)
         star = true_lr(t, bend) * (first_off if i == 0 else 1.0)
         z = 2.0 + k * (x - math.log10(star)) ** 2 + rng.normal(0.0, sd, n)
