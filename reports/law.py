@@ -138,8 +138,14 @@ def _laws(data: dict[str, Any]) -> list[str]:
            "on its range's edge still counts)" if pooled else
            f"lr: a line through the optima of budgets {data['lr_budgets']} (left out, {edge}: "
            f"{left['lr'] or 'none'})")
+    below = data.get("batch_below_range")
     how_b = (f"batch: a line through the optima of budgets {data['batch_budgets']} (left out, "
              f"{edge}: {left['batch'] or 'none'})" if b is not None else
+             f"batch: **no law — every budget's optimum sits at the smallest batch it searched "
+             f"(up to {below:.0f} tokens)**: at these budgets this proxy wants more steps, not "
+             "larger batches, and its optimal batch lies below the range; search smaller "
+             "batches, or fix the batch so that the lr law is pooled over every trial (sharper)"
+             if below else
              "batch: no law (the batch not searched, or fewer than 2 budgets place it)")
     title = ("## Laws (every budget: the held-out one joined them after its check)" if held_in
              else "## Laws (fitted budgets only)")

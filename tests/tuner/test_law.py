@@ -163,6 +163,7 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
     # one study's intervals are checked for coverage over many seeds above; here, the fit
     assert abs(lr_law["exponent"] - LAW_LR_EXPONENT) < 0.03
     assert abs(batch_law["exponent"] - LAW_BATCH_EXPONENT) < 0.1
+    assert data["batch_below_range"] is None  # the range reaches below B*: nothing to say
     assert lr_law["exponent_interval"][0] < lr_law["exponent"] < lr_law["exponent_interval"][1]
     held = data["held_out_check"]
     true_lr, true_batch = law_optimum(2_621_440)
@@ -193,6 +194,31 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
     assert not any("rests on one proxy point" in w for w in full.warnings)
     plain, _ = export_study(largest, Pick(kind="best-loss"), target)
     assert any("rests on one proxy point" in w for w in plain.warnings)
+
+
+def test_a_batch_range_above_every_optimum_is_named_not_left_silent(ray_session,
+                                                                     tmp_path) -> None:
+    """Real trainings here put every budget's batch optimum at the smallest batch searched
+    (benchmarks/RESULTS.md): a law whose batch range lies above the optimum at every budget
+    places no batch law, and law.md says why and what to do, rather than 'not searched'."""
+    from reports.law import law_data, law_markdown
+    from tuner import testing
+    from tuner.study.workflows.law import run_law
+
+    table = _table(trials=10)
+    # law_train's B* is 600-1700 tokens over FITTED: 32-128 sequences of 128 lie above it
+    table["space"]["params"]["batch_end"]["choices"] = [32, 64, 128]
+    table["study"] |= {"sampler": "random", "max_concurrent": 4, "seed": 1}
+    spec = parse_spec(table)
+    run_dir = tmp_path / "runs" / "lw"
+    run_law(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
+            log=lambda _: None)
+    data = law_data(spec, f"sqlite:///{run_dir / 'study.db'}")
+    assert data["batch_law"] is None
+    assert data["batch_below_range"] == 32 * 128
+    assert all("batch" in b["optimum"]["at_edge"] for b in data["budgets"])
+    assert "every budget's optimum sits at the smallest batch it searched" in \
+        law_markdown(data)
 
 
 def test_the_shipped_law_spec_validates_as_documented() -> None:

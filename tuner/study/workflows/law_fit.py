@@ -133,6 +133,22 @@ class LawFit:
     def held(self) -> BudgetResult | None:
         return next((b for b in self.budgets if b.held_out), None)
 
+    @property
+    def batch_below_range(self) -> float | None:
+        """Without a batch law, when every fitted budget searched the batch and placed its
+        optimum on the smallest batch it ran (``at_edge``): that batch in tokens. The optimal
+        batch then lies below the range (more steps win at these budgets: measured on real
+        trainings here, benchmarks/RESULTS.md), so no law can be placed until the range reaches
+        below it; None otherwise."""
+        placed = [b for b in self.fitted if _o(b).batch_placed]
+        if self.batch_law is not None or not placed or len(placed) < len(self.fitted):
+            return None
+        low = [min(t[1] for t in b.trials) for b in placed]
+        if all("batch" in _o(b).at_edge and math.isclose(_o(b).batch, lo, rel_tol=1e-6)
+               for b, lo in zip(placed, low)):
+            return max(low)
+        return None
+
     def predict(self, tokens: float) -> dict[str, Any]:
         """The laws' lr and batch at ``tokens`` of the proxy, with their bands."""
         if self.lr_law is None:
@@ -206,7 +222,8 @@ class LawFit:
                 "pooled": self.pooled.to_dict() if self.pooled else None,
                 "lr_left_out": [{"index": i, "lack_of_fit_p": p} for i, p in self.lr_left_out],
                 "lr_line": self.lr_line.to_dict() if self.lr_line else None,
-                "held_out_in_law": self.held_out_in_law}
+                "held_out_in_law": self.held_out_in_law,
+                "batch_below_range": self.batch_below_range}
 
 
 def budget_studies(spec: StudySpec, storage: optuna.storages.BaseStorage
