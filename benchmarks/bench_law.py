@@ -51,15 +51,16 @@ SMOKE = {"tokens": [16_384, 49_152, 147_456, 524_288], "held_out": 2_621_440, "t
 
 def spec_text(cfg: dict[str, Any], seed: int) -> str:
     """`search_spaces/law.toml` at the benchmark's sizes and ``seed``: one batch in ``batches``
-    fixes batch_end instead of searching it; ``precision`` fixes the precision."""
+    fixes batch_end, several search it (whichever the shipped spec does); ``precision`` fixes
+    the precision."""
     text = (ROOT / "search_spaces" / "law.toml").read_text()
     out: list[str] = []
     skip = False
     for line in text.splitlines():
         key = line.split("=", 1)[0].strip()
         if line.startswith("["):
-            skip = line.startswith("[space.params.batch_end]") and len(cfg["batches"]) == 1
-        if skip:
+            skip = line.startswith("[space.params.batch_end]")
+        if skip or (key == "batch_end" and not line.startswith("#")):
             continue
         if key == "name":
             line = f'name = "law-s{seed}"'
@@ -73,8 +74,9 @@ def spec_text(cfg: dict[str, Any], seed: int) -> str:
             line = "tokens = [" + ", ".join(map(str, cfg["tokens"])) + "]"
         elif key == "held_out":
             line = f"held_out = {cfg['held_out']}"
-        elif key == "choices" and "2, 4, 8" in line:
-            line = "choices = [" + ", ".join(map(str, cfg["batches"])) + "]"
+        if line.startswith("[space.fixed]") and len(cfg["batches"]) > 1:
+            out += ["[space.params.batch_end]", 'type = "categorical"',
+                    "choices = [" + ", ".join(map(str, cfg["batches"])) + "]", ""]
         out.append(line)
         if line.startswith("[space.fixed]"):
             if len(cfg["batches"]) == 1:
@@ -93,23 +95,29 @@ def refit(seed: int, root: Path) -> dict[str, Any]:
     return law_data(spec, f"sqlite:///{root / 'runs' / spec.name / 'study.db'}")
 
 
+def submit_or_resume(name: str, spec_path: Path | None, root: Path,
+                     extra: tuple[str, ...] = ()) -> None:
+    """``moetune submit spec_path`` under ``root``/runs, or ``moetune resume name`` when its
+    study exists there (or no spec is given), one thread per trial; raises with the command's
+    stderr when it fails."""
+    if spec_path is None or (root / "runs" / name / "study.db").exists():
+        cmd = [sys.executable, "-m", "tuner", "resume", name]
+    else:
+        cmd = [sys.executable, "-m", "tuner", "submit", str(spec_path)]
+    cmd += ["--root", str(root / "runs"), "--no-progress", *extra]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+
+
 def run_seed(cfg: dict[str, Any], seed: int, root: Path) -> dict[str, Any]:
     """One seed's law study through ``moetune submit`` (``resume`` when it exists)."""
     root.mkdir(parents=True, exist_ok=True)
     spec_path = root / f"law-s{seed}.toml"
     spec_path.write_text(spec_text(cfg, seed))
-    name = f"law-s{seed}"
-    cmd = [sys.executable, "-m", "tuner", "submit", str(spec_path)]
-    if (root / "runs" / name / "study.db").exists():
-        cmd = [sys.executable, "-m", "tuner", "resume", name]
-    cmd += ["--root", str(root / "runs"), "--no-progress"]
-    if cfg["trainer"]:
-        cmd += ["--trainer", cfg["trainer"]]
-    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    if proc.returncode != 0:
-        raise RuntimeError(f"seed {seed}: {' '.join(cmd)} exited {proc.returncode}:\n"
-                           f"{proc.stderr[-3000:]}")
+    submit_or_resume(f"law-s{seed}", spec_path, root,
+                     ("--trainer", cfg["trainer"]) if cfg["trainer"] else ())
     return refit(seed, root)
 
 

@@ -31,8 +31,6 @@ import argparse
 import itertools
 import json
 import math
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 OUT = HERE / "law_pooled.json"
 HEADING = "## Pooled law fit against per-budget optima"
 
-from benchmarks.bench_law import REAL, spec_text  # noqa: E402
+from benchmarks.bench_law import REAL, spec_text, submit_or_resume  # noqa: E402
 
 CFG = REAL | {"held_out": 0}
 # each corpus' runs: ROOT + suffix (--tokenizer bpe:N runs under ROOT-bpeN)
@@ -63,15 +61,7 @@ def run_seed(seed: int, root: Path, tokenizer: str = "", trials: int = REAL["tri
     if tokenizer:
         text = text.replace("[data]\n", f'[data]\ntokenizer = "{tokenizer}"\n', 1)
     spec_path.write_text(text)
-    cmd = [sys.executable, "-m", "tuner", "submit", str(spec_path)]
-    if (root / "runs" / name / "study.db").exists():
-        cmd = [sys.executable, "-m", "tuner", "resume", name]
-    cmd += ["--root", str(root / "runs"), "--no-progress"]
-    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    if proc.returncode != 0:
-        raise RuntimeError(f"seed {seed}: {' '.join(cmd)} exited {proc.returncode}:\n"
-                           f"{proc.stderr[-3000:]}")
+    submit_or_resume(name, spec_path, root)
 
 
 def run_held_out(seed: int, src: Path, dst: Path, trials: int) -> None:
@@ -97,13 +87,7 @@ def run_held_out(seed: int, src: Path, dst: Path, trials: int) -> None:
         spec = dict(study.user_attrs[records.SPEC])
         spec["law"] = {**spec["law"], "held_out": REAL["held_out"], "trials": trials}
         study.set_user_attr(records.SPEC, spec)
-    cmd = [sys.executable, "-m", "tuner", "resume", name, "--root", str(dst / "runs"),
-           "--no-progress"]
-    proc = subprocess.run(cmd, cwd=dst, capture_output=True, text=True,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    if proc.returncode != 0:
-        raise RuntimeError(f"seed {seed}: {' '.join(cmd)} exited {proc.returncode}:\n"
-                           f"{proc.stderr[-3000:]}")
+    submit_or_resume(name, None, dst)
 
 
 def held_out_rows(seeds: list[int], root: Path) -> list[dict[str, Any]]:
