@@ -230,8 +230,10 @@ def test_the_shipped_law_spec_validates_as_documented() -> None:
     law = spec.law
     assert law.on and law.mup and law.held_out >= 5 * law.tokens[-1]
     assert math.log10(law.tokens[-1] / law.tokens[0]) >= 1.5
-    assert set(spec.space.names()) == {"lr", "batch_end"}
-    assert spec.study.n_trials >= 10  # a 2-D surface needs 10 (response_surface.MIN_TRIALS_2D)
+    # lr searched at one batch (on this proxy the batch's optimum lay below every range
+    # searched: benchmarks/RESULTS.md), so the lr law is pooled over every trial
+    assert spec.space.names() == ("lr",) and spec.space.fixed["batch_end"] >= 1
+    assert spec.study.n_trials >= 6  # a surface in lr alone (response_surface.MIN_TRIALS)
     n = spec.study.n_trials
     assert spec.study.sampler == "qmc" and n & (n - 1) == 0  # qmc's balance wants a power of 2
 
@@ -257,12 +259,18 @@ def test_budget_zero_reports_say_the_answer_is_the_law(tmp_path) -> None:
 def test_a_law_budget_of_few_steps_is_warned_about():
     """A budget whose trials at the largest batch make under 50 steps is mostly warmup (the
     law benchmark's 16-step budget bent its law): the spec says so before anything runs."""
-    from tuner.study.run.preflight import MIN_LAW_STEPS, load_warnings
-    from tuner.study.specs.spec import load_spec
+    import tomllib
 
-    spec = load_spec(Path(__file__).resolve().parents[2] / "search_spaces" / "law.toml")
-    lines = load_warnings(spec)
-    # batch_end up to 64 x 128 tokens: the 16k budget makes 2 steps, the 524k one 64
+    from tuner.study.run.preflight import MIN_LAW_STEPS, load_warnings
+
+    table = tomllib.loads((Path(__file__).resolve().parents[2] / "search_spaces" /
+                           "law.toml").read_text())
+    assert not load_warnings(parse_spec(table))  # the shipped batch: 64 steps at 16k tokens
+    # the batch searched up to 64 x 128 tokens: the 16k budget makes 2 steps, the 524k one 64
+    del table["space"]["fixed"]["batch_end"]
+    table["space"]["params"]["batch_end"] = {"type": "categorical",
+                                             "choices": [2, 4, 8, 16, 32, 64]}
+    lines = load_warnings(parse_spec(table))
     assert [line.split(":")[0] for line in lines] == [
         "law.tokens[0] = 16384", "law.tokens[1] = 49152", "law.tokens[2] = 147456"], lines
     assert "2 optimizer steps" in lines[0] and f"under {MIN_LAW_STEPS} steps" in lines[0]
