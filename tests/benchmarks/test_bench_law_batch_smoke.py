@@ -1,0 +1,47 @@
+"""The batch-law benchmark's parts that need no trainings: the specs it writes from the shipped
+`search_spaces/law.toml` (batch fixed or searched) validate as the product's, and its RESULTS
+section renders from the committed benchmarks/law_batch.json."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import bench_law_batch as bench  # noqa: E402
+from benchmarks.bench_law import spec_text  # noqa: E402
+
+
+@pytest.mark.parametrize("batches", [[2], [1, 2, 4, 8, 16], [2, 4, 8, 16, 32, 64]])
+def test_the_written_specs_fix_or_search_the_batch_as_asked(batches):
+    from tuner.study.specs.spec import parse_spec
+
+    spec = parse_spec(tomllib.loads(spec_text(bench.DESIGN | {"batches": batches}, 5)))
+    assert spec.name == "law-s5" and spec.study.seed == 5
+    assert list(spec.law.tokens) == bench.DESIGN["tokens"]
+    assert spec.study.n_trials == bench.DESIGN["trials"]
+    if len(batches) == 1:
+        assert spec.space.names() == ("lr",)
+        assert spec.space.fixed["batch_end"] == batches[0]
+    else:
+        assert set(spec.space.names()) == {"lr", "batch_end"}
+        assert "batch_end" not in spec.space.fixed
+        assert spec.space.largest("batch_end") == batches[-1]
+    assert spec.space.fixed["precision"] == "fp32"
+
+
+def test_the_committed_results_render_every_design():
+    data = json.loads(bench.OUT.read_text())
+    assert len(data) >= 2  # the batch fixed (as law.toml ships it) and searched
+    for entry in data.values():
+        text = "\n".join(bench.results_lines(entry))
+        assert text.startswith("### batch_end ") and "| seed | budget (tokens) |" in text
+        for d in entry["seeds"].values():
+            assert len(d["budgets"]) >= 4
+            assert all(b["best_by_batch"] for b in d["budgets"] if b["n_trials"])
