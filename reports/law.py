@@ -205,10 +205,19 @@ def _held(data: dict[str, Any]) -> list[str]:
                    "prediction here was made without it, before it ran).")
     if "loss_gap" in h:
         kind = "measured noise sd" if h["sd_measured"] else "sd of the fit's residuals"
-        out += ["", f"The predicted recipe's val_loss {h['loss_predicted_recipe']:.4f} against "
-                    f"the budget's optimum {h['loss_optimum']:.4f}: {h['loss_gap']:+.4f} "
-                    f"= {h['loss_gap_sd']:+.2f} sd ({kind} {h['sd']:.3g}) = "
+        out += ["", f"The predicted recipe's val_loss {h['loss_predicted_recipe']:.4f} "
+                    f"(measured) against the budget's optimum {h['loss_optimum']:.4f} (the "
+                    f"surface's minimum, fitted): {h['loss_gap']:+.4f} = "
+                    f"{h['loss_gap_sd']:+.2f} sd ({kind} {h['sd']:.3g}) = "
                     f"{h['loss_gap_pct']:+.2f}%."]
+        if "loss_gap_best" in h:
+            out[-1] += (f" Against the best of its searched trials, {h['loss_best_searched']:.4f} "
+                        f"(measured, a best of n: biased low): {h['loss_gap_best']:+.4f} = "
+                        f"{h['loss_gap_best_sd']:+.2f} sd = {h['loss_gap_best_pct']:+.2f}%.")
+        if h.get("floor_below_trials"):
+            out += ["", "**The surface's minimum lies more than 2 sd below every trial of this "
+                        "budget**: the quadratic does not describe the bottom of its bowl, so "
+                        "the gap to it is the fit's; read the measured comparison."]
     ratio = data.get("compute_ratio")
     if ratio is not None:
         out += ["", f"Compute of the fitted budgets against a direct search at the held-out "

@@ -91,6 +91,58 @@ def _table(**law):
                       "fixed": {"seq_len": 128, "batch_schedule": "constant"}}}
 
 
+def _held_out_fit(lrs, losses, predicted_loss: float):
+    """A law fit whose held-out budget searched ``(lrs, losses)`` at one batch and ran the
+    predicted recipe (lr 2e-3) to ``predicted_loss``, its noise measured at sd 0.011."""
+    from tuner.study.workflows.law_fit import BudgetResult, LawFit
+
+    o = fit_optimum(lrs, [256.0] * len(lrs), losses, noise_sd=0.011)
+    b = int(np.argmin(losses))
+    held = BudgetResult(index=1, study="h", tokens=2_621_440, compute=2.6e12, held_out=True,
+                        n_trials=len(lrs), optimum=o, error="",
+                        best={"number": b + 1, "lr": lrs[b], "batch": 256.0, "loss": losses[b]},
+                        noise_sd=0.011, predicted_trial={"number": 0, "lr": 2e-3,
+                                                         "batch": 256.0, "loss": predicted_loss})
+    small = BudgetResult(index=0, study="s", tokens=16_384, compute=1.6e10, held_out=False,
+                         n_trials=8, optimum=None, error="", best={}, noise_sd=None,
+                         predicted_trial={})
+    return LawFit(name="h", variable="tokens", flops_per_token=1.0, params=1.0,
+                  budgets=(small, held), lr_law=None, batch_law=None,
+                  predicted={"lr": 2e-3, "lr_band": [1e-3, 4e-3]})
+
+
+def _held_lines(h: dict) -> list[str]:
+    """The law report's held-out section for the check ``h``."""
+    from reports.law import _held
+    return _held({"held_out_check": h})
+
+
+def test_a_surface_floor_below_every_trial_is_named_and_the_measured_gap_given() -> None:
+    """A flat-bottomed bowl with a divergence wall (as real held-out budgets show at 8 trials):
+    the quadratic's minimum falls far below every trial, so the predicted recipe looks many sd
+    off the fitted optimum while it ties the best trial measured; the check says both."""
+    x = np.linspace(math.log10(3e-4), math.log10(6e-2), 8)
+    losses = np.where(x < -1.6, 1.50 + 0.01 * np.sin(7 * x), 1.5 + 3 * (x + 1.6))
+    h = _held_out_fit(list(10 ** x), list(losses), 1.495).held_out_check()
+    assert h is not None and h["floor_below_trials"]
+    assert h["loss_gap_sd"] > 5  # against the fitted floor: the fit's gap
+    assert abs(h["loss_gap_best_sd"] - (1.495 - losses.min()) / 0.011) < 1e-9
+    assert abs(h["loss_gap_best_sd"]) < 1
+    said = "\n".join(_held_lines(h))
+    assert "(measured, a best of n: biased low)" in said
+    assert "does not describe the bottom" in said
+
+
+def test_a_surface_that_fits_its_bottom_is_not_flagged() -> None:
+    """Trials on a true quadratic bowl: the fitted floor sits among the trials, no flag."""
+    rng = np.random.default_rng(3)
+    x = np.linspace(math.log10(3e-4), math.log10(6e-2), 8)
+    losses = 1.5 + 0.3 * (x - math.log10(2e-3)) ** 2 + rng.normal(0, 0.011, 8)
+    h = _held_out_fit(list(10 ** x), list(losses), 1.51).held_out_check()
+    assert h is not None and not h["floor_below_trials"]
+    assert "does not describe the bottom" not in "\n".join(_held_lines(h))
+
+
 @pytest.mark.parametrize("law, field, rule", [
     ({"tokens": [1000, 2000, 4000]}, "law.tokens", "at least 4"),
     ({"tokens": [1000, 3000, 2000, 40000]}, "law.tokens", "must increase"),
@@ -171,7 +223,8 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
     assert abs(math.log10(held["lr_predicted"] / true_lr)) < 0.1
     # the prediction was stored before the held-out budget's first trial ran
     assert any("predicted at 2621440" in line for line in said)
-    assert held["loss_gap_sd"] < 3
+    assert held["loss_gap_sd"] < 3 and held["loss_gap_best_sd"] < 3
+    assert not held["floor_below_trials"]  # the fake's bowl is quadratic: the floor fits
     assert 0 < data["compute_ratio"] < 1 / 3
     assert "Held-out budget" in law_markdown(data)
     # resuming a finished law adds nothing

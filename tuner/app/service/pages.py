@@ -372,8 +372,11 @@ const h=L.held_out_check;document.getElementById('lawheld').textContent=h?
 fmt(h.lr_measured)} (ratio ${fmt(h.lr_ratio)}, `+(h.lr_inside?'inside the predicted band)':
 'outside the predicted band: the law missed its own check)')+
 (h.loss_gap_sd!==undefined?`; the predicted `+
-`recipe's val_loss ${fmt(h.loss_gap_sd)} sd from the optimum`+(h.sd_measured?' (measured noise)':
-' (sd: the fit residual; noise not measured)'):''):'';}
+`recipe's val_loss ${fmt(h.loss_gap_sd)} sd from the optimum (fitted)`+
+(h.loss_gap_best_sd!==undefined?`, ${fmt(h.loss_gap_best_sd)} sd from the best searched trial `+
+'(measured)':'')+(h.sd_measured?' (measured noise)':' (sd: the fit residual; noise not '+
+'measured)')+(h.floor_below_trials?'; the fitted minimum lies over 2 sd below every trial: '+
+'read the measured gap':''):''):'';}
 function show(d){document.getElementById('state').textContent=d.state;
 document.querySelectorAll('[data-when]').forEach(f=>{f.hidden=
 !f.dataset.when.split(' ').includes(d.state);});

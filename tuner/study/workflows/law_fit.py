@@ -21,8 +21,11 @@ censored: the optimum lies beyond it, so that budget is left out of that law (``
 The held-out check compares the prediction stored in the held-out budget's spec before it ran
 (``law.predicted``) with that budget's own optimum, found from its own search: the trial of the
 predicted recipe (the budget's ``start.enqueue[0]``) is left out of that surface, and its
-val_loss is set against the surface's minimum in noise sd (the budget's measured noise, else
-the surface's residual sd) and in %. Beside it, the rule an export applies without a law: the
+val_loss is set against the surface's minimum (fitted) and against the best of the budget's
+searched trials (measured), each in noise sd (the budget's measured noise, else the surface's
+residual sd) and in %; ``floor_below_trials`` says the surface's minimum lies more than 2 sd
+below every trial of the budget, where the quadratic does not describe the bottom and only the
+measured comparison means anything. Beside it, the rule an export applies without a law: the
 smallest budget's best-of-n lr moved by DeepSeek LLM's exponent, (C_held/C_smallest)^−0.125.
 
 Once the held-out budget's search has ended, the check is made and the budget joins the laws
@@ -194,11 +197,22 @@ class LawFit:
             out |= {"lr_today_rule": today, "lr_today_ratio": today / o.lr}
         if held.predicted_trial:
             sd = held.noise_sd or o.tolerance
-            gap = held.predicted_trial["loss"] - o.loss
-            out |= {"loss_predicted_recipe": held.predicted_trial["loss"],
+            measured = held.predicted_trial["loss"]
+            gap = measured - o.loss
+            out |= {"loss_predicted_recipe": measured,
                     "loss_optimum": o.loss, "loss_gap": gap, "loss_gap_sd": gap / sd if sd
                     else math.nan, "loss_gap_pct": 100 * gap / o.loss, "sd": sd,
                     "sd_measured": held.noise_sd is not None}
+            if held.best:
+                # Measured against measured: the surface's floor is a model, and where the
+                # quadratic does not describe the bottom (its floor below every trial it was
+                # fitted to) the gap to it is the fit's, not the recipe's. The best searched
+                # trial is a best of n (biased low), so this gap errs against the prediction.
+                best = held.best["loss"]
+                out |= {"loss_best_searched": best, "loss_gap_best": measured - best,
+                        "loss_gap_best_sd": (measured - best) / sd if sd else math.nan,
+                        "loss_gap_best_pct": 100 * (measured - best) / best,
+                        "floor_below_trials": o.loss < min(best, measured) - 2 * sd}
         return out
 
     def compute_ratio(self) -> float | None:
