@@ -45,3 +45,16 @@ def test_the_committed_results_render_every_design():
         for d in entry["seeds"].values():
             assert len(d["budgets"]) >= 4
             assert all(b["best_by_batch"] for b in d["budgets"] if b["n_trials"])
+
+
+def test_the_measured_gap_is_read_off_the_held_out_budget():
+    """The predicted recipe against the best searched trial, both measured, in the budget's
+    noise sd; the fitted minimum named when it lies over 2 sd below every trial."""
+    budget = {"held_out": True, "noise_sd": 0.01, "best": {"loss": 1.50},
+              "predicted_trial": {"loss": 1.49},
+              "optimum": {"loss": 1.40, "tolerance": 0.02}}
+    assert bench._measured_gap({"budgets": [budget]}) == (
+        "-1.00 sd, -0.67% (fitted minimum 9.0 sd below every trial)")
+    budget["optimum"]["loss"] = 1.485
+    assert bench._measured_gap({"budgets": [budget]}) == "-1.00 sd, -0.67%"
+    assert bench._measured_gap({"budgets": [budget | {"predicted_trial": {}}]}) == "—"
