@@ -82,7 +82,9 @@ NOTES = [  # the measurement's reading
     "past the grid) the three exports' lr are 1.56e-5, 1.71e-5 and 1.36e-5 (1.26x apart, "
     "against 7.2x for the four single-point studies), each band 6.6-25x wide, and 13-16x below "
     "DeepSeek-V3's published 2.2e-4 (the export warns past 2x). Compute: the fitted budgets "
-    "cost 0.56 of the held-out budget's 8-trial search, 0.28 of a 16-trial one (target 1/3).",
+    "cost 0.56 of the held-out budget's 8-trial search, 0.28 of a 16-trial one (target 1/3). "
+    "A 2x band would take about 24 trials per fitted budget (modeled, not measured: "
+    "benchmarks/model_law_band.py).",
 ]
 
 
