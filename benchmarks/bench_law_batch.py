@@ -154,16 +154,19 @@ def results_lines(entry: dict[str, Any]) -> list[str]:
     from reports.law import num
 
     seeds, batches = entry["seeds"], entry["batches"]
+    trials = entry.get("trials", DESIGN["trials"])
     shipped = batches == DESIGN["batches"]
     opts = ("" if shipped else " --batches " + " ".join(map(str, batches))) + (
+        f" --trials {trials}" if trials != DESIGN["trials"] else "") + (
         f" --held-out-trials {entry['held_out_trials']}"
-        if entry["held_out_trials"] != DESIGN["trials"] else "")
+        if entry["held_out_trials"] != trials else "")
     what = ("as shipped" if shipped else f"with batch_end {batches[0]}" if len(batches) == 1
             else f"with batch_end {batches} searched")
-    lines = [f"### batch_end {batches[0] if len(batches) == 1 else batches}", "",
+    lines = [f"### batch_end {batches[0] if len(batches) == 1 else batches}"
+             + (f", {trials} trials per budget" if trials != DESIGN["trials"] else ""), "",
              f"Command: `nice -n 5 python benchmarks/bench_law_batch.py{opts}` (`search_spaces/"
              f"law.toml` {what}, precision fixed at fp32: debug proxy, µP, budgets "
-             f"{DESIGN['tokens']} tokens and held-out {DESIGN['held_out']}, {DESIGN['trials']} "
+             f"{DESIGN['tokens']} tokens and held-out {DESIGN['held_out']}, {trials} "
              f"qmc trials per fitted budget ({entry['held_out_trials']} at the held-out one), "
              "lr 3e-4..6e-2, sequences of 128 tokens, noise_repeats "
              f"{DESIGN['noise_repeats']}). Measured: the trainings, each budget's noise; "
@@ -257,14 +260,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--held-out-trials", type=int, default=0, metavar="N",
                    help="the held-out budget's own trials, when fewer than the fitted budgets' "
                    "(it then runs after them, on resume)")
+    p.add_argument("--trials", type=int, default=DESIGN["trials"],
+                   help="trials per fitted budget; other than law.toml's, the runs and the "
+                   "JSON entry are tagged -t<N>")
     a = p.parse_args(argv)
-    design = DESIGN | {"batches": a.batches}
-    tag = "b" + "-".join(map(str, a.batches))
+    design = DESIGN | {"batches": a.batches, "trials": a.trials}
+    tag = "b" + "-".join(map(str, a.batches)) + (
+        f"-t{a.trials}" if a.trials != DESIGN["trials"] else "")
     a.root = a.root.with_name(f"{a.root.name}-{tag}")
     data: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {}
-    entry = data.setdefault(tag, {"batches": a.batches, "seeds": {}})
+    entry = data.setdefault(tag, {"batches": a.batches, "seeds": {}, "trials": a.trials})
     if not a.results or "held_out_trials" not in entry:  # --results keeps what ran
-        entry["held_out_trials"] = a.held_out_trials or DESIGN["trials"]
+        entry["held_out_trials"] = a.held_out_trials or a.trials
     for seed in a.seeds:
         if not a.results:
             print(f"seed {seed} ...", file=sys.stderr, flush=True)
