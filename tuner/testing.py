@@ -18,6 +18,7 @@ import math
 import os
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -138,6 +139,30 @@ def seed_noise_train(model_args: ModelArgs, recipe: Recipe, *, token_budget: int
     with seeds 0, 1, 2 spreads with a sample sd of `SEED_NOISE_SD`."""
     loss = loss_of(recipe) + _SEED_OFFSETS[(seed or 0) % 3]
     return make_result(recipe, token_budget=token_budget, val_loss=loss, seed=seed or 0)
+
+
+def rendezvous_train(model_args: ModelArgs, recipe: Recipe, *, token_budget: int,
+                     seed: int | None = None, meet_dir: str, **kw: Any) -> TrainResult:
+    """`seed_noise_train` that first marks itself started in ``meet_dir`` and waits (up to
+    20 s) until another run has started there too: a run that met none reads val_loss inf,
+    so a test sees whether two runs were in flight at once (bind ``meet_dir`` with
+    functools.partial)."""
+    here = Path(meet_dir)
+    (here / f"{recipe.lr!r}-{seed}").touch()
+    deadline = time.monotonic() + 20.0
+    while len(list(here.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if len(list(here.iterdir())) < 2:
+        return make_result(recipe, token_budget=token_budget, val_loss=math.inf)
+    return seed_noise_train(model_args, recipe, token_budget=token_budget, seed=seed)
+
+
+def seed_2_crash_train(model_args: ModelArgs, recipe: Recipe, *, seed: int | None = None,
+                       **kw: Any) -> TrainResult:
+    """`seed_noise_train`, except that with seed 2 the worker process dies (`crash_train`)."""
+    if seed == 2:
+        os._exit(3)
+    return seed_noise_train(model_args, recipe, seed=seed, **kw)
 
 
 # Takes ~1 s per evaluation: long enough to kill a driver while trials are in flight.

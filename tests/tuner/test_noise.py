@@ -199,3 +199,60 @@ def test_a_timed_objective_ties_within_its_timings_spread():
         assert ties.relative == {"timed_tokens_per_s": pytest.approx(spread / 2)}
         assert ties.tied == ((1 - ties.knee,) if tie else ())  # the other of #0, #1
         assert "half the median range of its timings' repeats" in ties.sentence()
+
+
+def test_a_study_re_trains_on_ray_max_concurrent_at_once(ray_session, tmp_path):
+    import functools
+
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    s = spec(noise_repeats=2, noise_top=2, max_concurrent=2)
+    summary = run_study(s, run_dir=tmp_path / s.name, trainer=testing.seed_noise_train,
+                        progress=False)
+    study = optuna.load_study(study_name=s.name, storage=summary.storage)
+    in_study = study.user_attrs[records.NOISE]
+    assert in_study["sd"] == pytest.approx(testing.SEED_NOISE_SD)
+
+    # the same runs as one after another in this process, in the same order
+    study.set_user_attr(records.NOISE, None)
+    alone = measure_noise(study, s, trainer=testing.seed_noise_train)
+    assert alone["runs"] == in_study["runs"] and alone["sd"] == in_study["sd"]
+
+    # two at a time: every run met another one in flight (a run alone would read inf)
+    study.set_user_attr(records.NOISE, None)
+    meeting = functools.partial(testing.rendezvous_train, meet_dir=str(meet))
+    together = measure_noise(study, s, trainer=meeting, on_ray=True)
+    assert together is not None and len(list(meet.iterdir())) == 4
+    assert [r["val_loss"] for r in together["runs"]] == [r["val_loss"] for r in alone["runs"]]
+
+
+def test_a_stop_cancels_the_runs_in_flight_and_stores_nothing(ray_session, tmp_path):
+    s = spec(noise_repeats=2, noise_top=2, max_concurrent=2)
+    summary = run_study(s, run_dir=tmp_path / s.name, trainer=testing.seed_noise_train,
+                        progress=False)
+    study = optuna.load_study(study_name=s.name, storage=summary.storage)
+    study.set_user_attr(records.NOISE, None)
+    polls = []
+
+    def stop_on_second_poll():
+        polls.append(1)
+        return len(polls) >= 2
+    slow = testing.slow_train  # ~1 s per evaluation: still in flight at the second poll
+    assert measure_noise(study, s, trainer=slow, should_stop=stop_on_second_poll,
+                         on_ray=True) is None
+    assert study.user_attrs[records.NOISE] is None and len(polls) == 2
+
+
+def test_a_run_whose_worker_dies_is_recorded_and_left_out(ray_session, tmp_path):
+    s = spec(noise_repeats=2, noise_top=1, max_concurrent=2)
+    summary = run_study(s, run_dir=tmp_path / s.name, trainer=testing.seed_noise_train,
+                        progress=False)
+    study = optuna.load_study(study_name=s.name, storage=summary.storage)
+    study.set_user_attr(records.NOISE, None)
+    noise = measure_noise(study, s, trainer=testing.seed_2_crash_train,
+                         on_ray=True)
+    assert noise is not None and noise["n"] == 3
+    assert [r["seed"] for r in noise["runs"]] == [1, 2]
+    assert noise["runs"][0].get("error") is None
+    assert noise["runs"][1]["val_loss"] == "nan" and "Worker" in noise["runs"][1]["error"]
+

@@ -11,11 +11,13 @@ val_loss over those groups as the study attribute `records.NOISE`::
 ``n`` counts the runs behind ``sd``, the trials' own included. A run that diverges or raises is
 kept in ``runs`` (val_loss "nan"/"inf", and ``error`` for an exception) and left out of ``sd``.
 
-The re-trainings run in the driver's process, one after another, with the trainer the study
-uses and the trial's thread count (``resources.cpus_per_trial``), after Ray Tune's trials have
-ended: nothing else of the study runs on those cores then. They are not Optuna trials, so they
-never count toward ``n_trials``, are never seen by the sampler and appear in no ranking. A
-resumed study measures again only when its top trials changed.
+The re-trainings run after Ray Tune's trials have ended, with the trainer the study uses and
+the trial's resources (``resources.cpus_per_trial`` threads, ``gpus_per_trial``): in a study
+(``on_ray``) as Ray tasks, up to ``max_concurrent`` at once as the trials ran, so the cores the
+trials used stay busy; called alone, in this process one after another. Each (trial, seed) run
+is the same computation either way. They are not Optuna trials, so they never count toward
+``n_trials``, are never seen by the sampler and appear in no ranking. A resumed study measures
+again only when its top trials changed.
 
 `tied` is the rule reports use: a difference in val_loss no larger than the measured sd is a tie.
 The knee (`tuner.study.results.ranking.study_knee`) is tied with the other Pareto-set trials that
@@ -218,12 +220,14 @@ def top_trials(recs: Sequence[TrialRecord], k: int) -> list[TrialRecord]:
 
 def measure_noise(study: Any, spec: StudySpec, *, trainer: Callable[..., Any],
                   should_stop: Callable[[], bool] = lambda: False,
-                  log: Log | None = None) -> dict[str, Any] | None:
+                  log: Log | None = None, on_ray: bool = False) -> dict[str, Any] | None:
     """Re-train the study's top trials with other seeds and store the spread as `records.NOISE`.
 
     Does nothing (returns the stored value, or None) when ``spec.study.noise_repeats`` is 0, when
     the stored measurement covers the same top trials, or when the study has no feasible trial.
-    ``should_stop`` is polled before each run; once it is true nothing is stored.
+    ``should_stop`` is polled before each run (``on_ray``: while the runs are in flight, which
+    it then cancels); once it is true nothing is stored. ``on_ray``: run them as Ray tasks, up
+    to ``study.max_concurrent`` at once, on the Ray this process is connected to.
 
     Returns:
         The stored NOISE dict, or None when nothing was measured.
@@ -235,7 +239,10 @@ def measure_noise(study: Any, spec: StudySpec, *, trainer: Callable[..., Any],
     stored: dict[str, Any] | None = study.user_attrs.get(records.NOISE)
     if not top or (stored and stored.get("trials") == [r.number for r in top]):
         return stored
-    runs = _retrain(top, spec, trainer=trainer, should_stop=should_stop, log=log)
+    jobs = [(r, seed) for r in top
+            for seed in range(s.seed + 1, s.seed + 1 + s.noise_repeats)]
+    retrain = _retrain_on_ray if on_ray and s.max_concurrent > 1 and len(jobs) > 1 else _retrain
+    runs = retrain(jobs, spec, trainer=trainer, should_stop=should_stop, log=log)
     if runs is None:
         return None
     groups = [[_loss(r)] + [to_float(x["val_loss"]) for x in runs if x["trial"] == r.number]
@@ -250,30 +257,80 @@ def measure_noise(study: Any, spec: StudySpec, *, trainer: Callable[..., Any],
     return noise
 
 
-def _retrain(top: Sequence[TrialRecord], spec: StudySpec, *, trainer: Callable[..., Any],
+Job = tuple[TrialRecord, int]  # a top trial and the seed it is re-trained with
+
+
+def _retrain(jobs: Sequence[Job], spec: StudySpec, *, trainer: Callable[..., Any],
              should_stop: Callable[[], bool], log: Log | None) -> list[dict[str, Any]] | None:
-    """One run per (trial, other seed); None when stopped before the last."""
+    """The runs in this process, one after another; None when stopped before the last."""
+    say = log or (lambda line: None)
+    runs = []
+    for r, seed in jobs:
+        if should_stop():
+            return None
+        runs.append(_run_here(r, seed, spec, trainer))
+        say(_said(runs[-1]))
+    return runs
+
+
+def _retrain_on_ray(jobs: Sequence[Job], spec: StudySpec, *, trainer: Callable[..., Any],
+                    should_stop: Callable[[], bool],
+                    log: Log | None) -> list[dict[str, Any]] | None:
+    """The runs as Ray tasks with a trial's resources, at most ``max_concurrent`` in flight;
+    in ``jobs``' order, as `_retrain` gives them. None when stopped before the last (the runs
+    in flight are cancelled). A run whose worker dies (killed for memory, say) is recorded
+    like a run that raised."""
+    import ray  # only here: the tie rules above are imported by light commands
+
+    say = log or (lambda line: None)
+    res = spec.resources
+    task = ray.remote(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial,
+                      max_retries=0)(_run_here)
+    todo = list(enumerate(jobs))
+    flying: dict[Any, int] = {}
+    runs: dict[int, dict[str, Any]] = {}
+    try:
+        while todo or flying:
+            if should_stop():
+                return None
+            while todo and len(flying) < spec.study.max_concurrent:
+                i, (r, seed) = todo.pop(0)
+                flying[task.remote(r, seed, spec, trainer)] = i
+            done, _ = ray.wait(list(flying), num_returns=1, timeout=1.0)
+            for ref in done:
+                i = flying.pop(ref)
+                r, seed = jobs[i]
+                try:
+                    runs[i] = ray.get(ref)
+                except Exception as e:  # noqa: BLE001 - the worker died: recorded on the run
+                    runs[i] = {"trial": r.number, "seed": seed, "val_loss": "nan",
+                               "error": f"{type(e).__name__}: {e}"[:300]}
+                say(_said(runs[i]))
+    finally:
+        for ref in flying:
+            ray.cancel(ref, force=True)
+    return [runs[i] for i in range(len(jobs))]
+
+
+def _run_here(r: TrialRecord, seed: int, spec: StudySpec,
+              trainer: Callable[..., Any]) -> dict[str, Any]:
+    """One re-training in this process with the trial's thread count and device."""
     # torch and the trainer only here: the tie rules above are imported by light commands
     # (`moetune export`'s parser), which must not load torch
     import torch
 
-    say = log or (lambda line: None)
-    data = load_data(spec.data)
     device = "cuda" if spec.resources.gpus_per_trial > 0 and torch.cuda.is_available() else "cpu"
     before = torch.get_num_threads()
     torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
-    runs = []
     try:
-        for r in top:
-            first = spec.study.seed + 1
-            for seed in range(first, first + spec.study.noise_repeats):
-                if should_stop():
-                    return None
-                runs.append(_one_run(r, seed, spec, trainer=trainer, data=data, device=device))
-                say(f"noise: trial {r.number} with seed {seed}: val_loss {runs[-1]['val_loss']}")
+        return _one_run(r, seed, spec, trainer=trainer, data=load_data(spec.data),
+                        device=device)
     finally:
         torch.set_num_threads(before)
-    return runs
+
+
+def _said(run: dict[str, Any]) -> str:
+    return f"noise: trial {run['trial']} with seed {run['seed']}: val_loss {run['val_loss']}"
 
 
 def _one_run(r: TrialRecord, seed: int, spec: StudySpec, *, trainer: Callable[..., Any],

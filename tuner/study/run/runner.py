@@ -6,7 +6,7 @@ trials a dead driver left RUNNING, and runs only what is missing, so a killed dr
 resume ends with exactly ``n_trials`` counted trials.
 
 With ``[study] noise_repeats`` set, a study that reaches ``n_trials`` then re-trains its top
-trials with other seeds in this process and stores the spread of val_loss
+trials with other seeds (Ray tasks, ``max_concurrent`` at once) and stores the spread of val_loss
 (`tuner.study.results.noise`); those runs are not trials and never count toward ``n_trials``.
 
 Bounds on a trial: the scheduler ends a trial that runs past ``resources.trial_timeout_s``
@@ -156,16 +156,16 @@ def _open_study(plan: Plan, store: Any) -> Any:
 def _measure_noise(spec: StudySpec, study: Any, *, trainer: Trainer, progress: bool,
                    stop: StopFlag, interrupt: StopFlag | None) -> None:
     """`noise.measure_noise` once the trials are done (Ray Tune's trials have ended, so the
-    re-trainings in this process have the cores to themselves). Polled between runs: ``stop``
-    ends it without storing anything, ``interrupt`` raises KeyboardInterrupt as during the
-    trials."""
+    re-trainings, Ray tasks with a trial's resources, have the trials' cores). Polled while
+    they run: ``stop`` cancels them and stores nothing, ``interrupt`` raises KeyboardInterrupt
+    as during the trials."""
     def should_stop() -> bool:
         if interrupt is not None and interrupt.is_set():
             raise KeyboardInterrupt
         return stop.is_set()
 
     measure_noise(study, spec, trainer=trainer, should_stop=should_stop,
-                  log=stderr_lines("noise") if progress else None)
+                  log=stderr_lines("noise") if progress else None, on_ray=True)
 
 
 def _run_missing(plan: Plan, study: Any, *, trainer: Trainer, progress: bool,
