@@ -277,6 +277,9 @@ def test_a_batch_range_above_every_optimum_is_named_not_left_silent(ray_session,
 def test_the_shipped_law_spec_validates_as_documented() -> None:
     from pathlib import Path
 
+    import optuna
+
+    from tuner.study.run.samplers import make_sampler
     from tuner.study.specs.spec import load_spec
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "search_spaces" / "law.toml")
@@ -287,8 +290,16 @@ def test_the_shipped_law_spec_validates_as_documented() -> None:
     # searched: benchmarks/RESULTS.md), so the lr law is pooled over every trial
     assert spec.space.names() == ("lr",) and spec.space.fixed["batch_end"] >= 1
     assert spec.study.n_trials >= 6  # a surface in lr alone (response_surface.MIN_TRIALS)
+    # qmc's scrambled Sobol design puts each block of 8 trials one in each eighth of the lr
+    # axis (log scale), so n a multiple of 8 covers every eighth n / 8 times
     n = spec.study.n_trials
-    assert spec.study.sampler == "qmc" and n & (n - 1) == 0  # qmc's balance wants a power of 2
+    assert spec.study.sampler == "qmc" and n % 8 == 0
+    lr = spec.space.distributions()["lr"]
+    lo, hi = math.log(lr.low), math.log(lr.high)
+    study = optuna.create_study(sampler=make_sampler(spec))
+    study.optimize(lambda t: t.suggest_float("lr", lr.low, lr.high, log=True) * 0, n_trials=n)
+    eighths = [min(7, int(8 * (math.log(t.params["lr"]) - lo) / (hi - lo))) for t in study.trials]
+    assert sorted(eighths) == sorted(list(range(8)) * (n // 8))
 
 
 def test_budget_zero_reports_say_the_answer_is_the_law(tmp_path) -> None:
