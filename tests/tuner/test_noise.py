@@ -36,6 +36,15 @@ def spec(**study):
     })
 
 
+def trained_without_noise(s, tmp_path):
+    """``s``'s study run with `testing.seed_noise_train`, its noise measurement then cleared."""
+    summary = run_study(s, run_dir=tmp_path / s.name, trainer=testing.seed_noise_train,
+                        progress=False)
+    study = optuna.load_study(study_name=s.name, storage=summary.storage)
+    study.set_user_attr(records.NOISE, None)
+    return study
+
+
 def test_pooled_sd_on_hand_cases():
     assert pooled_sd([[2.0, 2.02, 1.98], [3.0, 3.02, 2.98]]) == pytest.approx(0.02)
     # groups pool their squares and degrees of freedom: (0.02² + 0.08²) / (1 + 1)
@@ -90,10 +99,7 @@ def test_study_measures_the_spread_of_other_seeds_without_counting_them(ray_sess
 
 def test_a_failed_re_run_is_recorded_and_left_out(ray_session, tmp_path):
     s = spec(noise_repeats=2, noise_top=1)
-    summary = run_study(s, run_dir=tmp_path / s.name, trainer=testing.seed_noise_train,
-                        progress=False)
-    study = optuna.load_study(study_name=s.name, storage=summary.storage)
-    study.set_user_attr(records.NOISE, None)
+    study = trained_without_noise(s, tmp_path)
 
     def fails_on_seed_2(*a, **kw):
         if kw["seed"] == 2:
@@ -228,10 +234,7 @@ def test_a_study_re_trains_on_ray_max_concurrent_at_once(ray_session, tmp_path):
 
 def test_a_stop_cancels_the_runs_in_flight_and_stores_nothing(ray_session, tmp_path):
     s = spec(noise_repeats=2, noise_top=2, max_concurrent=2)
-    summary = run_study(s, run_dir=tmp_path / s.name, trainer=testing.seed_noise_train,
-                        progress=False)
-    study = optuna.load_study(study_name=s.name, storage=summary.storage)
-    study.set_user_attr(records.NOISE, None)
+    study = trained_without_noise(s, tmp_path)
     polls = []
 
     def stop_on_second_poll():
@@ -245,12 +248,8 @@ def test_a_stop_cancels_the_runs_in_flight_and_stores_nothing(ray_session, tmp_p
 
 def test_a_run_whose_worker_dies_is_recorded_and_left_out(ray_session, tmp_path):
     s = spec(noise_repeats=2, noise_top=1, max_concurrent=2)
-    summary = run_study(s, run_dir=tmp_path / s.name, trainer=testing.seed_noise_train,
-                        progress=False)
-    study = optuna.load_study(study_name=s.name, storage=summary.storage)
-    study.set_user_attr(records.NOISE, None)
-    noise = measure_noise(study, s, trainer=testing.seed_2_crash_train,
-                         on_ray=True)
+    study = trained_without_noise(s, tmp_path)
+    noise = measure_noise(study, s, trainer=testing.seed_2_crash_train, on_ray=True)
     assert noise is not None and noise["n"] == 3
     assert [r["seed"] for r in noise["runs"]] == [1, 2]
     assert noise["runs"][0].get("error") is None
