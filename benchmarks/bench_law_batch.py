@@ -2,7 +2,7 @@
 CPU place a batch law, where does each budget's optimum sit in lr and batch, and does the law
 predict its held-out budget?
 
-`search_spaces/law.toml`'s design (debug proxy, µP, 16 qmc trials per budget, budgets 16,384 /
+`search_spaces/law.toml`'s design (debug proxy, µP, 24 qmc trials per budget, budgets 16,384 /
 49,152 / 147,456 / 524,288 tokens, held-out 2,621,440, noise_repeats 2), the precision fixed at
 fp32 (a CPU trains it 2x faster than bf16; the law's lr is read at the precision it was measured
 in), with batch_end (sequences of 128 tokens) as ``--batches`` gives it: one value fixes it, as
@@ -10,7 +10,7 @@ law.toml now does; several search it with the lr (law.toml searched 2-64 before 
 Each seed runs through ``moetune submit`` (``resume`` when its study exists), so the product
 predicts the held-out budget from the fitted ones and stores the prediction before searching it.
 
-    nice -n 5 python benchmarks/bench_law_batch.py --seeds 0 1 --held-out-trials 8   # ~45 min/seed
+    nice -n 5 python benchmarks/bench_law_batch.py --seeds 0 1 --held-out-trials 8   # ~55 min/seed
     nice -n 5 python benchmarks/bench_law_batch.py --seeds 0 --batches 2 4 8 16 32 64
     python benchmarks/bench_law_batch.py --results --seeds 0 1        # refit stored studies
 
@@ -37,9 +37,11 @@ HEADING = "## The product's law design: the batch searched or fixed (real traini
 
 from benchmarks.bench_law import spec_text, submit_or_resume  # noqa: E402
 
-# law.toml's own sizes (tests/search_spaces check that these match the shipped file)
-DESIGN = {"tokens": [16_384, 49_152, 147_456, 524_288], "held_out": 2_621_440, "trials": 16,
+# law.toml's own sizes (tests/benchmarks/test_bench_law_batch_smoke.py checks them)
+DESIGN = {"tokens": [16_384, 49_152, 147_456, 524_288], "held_out": 2_621_440, "trials": 24,
           "batches": [2], "precision": "fp32", "noise_repeats": 2, "trainer": None}
+UNTAGGED_TRIALS = 16  # law.toml's count when the first campaigns ran: their runs and JSON
+                      # entries carry no -t<N> tag, every other count's do
 NOTES = [  # the measurement's reading
     "**Measured 2026-12-02** on the 2-core machine (the test suite beside part of it). The two "
     "searched designs ran their fitted budgets only (seed 0, ~6 min for 2-64, ~14 min for 1-16, "
@@ -162,7 +164,7 @@ def results_lines(entry: dict[str, Any]) -> list[str]:
     from reports.law import num
 
     seeds, batches = entry["seeds"], entry["batches"]
-    trials = entry.get("trials", DESIGN["trials"])
+    trials = entry.get("trials", UNTAGGED_TRIALS)
     shipped = batches == DESIGN["batches"]
     opts = ("" if shipped else " --batches " + " ".join(map(str, batches))) + (
         f" --trials {trials}" if trials != DESIGN["trials"] else "") + (
@@ -269,12 +271,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="the held-out budget's own trials, when fewer than the fitted budgets' "
                    "(it then runs after them, on resume)")
     p.add_argument("--trials", type=int, default=DESIGN["trials"],
-                   help="trials per fitted budget; other than law.toml's, the runs and the "
-                   "JSON entry are tagged -t<N>")
+                   help="trials per fitted budget (default law.toml's); other than "
+                   f"{UNTAGGED_TRIALS}, the runs and the JSON entry are tagged -t<N>")
     a = p.parse_args(argv)
     design = DESIGN | {"batches": a.batches, "trials": a.trials}
     tag = "b" + "-".join(map(str, a.batches)) + (
-        f"-t{a.trials}" if a.trials != DESIGN["trials"] else "")
+        f"-t{a.trials}" if a.trials != UNTAGGED_TRIALS else "")
     a.root = a.root.with_name(f"{a.root.name}-{tag}")
     data: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {}
     entry = data.setdefault(tag, {"batches": a.batches, "seeds": {}, "trials": a.trials})

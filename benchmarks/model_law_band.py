@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         target = math.exp(np.mean(np.log(measured)))
         sd = min(a.sd, key=lambda s: abs(math.log(medians[s, 16] / target)))
         first = next((n for n in sorted(a.trials) if medians[sd, n] <= 2.0), None)
-        lines += ["", f"- Measured with 16 trials per budget (bench_law_batch, shipped design): "
+        lines += ["", "- Measured with 16 trials per budget (bench_law_batch, batch fixed as "
+                  "law.toml ships it): "
                   f"{', '.join(f'{m:.2f}x' for m in measured)}; the scatter that models them is "
                   f"sd {sd} (16 trials: {medians[sd, 16]:.2f}x). At that scatter the median band "
                   "first falls to 2x or under at "

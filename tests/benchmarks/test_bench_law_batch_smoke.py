@@ -18,6 +18,17 @@ from benchmarks import bench_law_batch as bench  # noqa: E402
 from benchmarks.bench_law import spec_text  # noqa: E402
 
 
+def test_the_design_is_the_shipped_law_toml():
+    from tuner.study.specs.spec import load_spec
+
+    shipped = load_spec(ROOT / "search_spaces" / "law.toml")
+    assert list(shipped.law.tokens) == bench.DESIGN["tokens"]
+    assert shipped.law.held_out == bench.DESIGN["held_out"]
+    assert shipped.study.n_trials == bench.DESIGN["trials"]
+    assert shipped.study.noise_repeats == bench.DESIGN["noise_repeats"]
+    assert [shipped.space.fixed["batch_end"]] == bench.DESIGN["batches"]
+
+
 @pytest.mark.parametrize("batches", [[2], [1, 2, 4, 8, 16], [2, 4, 8, 16, 32, 64]])
 def test_the_written_specs_fix_or_search_the_batch_as_asked(batches):
     from tuner.study.specs.spec import parse_spec
