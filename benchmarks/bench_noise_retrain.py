@@ -8,7 +8,7 @@ after another, as every study did before) and ``on_ray`` (Ray tasks, ``max_concu
 once, as a study now runs them). Both must give the same val_loss per run: the same computation,
 only scheduled differently. The figure is the wall-time ratio; on 2 cores at most 2x.
 
-    python benchmarks/bench_noise_retrain.py --write      # ~6 min on 2 cores
+    python benchmarks/bench_noise_retrain.py --write      # ~7 min on 2 cores
 """
 
 from __future__ import annotations
@@ -103,8 +103,7 @@ def main() -> None:
         "",
         f"**Speed-up {seq / par:.2f}x** (at most 2x on 2 cores). Same val_loss for every run "
         f"both ways in every round: {'yes' if same else 'NO'} (the same computation, "
-        "scheduled differently). At the law's held-out budget (2,621,440 tokens, ~4 min a run) "
-        "this is the ~16 min the 4 re-trainings took in the driver.",
+        "scheduled differently).",
     ]
     if a.write:
         publish(HEADING, lines)
