@@ -255,3 +255,12 @@ def test_a_run_whose_worker_dies_is_recorded_and_left_out(ray_session, tmp_path)
     assert noise["runs"][0].get("error") is None
     assert noise["runs"][1]["val_loss"] == "nan" and "Worker" in noise["runs"][1]["error"]
 
+
+
+def test_the_spec_sent_to_ray_workers_carries_no_storage_url():
+    from tuner.study.results.noise import for_workers
+
+    s = spec(noise_repeats=2, storage="postgresql://ops:s3cret@db.example:5432/moetune")
+    shipped = for_workers(s)
+    assert "s3cret" not in repr(shipped) and shipped.study.storage == ""
+    assert shipped.study.noise_repeats == 2 and shipped.budget == s.budget

@@ -33,6 +33,7 @@ cannot order those trials, not which to take. `combined_noise` pools two studies
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -286,6 +287,7 @@ def _retrain_on_ray(jobs: Sequence[Job], spec: StudySpec, *, trainer: Callable[.
     res = spec.resources
     task = ray.remote(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial,
                       max_retries=0)(_run_here)
+    shipped = for_workers(spec)
     todo = list(enumerate(jobs))
     flying: dict[Any, int] = {}
     runs: dict[int, dict[str, Any]] = {}
@@ -295,7 +297,7 @@ def _retrain_on_ray(jobs: Sequence[Job], spec: StudySpec, *, trainer: Callable[.
                 return None
             while todo and len(flying) < spec.study.max_concurrent:
                 i, (r, seed) = todo.pop(0)
-                flying[task.remote(r, seed, spec, trainer)] = i
+                flying[task.remote(r, seed, shipped, trainer)] = i
             done, _ = ray.wait(list(flying), num_returns=1, timeout=1.0)
             for ref in done:
                 i = flying.pop(ref)
@@ -310,6 +312,12 @@ def _retrain_on_ray(jobs: Sequence[Job], spec: StudySpec, *, trainer: Callable[.
         for ref in flying:
             ray.cancel(ref, force=True)
     return [runs[i] for i in range(len(jobs))]
+
+
+def for_workers(spec: StudySpec) -> StudySpec:
+    """``spec`` without its storage URL: a re-training needs none, and a password in it must
+    not travel to Ray's workers (trials get a `trainable.TrialJob`, which has none either)."""
+    return dataclasses.replace(spec, study=dataclasses.replace(spec.study, storage=""))
 
 
 def _run_here(r: TrialRecord, seed: int, spec: StudySpec,
