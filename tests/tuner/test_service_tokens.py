@@ -80,6 +80,16 @@ def test_an_open_loopback_service_answers_loopback_names_only(store):
     assert status(auth, request(host="localhost:8470")) == "local"
     assert status(auth, request(host="[::1]:8470")) == "local"
     assert status(auth, request(host="evil.example:8470")) == 403  # DNS rebinding
+    assert status(auth, request(host="127.8.9.10")) == "local"  # all of 127.0.0.0/8
+
+
+@pytest.mark.parametrize("host", ["127.attacker.example:8470", "127.0.0.1.nip.io:8470",
+                                  "127.0.0.1.evil.example", "localhost.evil.example:8470",
+                                  "127.0.0.256:8470", "[::2]:8470", "0.0.0.0:8470", ""])
+def test_a_name_that_only_looks_like_loopback_is_refused(store, host):
+    auth = Auth(store, KEY, clock=Clock())  # names a page of the attacker's resolves to 127.*
+    assert status(auth, request(host=host)) == 403
+    assert status(auth, request(method="POST", host=host)) == 403
 
 
 def test_token_list_shows_last_use_and_revocation(store):

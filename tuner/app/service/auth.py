@@ -29,6 +29,7 @@ import asyncio
 import functools
 import hashlib
 import hmac
+import ipaddress
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -200,10 +201,19 @@ def same_origin(request: Request) -> bool | None:
 
 @functools.lru_cache(maxsize=256)  # asked on every request of an open service; few hosts
 def _loopback_host(host: str) -> bool:
-    """Whether a Host header names this machine by a loopback name (a page whose own name
-    resolves to 127.0.0.1 does not: DNS rebinding)."""
-    name = urllib.parse.urlsplit(f"//{host}").hostname or ""
-    return name in ("localhost", "::1") or name.startswith("127.")
+    """Whether a Host header names this machine by a loopback name: ``localhost``, or an IP
+    literal in 127.0.0.0/8 or ``[::1]``. Any other name does not, however it starts
+    (``127.0.0.1.nip.io`` is a page whose own name resolves to 127.0.0.1: DNS rebinding)."""
+    try:
+        name = urllib.parse.urlsplit(f"//{host}").hostname or ""
+    except ValueError:  # an unbalanced "[" or the like: no name at all
+        return False
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def may_change(user: User, owner: str) -> bool:
