@@ -104,6 +104,29 @@ def test_native_is_strict_json_with_every_rule(fp8_run):
     assert all(r["rule"] for r in d["rules"])
 
 
+@pytest.mark.parametrize("seq_len", [4096, 8192])
+def test_native_and_deepseek_describe_the_context_the_run_trains_at(seq_len):
+    """The published config's inference context (16384 by YaRN factor 40 over 4096) is not the
+    run's: the native export's model args and the deepseek config both hold the run's length,
+    with YaRN off (max_seq_len <= original_seq_len)."""
+    run = full_run(Recipe(), seq_len=seq_len)
+    native = json.loads(formats.render("native", run))["model_args"]
+    upstream = json.loads(formats.render("deepseek", run))
+    assert config("671B").max_seq_len == 16384 and config("671B").rope_factor == 40
+    for d in (native, upstream):
+        assert d["max_seq_len"] == seq_len == run.recipe.seq_len <= d["original_seq_len"]
+    assert native["original_seq_len"] == upstream["original_seq_len"]
+
+
+def test_an_fp8_torchtitan_module_says_at_its_top_that_it_needs_torchao():
+    fp8 = formats.render("torchtitan", full_run(Recipe(precision="fp8")))
+    bf16 = formats.render("torchtitan", full_run(Recipe()))
+    assert fp8.splitlines()[1].startswith("# REQUIRES: torchao (pip install torchao)")
+    assert "torchao (pip install torchao)" not in bf16
+    assert any("pip install torchao" in n
+               for n in formats.NOTES["torchtitan"](full_run(Recipe(precision="fp8"))))
+
+
 def test_deepseek_config_loads_with_model_args(fp8_run, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(formats.render("deepseek", fp8_run))

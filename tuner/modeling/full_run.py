@@ -180,9 +180,19 @@ def load_target(spec: str) -> tuple[ModelArgs, str]:
     return preset(spec), spec
 
 
-def _target_args(proxy: ModelArgs, target: ModelArgs) -> ModelArgs:
-    """Target architecture; a µP study keeps its base width so the multipliers carry over, and
-    a proxy that fixed its routing's group score (``group_score``) keeps it."""
+def _target_args(proxy: ModelArgs, target: ModelArgs, seq_len: int) -> ModelArgs:
+    """Target architecture as the full run trains it; a µP study keeps its base width so the
+    multipliers carry over, and a proxy that fixed its routing's group score (``group_score``)
+    keeps it.
+
+    The context is the run's: ``max_seq_len`` is ``seq_len`` and ``original_seq_len`` at least
+    that. A published config carries its inference context (16384 tokens by YaRN, ``rope_factor``
+    40 over the 4096 it was pre-trained at), which a pre-training run at ``seq_len`` does not
+    use: YaRN applies whenever ``max_seq_len > original_seq_len`` (`trainers.model`, as
+    upstream's ``inference/model.py``), so every format describes plain RoPE at the run's length.
+    """
+    target = dataclasses.replace(target, max_seq_len=seq_len,
+                                 original_seq_len=max(target.original_seq_len, seq_len))
     if proxy.group_score != "auto" and target.group_score == "auto":
         target = dataclasses.replace(target, group_score=proxy.group_score)
     if proxy.mup_base_dim and not target.mup_base_dim:
@@ -314,7 +324,7 @@ def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget,
         ExportError: the precision has no tensor cores on the hardware, or no layout fits,
             or ``proxy_tokens`` is not positive.
     """
-    proxy, args = recipe, _target_args(model_args, target.model_args)
+    proxy, args = recipe, _target_args(model_args, target.model_args, target.seq_len)
     precision = proxy.precision
     try:
         target.hardware.peak_tflops(precision)

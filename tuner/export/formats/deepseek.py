@@ -8,7 +8,8 @@ sidecar (`sidecar`). The file describes the model as the full run trains it:
 
 - ``max_seq_len`` is the run's sequence length, and ``original_seq_len`` at least that, since
   upstream applies YaRN (``rope_factor``) whenever ``max_seq_len > original_seq_len`` and a
-  pre-training run uses plain RoPE at its own length;
+  pre-training run uses plain RoPE at its own length (the full run's model args say so already,
+  `tuner.modeling.full_run`, so the native export and this file agree);
 - ``dtype`` follows the recipe: ``fp8`` for an fp8 recipe, else ``bf16`` (upstream knows no
   other).
 """
@@ -39,10 +40,9 @@ UPSTREAM_BIAS_DIM = 7168  # upstream's Gate builds its bias only at this width
 
 def config(full: FullRun) -> dict[str, Any]:
     """The upstream-loadable config: exactly `UPSTREAM_KEYS`."""
-    a, seq = full.model_args, full.recipe.seq_len
+    a = full.model_args
     d = {k: getattr(a, k) for k in UPSTREAM_KEYS}
-    return d | {"max_seq_len": seq, "original_seq_len": max(a.original_seq_len, seq),
-                "dtype": "fp8" if full.recipe.precision == "fp8" else "bf16"}
+    return d | {"dtype": "fp8" if full.recipe.precision == "fp8" else "bf16"}
 
 
 def notes(full: FullRun) -> list[str]:
@@ -52,8 +52,9 @@ def notes(full: FullRun) -> list[str]:
                    f"{UPSTREAM_BIAS_DIM}; this model trains {'with' if a.gate_bias else 'without'}"
                    f" one (gate_bias {a.gate_bias}) at dim {a.dim}: upstream's inference code "
                    "will not match it.")
-    if r.seq_len > a.original_seq_len:
-        out.append(f"original_seq_len raised from {a.original_seq_len} to {r.seq_len}: the run "
+    published = full.target.model_args.original_seq_len
+    if r.seq_len > published:
+        out.append(f"original_seq_len raised from {published} to {r.seq_len}: the run "
                    "pre-trains with plain RoPE at its own length (no YaRN).")
     if r.precision == "fp32":
         out.append("dtype bf16: the recipe trains in fp32, which upstream's config cannot say.")

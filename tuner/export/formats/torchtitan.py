@@ -26,7 +26,8 @@ Mapping (torchtitan's names at 0.3.0):
   option, so ``SelectiveAC`` (per op) stands in, with a note.
 - fp8 → torchao float8 converters (``Float8LinearConverter`` rowwise, gate and head kept in
   bf16, and ``Float8GroupedExpertsConverter``); torchtitan has no 1×128/128×128 blockwise
-  recipe (a note says so).
+  recipe (a note says so). torchtitan does not depend on torchao: the file's second line says
+  to install it (`TORCHAO_NEEDED`), and ``moetune export`` prints it as a note.
 - Router: every ``MoE.Config``'s ``load_balance_coeff`` is γ (the bias update speed) when the
   model has a balancing bias, ``None`` (no bias) when it has none; every RMSNorm's ``eps`` is
   the model's ``norm_eps``; MTP depth and weight → ``num_mtp_layers`` and ``MTPLoss`` (not with
@@ -62,6 +63,11 @@ TORCHTITAN_REF = ("torchtitan 0.3.0 (PyPI wheel sha256 "
                   "main at b5bcd76c66d0acb1a08b176d9639425bc55e0b2a")
 BASES = {"16B": "deepseek_v3_16b", "236B": "deepseek_v3_16b", "671B": "deepseek_v3_671b"}
 DEFAULT_MODULE = "moetune_run"
+# torchtitan's fp8 converters build on torchao, which torchtitan does not depend on: without it
+# 0.3.0's ConfigManager stops with "torchao is not installed"
+TORCHAO_NEEDED = ("torchao (pip install torchao): this fp8 recipe's float8 converters need it "
+                  "and torchtitan does not install it; without it torchtitan stops at "
+                  "\"torchao is not installed\"")
 FUNCTION = "moetune_config"
 
 
@@ -255,6 +261,7 @@ def render(full: FullRun, *, module: str = DEFAULT_MODULE) -> str:
     check_module_name(module)
     lines, notes = body(full)
     head = [f"# moetune export for torchtitan ({TORCHTITAN_REF})",
+            *([f"# REQUIRES: {TORCHAO_NEEDED}"] if full.recipe.precision == "fp8" else []),
             f"# study {full.proxy.get('study', '?')} trial {full.proxy.get('trial', '?')}; "
             f"{full.target.gpus} x {full.target.hardware.name}, {full.target.tokens} tokens",
             f"# save as {module}.py; launch: {launch(module, full.target.gpus)}",
@@ -267,5 +274,6 @@ def render(full: FullRun, *, module: str = DEFAULT_MODULE) -> str:
 
 
 def notes(full: FullRun) -> list[str]:
-    """What the file says differs from the recipe (for stderr)."""
-    return body(full)[1]
+    """What the file says differs from the recipe, and what it needs installed (for stderr)."""
+    needs = [f"needs {TORCHAO_NEEDED}"] if full.recipe.precision == "fp8" else []
+    return needs + body(full)[1]
