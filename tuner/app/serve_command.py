@@ -25,14 +25,18 @@ from pathlib import Path
 
 from tuner.app.commands import DEFAULT_ROOT
 from tuner.app.errors import UsageError
-from tuner.app.service.private import csrf_key, make_private, secret_file
+from tuner.app.service.private import (
+    RAY_TOKEN_FILE,
+    SERVICE_DB,
+    csrf_key,
+    make_private,
+    secret_file,
+)
 from tuner.app.service.tokens import TokenStore
 from tuner.study.specs.spec import NAME_RE
 from tuner.study.store import database as db
 
 DEFAULT_PORT = 8470
-SERVICE_DB = "service.db"
-RAY_TOKEN_FILE = "ray.token"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

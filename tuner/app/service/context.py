@@ -31,6 +31,7 @@ from tuner.app.service.attached import MARKER, Attached
 from tuner.app.service.auth import Auth, may_change
 from tuner.app.service.cluster_checks import check_inputs_here, check_inputs_on_cluster
 from tuner.app.service.data_roots import OutsideDataRoots, check_path, is_path, spec_paths
+from tuner.app.service.private import reserved_name
 from tuner.app.service.scheduler import Scheduler
 from tuner.app.service.studies import (
     detail,
@@ -177,6 +178,11 @@ class Service:
                                   check_table=self._check_table)
         except RequestError as e:
             raise SubmitError(str(e), field=e.field) from None
+        taken = reserved_name(spec.name, self.config.root, _sqlite_file(self.config.storage_url))
+        if taken is not None:
+            raise SubmitError(f"study.name: must not name what the service keeps in its root "
+                              f"({taken}), but got {spec.name!r}; choose another name.",
+                              field="study.name")
         self._check_caps(spec)
         spec = _first_stage(spec)
         problem = (check_inputs_here(spec) if self.config.local_ray else  # the one input check
@@ -357,6 +363,11 @@ def _first_stage(spec: StudySpec) -> StudySpec:
     if spec.ladder.on:
         return rung_spec(spec, 0, [])
     return spec
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite database URL, else None."""
+    return Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
 
 
 def _report_key(study: optuna.Study) -> str:

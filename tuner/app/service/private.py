@@ -18,8 +18,13 @@ import secrets
 import stat
 from pathlib import Path
 
+# What the service keeps in its root, named once here, where it is made: a study (a folder
+# ROOT/<name>) may take none of these names (`reserved_name`)
+SERVICE_DB = "service.db"  # the default database (`moetune serve`, `moetune token`)
 KEY_FILE = "csrf.key"
-_SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+RAY_TOKEN_FILE = "ray.token"  # the local Ray's token (`tuner.app.serve_command`)
+_SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")  # and "-mj<hex>" super-journals
+ROOT_FILES = (KEY_FILE, RAY_TOKEN_FILE)
 
 
 def make_private(root: Path, sqlite_db: Path | None) -> None:
@@ -60,3 +65,26 @@ def secret_file(path: Path) -> bytes:
     with os.fdopen(fd, "w") as f:
         f.write(key.hex())
     return key
+
+
+def reserved_name(name: str, root: Path, sqlite_db: Path | None) -> str | None:
+    """What ``root/name`` would collide with, or None when a study may be named ``name``.
+
+    A study's run folder is ``root/name``; one named after a file the service or SQLite keeps
+    in the root takes that file's place: SQLite cannot then create ``service.db-journal`` and
+    fails every connection ("disk I/O error": no token can be revoked, no driver start, no
+    restart). Reserved: `ROOT_FILES`, and every name beginning with the database's file name
+    (`SERVICE_DB` always, since a later start without ``--storage`` uses it, and a SQLite
+    ``sqlite_db`` of the service's when it lies in ``root``), which covers SQLite's side
+    files: ``-journal``, ``-wal``, ``-shm`` and ``-mj<hex>`` super-journals.
+    """
+    if name in ROOT_FILES:
+        return f"the service's file {name!r}"
+    databases = {SERVICE_DB}
+    if sqlite_db is not None and sqlite_db.resolve().parent == root.resolve():
+        databases.add(sqlite_db.name)
+    for db in sorted(databases):
+        if name.startswith(db):
+            return f"the database's files ({db!r} and its SQLite side files, {db}-journal, " \
+                   f"{db}-wal, {db}-shm)"
+    return None

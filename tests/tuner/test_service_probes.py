@@ -1,0 +1,99 @@
+"""The service probed as a hostile token holder would, in process (`create_app` under
+FastAPI's `TestClient`, no server, no Ray, the scheduler not started): study names that would
+take the place of the service's own files, spec files outside the data roots, caps that must
+count every training, and bad values that must be 4xx, not 500."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tuner.app.service.api import create_app
+from tuner.app.service.auth import Auth
+from tuner.app.service.context import Service, ServiceConfig
+from tuner.app.service.private import csrf_key, make_private
+from tuner.app.service.scheduler import Scheduler
+from tuner.app.service.tokens import TokenStore
+from tuner.study.store import database as db
+
+SPEC = """
+[study]
+name = "{name}"
+n_trials = {n}
+max_concurrent = 1
+sampler = "random"
+[budget]
+tokens_per_trial = 300
+eval_every_tokens = 100
+[objectives]
+val_loss = "minimize"
+[pruning]
+scheduler = "none"
+[space.params.lr]
+type = "float"
+low = 1e-4
+high = 1e-2
+log = true
+"""
+
+
+@dataclass
+class InProcess:
+    root: Path
+    client: TestClient
+    service: Service
+
+    def submit(self, spec: str, **body: object) -> tuple[int, dict]:
+        r = self.client.post("/api/v1/studies", json={"spec": spec, **body})
+        return r.status_code, r.json()
+
+
+def in_process(root: Path, **config: object) -> InProcess:
+    """An open loopback service (no token made) over a SQLite database in ``root``."""
+    make_private(root, root / "service.db")
+    url = f"sqlite:///{root / 'service.db'}"
+    storage = db.open_storage(url)
+    cfg = ServiceConfig(root=root, storage_url=url, **config)  # type: ignore[arg-type]
+    scheduler = Scheduler(storage=storage, storage_url=url, root=root,
+                          trainer="tuner.testing:slow_train", max_running=1)
+    auth = Auth(TokenStore(storage.engine), csrf_key(root))
+    service = Service(cfg, storage, auth, scheduler)
+    # no `with`: the app's lifespan (the scheduler, which starts Ray drivers) does not run
+    client = TestClient(create_app(service), base_url="http://127.0.0.1:8470",
+                        raise_server_exceptions=False)
+    return InProcess(root=root, client=client, service=service)
+
+
+@pytest.fixture
+def svc(tmp_path) -> Iterator[InProcess]:
+    s = in_process(tmp_path / "root")
+    yield s
+    s.service.views.close()
+
+
+@pytest.mark.parametrize("name", ["service.db-journal", "service.db-wal", "service.db-shm",
+                                  "service.db", "service.db-mj1A2B3C", "csrf.key", "ray.token"])
+def test_a_study_may_not_take_the_name_of_a_file_the_service_keeps_in_its_root(svc, name):
+    before = sorted(p.name for p in svc.root.iterdir())
+    status, body = svc.submit(SPEC.format(name="fine", n=2), name=name)
+    assert status == 422, body
+    assert body["field"] == "study.name" and repr(name) in body["detail"]
+    assert "must not name what the service keeps in its root" in body["detail"]
+    assert sorted(p.name for p in svc.root.iterdir()) == before  # nothing made
+    status, _ = svc.submit(SPEC.format(name="fine", n=2))
+    assert status == 201
+    # the database still opens: a new connection, as a token revoke or a driver makes
+    assert TokenStore(db.open_storage(svc.service.config.storage_url).engine).any() is False
+
+
+def test_a_custom_sqlite_database_in_the_root_reserves_its_name_too(tmp_path):
+    root = tmp_path / "root"
+    s = in_process(root)
+    s.service.config = ServiceConfig(root=root, storage_url=f"sqlite:///{root / 'team.db'}")
+    status, body = s.submit(SPEC.format(name="team.db-journal", n=2))
+    s.service.views.close()
+    assert status == 422 and body["field"] == "study.name", body
