@@ -97,3 +97,22 @@ def test_a_custom_sqlite_database_in_the_root_reserves_its_name_too(tmp_path):
     status, body = s.submit(SPEC.format(name="team.db-journal", n=2))
     s.service.views.close()
     assert status == 422 and body["field"] == "study.name", body
+
+
+def test_a_space_file_is_only_ever_a_shipped_space(svc, tmp_path, monkeypatch):
+    cwd = tmp_path / "cwd"  # the service's working folder, outside every data root
+    cwd.mkdir()
+    (cwd / "secrets.toml").write_text('PGPASSWORD = "hunter2"\n')
+    (cwd / "deepseek_v3.toml").write_text("not = [valid\n")  # shadows a shipped name
+    monkeypatch.chdir(cwd)
+    spec = SPEC.format(name="{name}", n=2).split("[space.params.lr]")[0]
+    answers = {}
+    for name, file in (("a", "secrets.toml"), ("b", "missing.toml"), ("c", "../secrets.toml")):
+        status, body = svc.submit(spec.format(name=name) + f'[space]\nfile = "{file}"\n')
+        assert status == 422 and body["field"] == "space.file", body
+        for leak in ("PGPASSWORD", str(cwd), "hunter2", "first line", "exists"):
+            assert leak not in body["detail"]
+        answers[file] = body["detail"].replace(repr(file), "NAME")
+    assert len(set(answers.values())) == 1  # the same words whether the file is there or not
+    status, body = svc.submit(spec.format(name="d") + '[space]\nfile = "deepseek_v3.toml"\n')
+    assert status == 201, body  # the shipped space, not the working folder's file

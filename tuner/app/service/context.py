@@ -9,6 +9,7 @@ import io
 import json
 import shutil
 import threading
+import tomllib
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 import optuna
 from fastapi import HTTPException
 
+from search_spaces.loader import SPACES_DIR
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app import actions
 from tuner.app.actions import (
@@ -391,13 +393,31 @@ def _check_service_rules(table: dict[str, Any]) -> None:
                           "starts from another study in the service's database), but got a "
                           "URL.", field="start.warm_start_storage")
     space = table.get("space")
-    if isinstance(space, dict) and isinstance(space.get("file"), str):
-        f = space["file"]
-        if "/" in f or "\\" in f or f.startswith("."):
-            raise SubmitError(f"space.file: must be the name of a search space shipped with "
-                              f"moetune (e.g. 'deepseek_v3.toml') or the space inline, but got "
-                              f"{f!r}; `moetune submit --server` inlines a local file.",
-                              field="space.file")
+    if isinstance(space, dict) and "file" in space:
+        table["space"] = _shipped_space(space)
+
+
+def _shipped_space(space: dict[str, Any]) -> dict[str, Any]:
+    """``[space] file = NAME`` on a service: the shipped space NAME's table, read from
+    moetune's own ``search_spaces/`` and put inline, so the spec's parse reads no file (it
+    would look for NAME in the service's working folder first, outside the data roots).
+
+    Raises:
+        SubmitError: NAME is not a shipped space; the message lists those and says nothing
+            about any file of that name elsewhere.
+    """
+    shipped = sorted(p.name for p in SPACES_DIR.glob("*.toml") if p.is_file())
+    name = space["file"]
+    if not isinstance(name, str) or name not in shipped:
+        raise SubmitError(f"space.file: must name a search space shipped with moetune (one of "
+                          f"{shipped}) or be left out for the space inline, but got "
+                          f"{name!r}; `moetune submit --server` inlines a local file.",
+                          field="space.file")
+    rest = sorted(set(space) - {"file"})
+    if rest:
+        raise SubmitError(f"space: must set either file or inline params/fixed, not both, but "
+                          f"got {rest}.", field="space")
+    return tomllib.loads((SPACES_DIR / name).read_text())
 
 
 def _zip(files: dict[str, str]) -> bytes:
