@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tuner.app.report_command",
     "tuner.app.control_commands",
     "tuner.app.serve_command",
+    "tuner.app.law_command",
 )
 
 

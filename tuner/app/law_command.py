@@ -1,0 +1,65 @@
+"""``moetune law fit RUNS.csv|.parquet``: the lr law in tokens and batch from runs a team
+already has (`reports.run_table`, `reports.law_table`; the law is
+`tuner.modeling.lr_batch_law`'s, the same a law study fits).
+
+    moetune law fit runs.csv --out law/
+    moetune law fit dense_lr_bs_loss.csv --column B=bs --batch-unit 2048 \\
+        --vary "smooth loss" --out steplaw/        # Step Law's sweep, as it is
+
+The table is read, checked and fitted before anything is written: a bad table or argument
+exits 2 naming the column, the rule and the value, with no folder made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tuner.app.errors import UsageError
+from tuner.modeling.lr_batch_law import LawFitError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("law", help="laws from runs a team already has")
+    sub = p.add_subparsers(dest="law_command", metavar="LAW_COMMAND", required=True)
+    f = sub.add_parser("fit", help="fit lr*(D, B) from a table of runs (csv or parquet)")
+    f.add_argument("runs", help="RUNS.csv or RUNS.parquet: one row per run (N, D, B, lr, loss)")
+    f.add_argument("--out", required=True, help="folder for law.md, law.json, law.png")
+    f.add_argument("--column", action="append", default=[], metavar="KEY=NAME",
+                   help="the table's column for KEY in N (non-embedding params), D (tokens), "
+                        "B (batch per step), lr, loss; default: the KEY itself")
+    f.add_argument("--batch-unit", type=float, default=1.0,
+                   help="tokens per unit of the B column (2048 for batches in sequences of "
+                        "2,048 tokens; default 1: B is in tokens)")
+    f.add_argument("--vary", action="append", default=[], metavar="COLUMN",
+                   help="a column that may change between the runs of one cell (another "
+                        "loss, a seed); others must be constant per cell or name each run")
+    f.set_defaults(handler=law_fit)
+
+
+def law_fit(args: argparse.Namespace) -> int:
+    from reports.law_table import table_law_data, write_table_law
+    from reports.run_table import RunTableError, read_runs
+    try:
+        table = read_runs(args.runs, columns=_columns(args.column),
+                          batch_unit=args.batch_unit, vary=args.vary)
+        data = table_law_data(table)
+    except (RunTableError, LawFitError) as e:
+        raise UsageError(str(e)) from None
+    paths = write_table_law(data, Path(args.out))
+    law = data["lr_batch_law"]
+    print(f"law: {law['n_cells']} cells, tau {law['tau']:.3g} decades, lack of fit p "
+          f"{law['lack_of_fit_p']:.3g}; wrote {', '.join(str(p) for p in paths.values())}",
+          file=sys.stderr)
+    return 0
+
+
+def _columns(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, name = item.partition("=")
+        if not sep or not key or not name:
+            raise UsageError(f"--column: must be KEY=NAME (e.g. B=bs), but got {item!r}")
+        out[key.strip()] = name
+    return out
