@@ -17,31 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-SPEC = """
-[study]
-name = "{name}"
-n_trials = {n}
-max_concurrent = 2
-sampler = "random"
-[budget]
-tokens_per_trial = 300
-eval_every_tokens = 100
-[objectives]
-val_loss = "minimize"
-tokens_per_s = "maximize"
-[pruning]
-scheduler = "none"
-[space.params.lr]
-type = "float"
-low = 1e-4
-high = 1e-2
-log = true
-[space.params.warmup_fraction]
-type = "float"
-low = 0.0
-high = 0.2
-"""
-
+from service_spec import SPEC  # noqa: F401 - the tests import it from here too
 
 STARTED = re.compile(rb"moetune service on http://[^/]*:(\d+)/")
 

@@ -1,8 +1,12 @@
-"""`moetune serve` as a team uses it: a real server process, fake trainers to keep it fast.
+"""`moetune serve` as a team uses it, the integration tier: a real server process with its own
+Ray, fake trainers to keep it fast.
 
-submit → live progress → finished → report and export; cancel and resume with nothing lost;
-the service SIGKILLed mid-study and restarted: the study finishes with no trial lost or left
-RUNNING; bad input refused with the field named and nothing created; the CLI against it."""
+submit → live progress over HTTP → finished on Ray → report and export; a chunked body held to the
+size limit by the real HTTP server; the page's download equal to the CLI's files, locally and
+with ``--server``; the CLI against it; the service SIGKILLed mid-study and restarted: the study
+finishes with no trial lost or left RUNNING; unsafe setups refused at start. The API's contract
+(bad input, cancel, resume, delete, the dashboard, laws and ladders) runs in process, in
+test_service_api.py."""
 
 from __future__ import annotations
 
@@ -12,7 +16,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -90,90 +93,6 @@ def test_submit_streams_progress_then_report_and_export(server):
     assert status == 422 and "data root" in body["detail"] and body["field"] == "--target"
 
 
-def test_cancel_mid_study_then_resume_loses_nothing(server):
-    submit(server, "cancel-me", n=6)
-    server.wait_trials_running("cancel-me")
-    status, body = server.call("POST", "/api/v1/studies/cancel-me/cancel")
-    assert status == 200 and body["state"] == "stopping"
-    d = server.wait_state("cancel-me", ("cancelled",))
-    assert d["progress"]["running"] == 0 and d["progress"]["done"] < 6
-    interrupted = [t for t in d["trials"] if t["reason"] == "interrupted"]
-    assert interrupted  # the trials in flight, queued to be re-run on resume
-    assert not [t for t in d["trials"] if t["outcome"] == "pruned"]  # never counted as done
-    assert server.call("POST", "/api/v1/studies/cancel-me/cancel")[0] == 409  # nothing to stop
-
-
-def test_cancelled_study_resumes_to_the_end(server):
-    submit(server, "resumable", n=6)
-    server.wait_state("resumable", ("running",))
-    server.call("POST", "/api/v1/studies/resumable/cancel")
-    server.wait_state("resumable", ("cancelled",))
-    status, body = server.call("POST", "/api/v1/studies/resumable/resume")
-    assert status == 200 and body["state"] in LIVE
-    d = server.wait_state("resumable", ("finished",))
-    assert d["progress"]["done"] == 6 and d["progress"]["running"] == 0
-    status, _ = server.call("DELETE", "/api/v1/studies/resumable")
-    assert status == 204
-    assert server.call("GET", "/api/v1/studies/resumable")[0] == 404
-
-
-@pytest.mark.parametrize(("body", "status", "words"), [
-    ({"spec": "[study\nname = 1"}, 422, ["spec", "not valid TOML"]),
-    ({"spec": "[study]\nname = '../etc'\n[space.params.lr]\ntype='float'\nlow=1\nhigh=2"}, 422,
-     ["study.name", "../etc"]),
-    ({"spec": SPEC.format(name="x", n=0)}, 422, ["study.n_trials", ">= 1", "0"]),
-    ({"spec": SPEC.format(name="x", n=2) + "[data]\ncorpus = 'rel/corpus.txt'\n"}, 422,
-     ["data.corpus", "absolute path", "rel/corpus.txt"]),
-    ({"spec": SPEC.format(name="x", n=2) + "[data]\ncorpus = '/no/such/corpus.txt'\n"}, 422,
-     ["data.corpus", "/no/such/corpus.txt"]),
-    ({"spec": SPEC.format(name="x", n=2).replace('[study]', "[study]\nstorage = "
-                                                  "'postgresql://u:pw@h/db'")}, 422,
-     ["study.storage", "must be empty"]),
-    ({"spec": SPEC.format(name="x", n=2).replace("[space.params.lr]",
-                                                  "[space]\nfile = '../x.toml'\n[space.p]")},
-     422, ["space.file", "../x.toml"]),
-    ({"spec": SPEC.format(name="x", n=2) + "[start]\nwarm_start = 'no-such-study'\n"}, 422,
-     ["start.warm_start", "no-such-study", "the service's database"]),
-    ({"spec": SPEC.format(name="x", n=2) + "[start]\nwarm_start = 'flow'\n"
-      "warm_start_storage = 'postgresql://u:pw@h/db'\n"}, 422,
-     ["start.warm_start_storage", "must be empty"]),
-    ({"spec": SPEC.format(name="x", n=2) + "[law]\ntokens = [1, 2, 3, 4]\n"}, 422,
-     ["law.tokens", "1.5 decades"]),
-    ({"nope": 1}, 422, ["spec"]),
-    # outside every data root: refused before anything reads the file
-    ({"spec": SPEC.format(name="x", n=2) + "[data]\ncorpus = '/etc/passwd'\n"}, 422,
-     ["data.corpus", "data root", "/etc/passwd"]),
-    ({"spec": SPEC.format(name="x", n=2) + "[model]\nfull = '/etc/shadow'\n"}, 422,
-     ["model.full", "data root"]),
-    # were 500s: a seed numpy cannot take, a lone surrogate in the text
-    ({"spec": SPEC.format(name="x", n=2).replace("[study]", "[study]\nseed = " + str(2**70))},
-     422, ["study.seed", "[0, 2**32)"]),
-    ({"spec": SPEC.format(name="x", n=2) + "# \ud800\n"}, 422, ["spec", "UTF-8"]),
-    # seconds of the service's CPU in tomllib before: refused unparsed
-    ({"spec": SPEC.format(name="x", n=2) + ".".join(["a"] * 5000) + " = 1\n"}, 422,
-     ["spec", "dotted parts", "5000"]),
-])
-def test_bad_submissions_name_the_field_and_create_nothing(server, body, status, words):
-    before = {s["name"] for s in server.call("GET", "/api/v1/studies")[1]}
-    got, out = server.call("POST", "/api/v1/studies", body)
-    assert got == status, out
-    text = json.dumps(out)
-    assert str(server.root) not in text  # no error shows where the service keeps its files
-    for w in words:
-        assert w in text
-    assert {s["name"] for s in server.call("GET", "/api/v1/studies")[1]} == before
-
-
-def test_oversized_and_unknown_requests(server):
-    status, out = server.call("POST", "/api/v1/studies", raw=b"x" * (300 * 1024))
-    assert status == 413 and "at most" in out["detail"]
-    assert server.call("GET", "/api/v1/studies/no-such-study")[0] == 404
-    assert server.call("GET", "/api/v1/studies/..%2Fetc")[0] == 404
-    submit(server, "dup", n=2)
-    status, out = server.call("POST", "/api/v1/studies", {"spec": SPEC.format(name="dup", n=2)})
-    assert status == 422 and out["field"] == "study.name"
-
-
 def chunked_post(server: Server, path: str, chunks: list[bytes], *, end: bool,
                  content_type: str = "application/json") -> tuple[int, dict]:
     """POST a body in chunks (Transfer-Encoding: chunked, no Content-Length); ``end=False``
@@ -203,17 +122,6 @@ def test_a_chunked_body_is_held_to_the_same_limit(server):
     status, out = chunked_post(server, "/api/v1/studies", [body[:100], body[100:]], end=True)
     assert status == 201 and out["name"] == "chunked", out
     assert {s["name"] for s in server.call("GET", "/api/v1/studies")[1]} == before | {"chunked"}
-
-
-def test_the_dashboard_is_mounted_read_only(server):
-    status, page = server.call("GET", "/dashboard")
-    assert status == 200 and "Optuna Dashboard" in page
-    status, studies = server.call("GET", "/api/studies")  # the dashboard's own API: readable
-    assert status == 200 and "study_summaries" in json.dumps(studies)
-    status, out = server.call("POST", "/api/studies", {"study_name": "x",
-                                                      "directions": ["minimize"]})
-    assert status == 405 and "read-only" in out["detail"]
-    assert server.call("DELETE", "/api/studies/0")[0] == 405
 
 
 def download(server: Server, path: str, body: bytes, content_type: str) -> tuple[int, dict, bytes]:
@@ -279,24 +187,6 @@ def test_the_page_export_downloads_every_file_the_cli_writes(server, tmp_path, c
     assert {p.name: p.read_text() for p in remote_out.parent.iterdir()} == renamed
 
 
-def test_bad_export_and_cancel_requests_name_the_field(server):
-    if server.call("GET", "/api/v1/studies/exported")[0] == 404:
-        submit(server, "exported", n=2)
-    target = str(PUBLISHED_CONFIGS / "config_671B.json")
-    for options, field in [({"gpus": "many"}, "--gpus"), ({"format": "yaml"}, "--format"),
-                           ({"pick": "trial x"}, "--pick"), ({"root": "/"}, "--root"),
-                           ({"colour": 1}, "--colour"), ({"gpus": None}, "--gpus")]:
-        body = {"target": target, "gpus": 8, "tokens": 1e9} | options
-        status, out = server.call("POST", "/api/v1/studies/exported/export", body)
-        assert status == 422 and out["field"] == field, out
-        assert out["detail"].startswith(field)
-    status, out = server.call("POST", "/api/v1/studies/a%5Cb/cancel")
-    assert status == 422 and out["field"] == "study", out
-    status, out = server.call("DELETE", "/api/v1/studies/a%5Cb")
-    assert status == 422 and out["field"] == "study", out
-    assert server.call("POST", "/api/v1/studies/no-such-study/cancel")[0] == 404
-
-
 def test_the_cli_talks_to_the_service(server, tmp_path, capsys):
     spec = tmp_path / "cli.toml"
     spec.write_text(SPEC.format(name="from-cli", n=2))
@@ -351,142 +241,3 @@ def test_serve_refuses_unsafe_setups(tmp_path):
         out = run("--port", str(port))
     assert out.returncode == 2 and f"--port: 127.0.0.1:{port} cannot be bound" in out.stderr
     assert "Traceback" not in out.stderr
-
-
-def test_the_dashboard_shows_infeasible_trials_as_infeasible(server):
-    """optuna-dashboard reads one `constraints` list; Optuna 5 stores a key per constraint. The
-    dashboard's read-only view adds the list; the stored trial (what samplers read) is as was."""
-    from tuner.app.service.dashboard import DashboardStorage, ReadOnlyStorage
-
-    storage = optuna.storages.RDBStorage(f"sqlite:///{server.root / 'service.db'}")
-    study = optuna.create_study(study_name="dash-constraints", storage=storage)
-    trial = study.ask()
-    trial.set_constraint("max_peak_memory_gb", 1.5)
-    trial.set_constraint("diverged", -1.0)
-    study.tell(trial, 2.0)
-    stored = study.trials[0]
-    view = DashboardStorage(storage)
-    seen = view.get_all_trials(study._study_id)[0]
-    assert sorted(seen.system_attrs["constraints"]) == [-1.0, 1.5]
-    assert "constraints" not in storage.get_trial(stored._trial_id).system_attrs
-    assert stored.constraints == {"max_peak_memory_gb": 1.5, "diverged": -1.0}
-    with pytest.raises(ReadOnlyStorage):
-        view.set_study_user_attr(study._study_id, "x", 1)
-    status, body = server.call("GET", f"/api/studies/{study._study_id}?after=0")
-    assert status == 200
-    assert sorted(body["trials"][0]["constraints"]) == [-1.0, 1.5]  # 1.5 > 0: infeasible
-
-
-def test_a_name_whose_folder_exists_is_refused_and_delete_keeps_what_it_did_not_make(server):
-    cli = server.root / "cli-made"  # e.g. a study run with `moetune submit` in the same root
-    cli.mkdir()
-    (cli / "study.db").write_bytes(b"the CLI study's only copy")
-    status, body = server.call("POST", "/api/v1/studies",
-                               {"spec": SPEC.format(name="cli-made", n=1)})
-    assert status == 422 and body["field"] == "study.name" and "folder" in body["detail"]
-    assert server.call("GET", "/api/v1/studies/cli-made")[0] == 404  # nothing was created
-    assert (cli / "study.db").read_bytes() == b"the CLI study's only copy"
-    submit(server, "marked", n=1)
-    server.wait_state("marked", ("finished",))
-    (server.root / "marked" / "notes.txt").write_text("made by the service's study")
-    assert server.call("DELETE", "/api/v1/studies/marked")[0] == 204
-    assert not (server.root / "marked").exists()  # the service made it: removed
-    submit(server, "unmarked", n=1)
-    server.wait_state("unmarked", ("finished",))
-    (server.root / "unmarked" / ".moetune-service").unlink()  # as if made by someone else
-    assert server.call("DELETE", "/api/v1/studies/unmarked")[0] == 204
-    assert (server.root / "unmarked").is_dir()  # the study is gone, the folder kept
-
-
-def test_a_study_name_the_service_cannot_address_does_not_break_the_list(server):
-    storage = optuna.storages.RDBStorage(f"sqlite:///{server.root / 'service.db'}")
-    optuna.create_study(study_name="made elsewhere / odd name!", storage=storage)
-    status, body = server.call("GET", "/api/v1/studies")
-    assert status == 200, body
-    assert "made elsewhere / odd name!" not in [s["name"] for s in body]
-
-
-def test_errors_about_files_outside_the_data_roots_say_nothing_about_them(server):
-    def detail(path: str) -> str:
-        spec = SPEC.format(name="probe", n=1) + f"[model]\nfull = '{path}'\n"
-        status, body = server.call("POST", "/api/v1/studies", {"spec": spec})
-        assert status == 422
-        return str(body["detail"]).replace(path, "PATH")
-
-    exists = sys.executable  # a file that is there
-    assert detail(exists) == detail("/no/such/file.json") == detail("/etc/../etc/hostname")
-
-
-def test_a_law_study_runs_every_budget_on_the_service(server):
-    """Its driver runs the budgets one after the other, each a study in the service's storage,
-    and the study ends finished when the last has (no held-out budget here, to stay short).
-    Its page's grid fills in as it runs, with the same fit law.md reports."""
-    law = ("[law]\ntokens = [1_000, 3_000, 10_000, 32_000]\ntrials = 6\n"
-           "[budget]\n").join(SPEC.format(name="lw", n=6).split("[budget]\n"))
-    status, body = server.call("POST", "/api/v1/studies", {"spec": law})
-    assert status == 201, body
-    seen: set[tuple[str, ...]] = set()  # the budgets' states, as the page saw them
-    deadline = time.monotonic() + 400
-    while time.monotonic() < deadline:
-        status, d = server.call("GET", "/api/v1/studies/lw")
-        assert status == 200, d
-        if d["law"]:
-            seen.add(tuple(b["state"] for b in d["law"]["budgets"]))
-        if d["state"] in ("finished", "failed", "interrupted"):
-            break
-        time.sleep(0.3)
-    assert d["state"] == "finished", d
-    grid = d["law"]
-    assert [b["tokens"] for b in grid["budgets"]] == [1_000, 3_000, 10_000, 32_000]
-    # what the page's law() reads (tests/tuner/test_service_auth.py draws such a grid)
-    assert {"tokens", "state", "held_out", "done", "total", "running", "optimum", "best",
-            "error", "in_lr_law"} <= set(grid["budgets"][0])
-    placed = [b["optimum"] for b in grid["budgets"] if b["optimum"]]
-    assert placed and {"lr", "lr_interval", "batch", "batch_placed", "at_edge"} <= set(placed[0])
-    assert {"lr_law", "predicted", "held_out_check"} <= set(grid)
-    assert all(b["state"] == "done" and b["done"] == b["total"] == 6 for b in grid["budgets"])
-    # filling in: a budget searching while a later one waits, seen along the way
-    assert any("searching" in states and states[-1] == "waiting" for states in seen), seen
-    storage = optuna.storages.RDBStorage(f"sqlite:///{server.root / 'service.db'}")
-    from tuner.study.store.storage import stored_spec
-    from tuner.study.workflows.law_fit import law_fit_at
-
-    fit = law_fit_at(stored_spec(optuna.load_study(study_name="lw", storage=storage)),
-                     f"sqlite:///{server.root / 'service.db'}").to_dict()
-    for row, b in zip(grid["budgets"], fit["budgets"], strict=True):
-        assert (row["optimum"] or {}).get("lr") == (b["optimum"] or {}).get("lr"), (row, b)
-        assert row["best"] == (b["best"] or None) and row["error"] == b["error"]
-    assert grid["lr_law"] == fit["lr_law"]
-    # one batch a budget: the pooled lr law, as law.md reports it
-    assert grid["lr_method"] == fit["lr_method"] == "pooled"
-    assert grid["lack_of_fit_p"] == fit["pooled"]["lack_of_fit_p"]
-    names = optuna.get_all_study_names(storage)
-    assert {"lw", "lw.t3000", "lw.t10000", "lw.t32000"} <= set(names)
-    for name in ("lw", "lw.t32000"):
-        study = optuna.load_study(study_name=name, storage=storage)
-        done = [t for t in study.trials if t.state == TrialState.COMPLETE]
-        assert len(done) == 6
-
-    # the queued study is budget 0 itself: its spec trains at the smallest budget
-    base = stored_spec(optuna.load_study(study_name="lw", storage=storage))
-    assert base.budget.tokens_per_trial == 1_000 and base.law.budget == 0
-    top = stored_spec(optuna.load_study(study_name="lw.t32000", storage=storage))
-    assert top.budget.tokens_per_trial == 32_000
-
-
-def test_a_ladder_climbs_on_the_service(server):
-    ladder = SPEC.format(name="lad", n=3) + "[ladder]\nwidths = [32, 64]\npromote = 0.34\n"
-    status, body = server.call("POST", "/api/v1/studies", {"spec": ladder})
-    assert status == 201, body
-    d = server.wait_state("lad", ("finished", "failed", "interrupted"), timeout_s=300)
-    assert d["state"] == "finished", d
-    # its page lists the rungs: both widths done, each with its own best trial
-    rungs = d["ladder"]["rungs"]
-    assert [(r["width"], r["state"]) for r in rungs] == [(32, "done"), (64, "done")], rungs
-    assert all(r["done"] == r["total"] >= 1 and r["best"]["objective"] == "val_loss"
-               for r in rungs), rungs
-    storage = optuna.storages.RDBStorage(f"sqlite:///{server.root / 'service.db'}")
-    top = optuna.load_study(study_name="lad.w64", storage=storage)
-    own = [t for t in top.trials if t.state == TrialState.COMPLETE
-           and not str(t.user_attrs.get(records.ORIGIN, "")).startswith(records.WARM_START)]
-    assert len(own) >= 1  # the promoted candidate(s) trained at the top width

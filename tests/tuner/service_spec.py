@@ -1,0 +1,32 @@
+"""The service tests' study spec: two objectives, a random sampler, three evaluations a trial.
+
+A plain module (not conftest.py) shared by the in-process tests (`inprocess_service`) and the
+real-server ones (`service_process`), so a fast-tier test need not import the real-server
+harness to get it."""
+
+from __future__ import annotations
+
+SPEC = """
+[study]
+name = "{name}"
+n_trials = {n}
+max_concurrent = 2
+sampler = "random"
+[budget]
+tokens_per_trial = 300
+eval_every_tokens = 100
+[objectives]
+val_loss = "minimize"
+tokens_per_s = "maximize"
+[pruning]
+scheduler = "none"
+[space.params.lr]
+type = "float"
+low = 1e-4
+high = 1e-2
+log = true
+[space.params.warmup_fraction]
+type = "float"
+low = 0.0
+high = 0.2
+"""
