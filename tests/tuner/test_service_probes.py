@@ -14,10 +14,12 @@ from fastapi.testclient import TestClient
 
 from tuner.app.service.api import create_app
 from tuner.app.service.auth import Auth
+from tuner.app.service.caps import trainings
 from tuner.app.service.context import Service, ServiceConfig
 from tuner.app.service.private import csrf_key, make_private
 from tuner.app.service.scheduler import Scheduler
 from tuner.app.service.tokens import TokenStore
+from tuner.study.specs.spec import parse_spec, read_toml
 from tuner.study.store import database as db
 
 SPEC = """
@@ -116,3 +118,45 @@ def test_a_space_file_is_only_ever_a_shipped_space(svc, tmp_path, monkeypatch):
     assert len(set(answers.values())) == 1  # the same words whether the file is there or not
     status, body = svc.submit(spec.format(name="d") + '[space]\nfile = "deepseek_v3.toml"\n')
     assert status == 201, body  # the shipped space, not the working folder's file
+
+
+LADDER = "\n[ladder]\nwidths = {widths}\npromote = 1\nproposals = {proposals}\n"
+NOISE = SPEC.replace("sampler =", "noise_repeats = {repeats}\nsampler =")
+
+
+def test_the_trainings_counted_are_those_a_real_service_ran():
+    def spec(text: str):
+        return parse_spec(read_toml(text, "spec"))
+
+    # seen on a real `moetune serve`: 2 trials + 3 re-trainings of each = 8 trainings; a
+    # ladder of 4 trials, promote = 1, 2 proposals per upper rung: 4 + 6 + 8 = 18
+    assert trainings(spec(NOISE.format(name="n", n=2, repeats=3))) == 8
+    assert trainings(spec(SPEC.format(name="l", n=4)
+                          + LADDER.format(widths=[64, 128, 256], proposals=2))) == 18
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    (NOISE.format(name="noisy", n=2, repeats=3), "study.n_trials"),  # 8 trainings
+    (NOISE.format(name="noisier", n=2, repeats=100000), "study.n_trials"),
+    (SPEC.format(name="lad", n=4) + LADDER.format(widths=[64, 128, 256], proposals=2),
+     "ladder.proposals"),  # 18
+    (SPEC.format(name="lad2", n=2) + LADDER.format(widths=[64, 128], proposals=10000),
+     "ladder.proposals"),
+    (SPEC.format(name="wide", n=1) + LADDER.format(widths=[64, 1048576], proposals=0),
+     "ladder.widths"),
+])
+def test_the_caps_count_every_training_and_every_width(tmp_path, text, field):
+    s = in_process(tmp_path / "root", max_trials=6, max_width=1024)
+    status, body = s.submit(text)
+    names = s.service.names()
+    s.service.views.close()
+    assert status == 422 and body["field"] == field, body
+    assert "on this service (serve --max-" in body["detail"]
+    assert names == []  # nothing created
+
+
+def test_a_spec_within_the_caps_is_queued(tmp_path):
+    s = in_process(tmp_path / "root", max_trials=6, max_width=1024)
+    status, body = s.submit(NOISE.format(name="fits", n=2, repeats=2))  # 2 + 2*2 = 6
+    s.service.views.close()
+    assert status == 201, body

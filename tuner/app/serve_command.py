@@ -64,9 +64,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a study run from the command line under --root, owned by OWNER on "
                         "this service: OWNER (and admins) may cancel it from here; repeat for "
                         "more; other command-line studies are listed read-only")
-    for flag, what in (("--max-trials", "[study] n_trials"),
+    for flag, what in (("--max-trials", "trainings (every trial of every law budget or "
+                                        "ladder rung, and every noise re-training)"),
                        ("--max-tokens-per-trial", "[budget] tokens_per_trial"),
-                       ("--max-concurrent-trials", "[study] max_concurrent")):
+                       ("--max-concurrent-trials", "[study] max_concurrent"),
+                       ("--max-width", "[ladder] widths")):
         p.add_argument(flag, type=int, default=0, metavar="N",
                        help=f"refuse a spec whose {what} is above N (default: 0, no cap)")
     p.add_argument("--request-deadline", type=float, default=10.0, metavar="S",
@@ -159,7 +161,7 @@ def check_args(args: argparse.Namespace) -> None:
     if not args.request_deadline > 0:
         raise UsageError(f"--request-deadline: must be > 0 seconds, but got "
                          f"{args.request_deadline}.")
-    for flag in ("max_trials", "max_tokens_per_trial", "max_concurrent_trials"):
+    for flag in ("max_trials", "max_tokens_per_trial", "max_concurrent_trials", "max_width"):
         if getattr(args, flag) < 0:
             raise UsageError(f"--{flag.replace('_', '-')}: must be >= 0 (0: no cap), but got "
                              f"{getattr(args, flag)}.")
@@ -290,6 +292,7 @@ def serve(args: argparse.Namespace) -> int:
                            max_trials=args.max_trials,
                            max_tokens_per_trial=args.max_tokens_per_trial,
                            max_concurrent_trials=args.max_concurrent_trials,
+                           max_width=args.max_width,
                            attach_owners=attach_owners(args.attach))
     scheduler = Scheduler(storage=storage, storage_url=url, root=root, trainer=args.trainer,
                           max_running=args.max_running)

@@ -31,6 +31,7 @@ from tuner.app.actions import (
 )
 from tuner.app.service.attached import MARKER, Attached
 from tuner.app.service.auth import Auth, may_change
+from tuner.app.service.caps import CapExceeded, Caps, check_caps
 from tuner.app.service.cluster_checks import check_inputs_here, check_inputs_on_cluster
 from tuner.app.service.data_roots import OutsideDataRoots, check_path, is_path, spec_paths
 from tuner.app.service.private import reserved_name
@@ -70,10 +71,12 @@ class ServiceConfig:
     local_ray: bool = True
     # the folders a spec's files may lie in (`data_roots`); none: only moetune's own configs
     data_roots: tuple[Path, ...] = ()
-    # the operator's caps on a spec (0: none): n_trials, tokens_per_trial, trials at once
+    # the operator's caps on a spec (0: none; `caps`): trainings (every trial and noise
+    # re-training), tokens_per_trial, trials at once, ladder widths
     max_trials: int = 0
     max_tokens_per_trial: int = 0
     max_concurrent_trials: int = 0
+    max_width: int = 0  # a ladder rung's model width
     # `serve --attach STUDY=OWNER`: a command-line study under the root that OWNER (and the
     # admins) may cancel here; every other attached study is read-only
     attach_owners: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -305,24 +308,15 @@ class Service:
             self._check_path(field, value)
 
     def _check_caps(self, spec: StudySpec) -> None:
-        """The operator's caps (`ServiceConfig.max_trials` and the others; 0 is none); a law
-        study's trials are every budget's, its tokens per trial its largest budget's."""
+        """The operator's caps (`caps.check_caps`: every training counted; 0 is none)."""
         c = self.config
-        law = spec.law
-        n_trials, tokens = spec.study.n_trials, spec.budget.tokens_per_trial
-        if law.on:
-            n_trials = (law.trials or n_trials) * len(law.budgets) + (1 if law.held_out else 0)
-            tokens = max(law.budgets)
-        for field, value, cap, flag in (
-                ("law.trials" if law.on else "study.n_trials", n_trials, c.max_trials,
-                 "--max-trials"),
-                ("law.tokens" if law.on else "budget.tokens_per_trial", tokens,
-                 c.max_tokens_per_trial, "--max-tokens-per-trial"),
-                ("study.max_concurrent", spec.study.max_concurrent, c.max_concurrent_trials,
-                 "--max-concurrent-trials")):
-            if cap and value > cap:
-                raise SubmitError(f"{field}: must be <= {cap} on this service (serve {flag}), "
-                                  f"but got {value}.", field=field)
+        try:
+            check_caps(spec, Caps(max_trials=c.max_trials,
+                                  max_tokens_per_trial=c.max_tokens_per_trial,
+                                  max_concurrent_trials=c.max_concurrent_trials,
+                                  max_width=c.max_width))
+        except CapExceeded as e:
+            raise SubmitError(str(e), field=e.field) from None
 
     def _check_path(self, field: str, value: str) -> None:
         """A file a request names must lie under the data roots (`data_roots`)."""
