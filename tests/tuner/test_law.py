@@ -223,6 +223,12 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
     assert abs(math.log10(held["lr_predicted"] / true_lr)) < 0.1
     # the prediction was stored before the held-out budget's first trial ran
     assert any("predicted at 2621440" in line for line in said)
+    # the whole law's progress: planned once, then each budget numbered from 1 with its size
+    assert said[0].startswith("lw: 5 budgets, 51 trials")
+    starts = [line for line in said if ": budget " in line]
+    assert [line.split(" (")[0] for line in starts] == [f"lw: budget {i}/5" for i in range(1, 6)]
+    assert "left at the last budget's" not in starts[0] and "left at" in starts[1]
+    assert not any(line.startswith("law ") for line in said)  # no "law lw:" prefix
     assert held["loss_gap_sd"] < 3 and held["loss_gap_best_sd"] < 3
     assert not held["floor_below_trials"]  # the fake's bowl is quadratic: the floor fits
     assert 0 < data["compute_ratio"] < 1 / 3

@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,10 @@ from tuner.study.specs.law_spec import LawSection, budget_name
 from tuner.study.specs.spec import BudgetSection, PruningSection, StudySpec
 from tuner.study.specs.start_spec import StartSection
 from tuner.study.store import database as db
+from tuner.study.store import resume as rs
 from tuner.study.store import storage as st
 from tuner.study.workflows.law_fit import budget_studies, fit_law
+from tuner.study.workflows.law_progress import budget_line, law_work, plan_line
 
 
 class LawUnfit(ValueError):
@@ -102,8 +105,10 @@ def run_law(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: Any =
     url = db.storage_url(run_dir, storage, spec.study.storage)
     law = spec.law
     summaries: list[Any] = []
+    rate = None  # tokens/s of the last budget run start to end here: the whole law's ETA
+    log(plan_line(spec))
     with ray_cluster(address, spec):
-        for i, tokens in enumerate(law.budgets):
+        for i in range(len(law.budgets)):
             name = budget_name(spec.name, law, i)
             existing = _existing(url, name)
             if existing is not None:
@@ -116,17 +121,26 @@ def run_law(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: Any =
                     break
             else:
                 bspec = budget_spec(spec, i)
-            log(f"law {spec.name}: budget {i} ({tokens} tokens per trial, study {name})"
-                + (": held out, predicted lr {:.3g}".format(bspec.law.predicted["lr"])
+            done_before = _n_done(existing)
+            log(budget_line(spec, i, done_here=done_before, rate=rate)
+                + f"; study {name}"
+                + (", held out, predicted lr {:.3g}".format(bspec.law.predicted["lr"])
                    if bspec.law.is_held_out else ""))
             rdir = run_dir if i == 0 else run_dir.parent / name
+            t0 = time.monotonic()
             summary = run_study(bspec, run_dir=rdir, storage=url, resume=existing is not None,
                                 trainer=trainer or train, progress=progress, stop=stop,
                                 interrupt=interrupt)
             summaries.append(summary)
             if summary.done < bspec.study.n_trials or (stop is not None and stop.is_set()):
                 break
+            if done_before == 0:
+                rate = law_work(spec)[i].total / max(time.monotonic() - t0, 1e-9)
     return summaries
+
+
+def _n_done(study: optuna.Study | None) -> int:
+    return rs.n_done(study) if study is not None else 0
 
 
 def _held_out_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
@@ -137,7 +151,7 @@ def _held_out_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
     by_index = dict(studies)
     fit = fit_law(spec, studies)
     if fit.lr_law is None:  # the held-out budget would check nothing
-        raise LawUnfit(f"law {spec.name}: no held-out prediction: fewer than 2 fitted budgets "
+        raise LawUnfit(f"{spec.name}: no held-out prediction: fewer than 2 fitted budgets "
                        "have an lr optimum inside their searched range (law/law.md says which "
                        "sit on its edge); widen [space] lr and `moetune resume` the law")
     prediction = fit.predict(law.held_out)
@@ -146,7 +160,7 @@ def _held_out_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
     if largest is not None and largest.best:
         best = dict(by_index[largest.index].trials[int(largest.best["number"])].params)
     point = predicted_point(spec, prediction, best)
-    log(f"law {spec.name}: predicted at {law.held_out} tokens from {len(fit.fitted)} budgets: "
+    log(f"{spec.name}: predicted at {law.held_out} tokens from {len(fit.fitted)} budgets: "
         f"lr {prediction['lr']:.3g} (band {prediction['lr_band'][0]:.3g}-"
         f"{prediction['lr_band'][1]:.3g})"
         + (f", batch {prediction['batch']:.0f} tokens" if "batch" in prediction else ""))
