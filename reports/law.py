@@ -176,10 +176,26 @@ def _laws(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def _held_unchecked(data: dict[str, Any]) -> str:
+    """Why the held-out check has no row yet: not started, interrupted, or no optimum."""
+    held = next((b for b in data["budgets"] if b["held_out"]), None)
+    if held is None:
+        return "Not run yet (or no held_out in [law])."
+    p = data["predicted"] or {}
+    said = (f"predicted before it ran: lr {num(p.get('lr'))} [{_span(p.get('lr_band'))}]"
+            if p.get("lr") else "no stored prediction")
+    if not held.get("finished"):
+        n = held["n_trials"]
+        return (f"Interrupted before its search ended ({n} trial{'s' * (n != 1)} with a result; "
+                f"{said}). `moetune resume {data['name']}` finishes it; the check is made once "
+                "it has an optimum.")
+    return f"Searched, but no optimum placed ({held['error']}); {said}."
+
+
 def _held(data: dict[str, Any]) -> list[str]:
     h = data["held_out_check"]
     if h is None:
-        return ["## Held-out budget", "", "Not run yet (or no held_out in [law])."]
+        return ["## Held-out budget", "", _held_unchecked(data)]
     out = ["## Held-out budget: predicted before it ran, then searched on its own", "",
            "| | predicted [band] | measured optimum [95%] | predicted / measured |",
            "|---|---|---|---|",
@@ -279,7 +295,7 @@ def law_figure(data: dict[str, Any], path: Path) -> Path:
         ax.set_ylabel(unit)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    axes[0].set_title(f"law {data['name']}: optima (hollow: best-of-n)", fontsize=9)
+    axes[0].set_title(f"{data['name']}: optima (hollow: best-of-n)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -16,12 +16,19 @@ from typing import Any
 
 from tuner.app.actions import ResumeRequest
 from tuner.app.errors import DeferredStop, UsageError
-from tuner.app.status import all_failed, format_table, study_summary_rows, trial_rows
+from tuner.app.status import (
+    all_failed,
+    format_table,
+    law_budget_rows,
+    study_summary_rows,
+    trial_rows,
+)
 from tuner.app.submit import SubmitRequest, submitted_spec
 from tuner.study.run.preflight import load_warnings, prepare, prepare_stored
 from tuner.study.run.progress import stderr_lines
 from tuner.study.run.samplers import SAMPLER_NOTES, resolve_sampler_name
-from tuner.study.specs.ladder_spec import rung_name
+from tuner.study.specs.ladder_spec import RUNG_SEP, rung_name
+from tuner.study.specs.law_spec import BUDGET_SEP
 from tuner.study.specs.spec import SpecError, StudySpec, check_inputs
 from tuner.study.store import database as db
 from tuner.study.store import lease as ls
@@ -283,7 +290,7 @@ def _report_law(spec: StudySpec, run_dir: Path, budgets: list[Any], storage: str
             print(f"law report: {p}")
     last = budgets[-1] if budgets else None
     if len(budgets) < len(law.budgets) or last is None or last.done < last.n_trials:
-        print(f"moetune: law {spec.name} stopped before its last budget; "
+        print(f"moetune: law {spec.name!r} stopped before its last budget; "
               f"`moetune resume {spec.name}` goes on.", file=sys.stderr)
         return 1
     return 0
@@ -392,7 +399,10 @@ def find_study(name: str, run_dir: Path, url: str, *, where: str = "--storage") 
 
 
 def open_study(name: str, run_dir: Path, url: str) -> Any:
-    """The existing study ``name`` (read-only lookup), or UsageError saying where it looked."""
+    """The existing study ``name`` (read-only lookup), or UsageError saying where it looked.
+    A law's budget or a ladder's rung (``law.t2621440``) lives in its base study's storage:
+    without ``url``, that folder's file is read when ``run_dir`` holds none."""
+    run_dir = run_dir if url else stage_home(name, run_dir)
     try:
         store = db.open_existing_storage(db.storage_url(run_dir, url))
     except db.StorageError as e:
@@ -408,6 +418,20 @@ def open_study(name: str, run_dir: Path, url: str) -> Any:
         raise UsageError(str(e)) from None
 
 
+def stage_home(name: str, run_dir: Path) -> Path:
+    """The folder whose storage holds study ``name``: ``run_dir`` when it has a storage file,
+    else the base study's folder of a law budget (``<base>.t<tokens>``) or a ladder rung
+    (``<base>.w<width>``) when that one has it, else ``run_dir``."""
+    for sep in (BUDGET_SEP, RUNG_SEP):
+        base = name.rsplit(sep, 1)[0]
+        if (run_dir / db.DB_FILE).exists() or base == name:
+            continue
+        home = run_dir.parent / base
+        if (home / db.DB_FILE).exists():
+            return home
+    return run_dir
+
+
 # -- status / list / rerun -------------------------------------------------------------------
 
 
@@ -420,10 +444,21 @@ def status(args: argparse.Namespace) -> int:
 
         print("\nTop of the ranking:")
         print(reports.top_table(reports.trials_frame(study), 5))
+        budgets = _law_rows(study)
+        if budgets:
+            print("\nBudgets of the law:")
+            print(format_table(budgets))
         return 0
     studies = [open_study(n, Path(args.root) / n, args.storage) for n in _names(args)]
     print(format_table(study_summary_rows(studies)) if studies else "no studies")
     return 0
+
+
+def _law_rows(study: Any) -> list[dict[str, Any]]:
+    try:
+        return law_budget_rows(study)
+    except (SpecError, st.IncompleteStudy):  # a stored spec that no longer reads: no law rows
+        return []
 
 
 def list_studies(args: argparse.Namespace) -> int:

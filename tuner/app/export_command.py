@@ -17,11 +17,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from tuner.app.actions import ExportRequest, export
 from tuner.app.commands import open_study, where_options
 from tuner.app.errors import UsageError
 from tuner.app.export_options import parse_target
+from tuner.app.status import law_budget_rows
 from tuner.export import formats
 from tuner.export.formats import torchtitan
 from tuner.export.pick import PICKS
@@ -30,6 +32,8 @@ from tuner.modeling.full_run import (
     ExportError,
 )
 from tuner.modeling.hardware import HARDWARE
+from tuner.study.specs.spec import SpecError
+from tuner.study.store import storage as st
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,7 +55,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="training tokens of the full run (e.g. 14.8e12)")
     p.add_argument("--seq-len", type=int, default=4096)
     p.add_argument("--global-batch", type=int, help="final global batch in sequences "
-                   "(default: B_opt of the compute law)")
+                   "(default: a law study's batch law, else B_opt of the compute law); the LR "
+                   "is the one for this batch")
+    p.add_argument("--lr", type=float, help="the full run's LR (under muP the base LR; hidden "
+                   "matrices get lr / width_mult), written instead of any rule's")
+    p.add_argument("--lr-at-fitted-batch", action="store_true",
+                   help="a law study that never varied the batch: write its LR as measured at "
+                        "its own batch, labelled lr.valid_at_batch (otherwise refused)")
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--tp", type=int, help="fix the tensor-parallel degree")
     p.add_argument("--pp", type=int, help="fix the pipeline-parallel degree")
@@ -110,7 +120,23 @@ def write_out(path: Path, text: str) -> None:
             from None
 
 
+def unfinished_hint(study: Any) -> str:
+    """`` The law ... is not finished ...`` when ``study`` is a budget of a law that has a budget
+    not complete (an export that finds no trial to pick is then usually that), else ''."""
+    try:
+        rows = law_budget_rows(study)
+    except (SpecError, st.IncompleteStudy):
+        return ""
+    left = [r for r in rows if r["state"] != "complete"]
+    if not left:
+        return ""
+    base = rows[0]["study"]
+    return (f" The law {base!r} is not finished (budget {left[0]['budget']} "
+            f"{left[0]['state']}): `moetune resume {base}` goes on.")
+
+
 def run_export(args: argparse.Namespace) -> int:
+    study = None
     try:
         request = ExportRequest.from_namespace(args)
         parse_target(args)  # the target read before the study is opened
@@ -126,7 +152,8 @@ def run_export(args: argparse.Namespace) -> int:
             for name, text in reversed(done.files.items()):
                 write_out(args.out.with_name(name), text)
     except (LookupError, ValueError, ExportError) as exc:
-        print(f"moetune export: {exc}", file=sys.stderr)
+        hint = unfinished_hint(study) if study and "moetune resume" not in str(exc) else ""
+        print(f"moetune export: error: {exc}{hint}", file=sys.stderr)
         return 2
     full, picked = done.full, done.picked
     for w in full.warnings:

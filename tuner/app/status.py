@@ -1,4 +1,5 @@
-"""Tables for ``moetune status``: one row per trial, or one row per study."""
+"""Tables for ``moetune status``: one row per trial, one row per study, or one row per budget
+of a law (every budget, those interrupted or not started included)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from optuna.trial import TrialState
 from tuner.study.results import ranking
 from tuner.study.results.reasons import one_line
 from tuner.study.results.trial_record import study_objectives, trial_records
+from tuner.study.specs.law_spec import base_name, budget_name
+from tuner.study.store import database as db
 from tuner.study.store import records
-from tuner.study.store.resume import counts_toward_target
+from tuner.study.store import storage as st
+from tuner.study.store.resume import counts_toward_target, n_done
 
 MAX_REASON = 60
 
@@ -68,6 +72,33 @@ def study_summary_rows(studies: Sequence[optuna.Study]) -> list[dict[str, Any]]:
                      "complete": outcomes["complete"], "infeasible": outcomes["infeasible"],
                      "pruned": outcomes["pruned"], "fail": outcomes["fail"], "running": running,
                      "best": _best(s)})
+    return rows
+
+
+def law_budget_rows(study: optuna.Study) -> list[dict[str, Any]]:
+    """One row per budget of the law ``study`` belongs to (any of its budgets' studies), in
+    budget order, with its state: complete, running, interrupted (fewer than its ``n_trials``
+    finished and none running) or not started; [] when ``study`` is no law's."""
+    spec = st.stored_spec(study)
+    law = spec.law
+    if not law.on:
+        return []
+    store = study._storage
+    names = set(db.study_names(store))
+    base = base_name(study.study_name, law)
+    rows = []
+    for i, tokens in enumerate(law.budgets):
+        name = budget_name(base, law, i)
+        head = {"budget": f"{i + 1}/{len(law.budgets)}", "tokens": tokens}
+        if name not in names:
+            rows.append(head | {"state": "not started", "study": name})
+            continue
+        budget = st.load_study(name, store)
+        row = study_summary_rows([budget])[0]
+        target = st.stored_spec(budget).study.n_trials
+        state = ("complete" if n_done(budget) >= target else
+                 "running" if row["running"] else "interrupted")
+        rows.append(head | {"state": state} | row)
     return rows
 
 

@@ -95,7 +95,8 @@ class BudgetResult:
                 "compute": self.compute, "held_out": self.held_out,
                 "n_trials": self.n_trials, "error": self.error, "best": self.best,
                 "noise_sd": self.noise_sd, "predicted_trial": self.predicted_trial,
-                "optimum": self.optimum.to_dict() if self.optimum else None}
+                "optimum": self.optimum.to_dict() if self.optimum else None,
+                "finished": self.finished}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,7 +156,7 @@ class LawFit:
     def predict(self, tokens: float) -> dict[str, Any]:
         """The laws' lr and batch at ``tokens`` of the proxy, with their bands."""
         if self.lr_law is None:
-            raise ValueError(f"law {self.name}: no lr law (it needs at least 2 fitted budgets "
+            raise ValueError(f"law {self.name!r}: no lr law (it needs at least 2 fitted budgets "
                              "whose lr optimum lies inside the searched range)")
         x = self.x(tokens)
         out: dict[str, Any] = {"tokens": tokens, "x": x, "lr": self.lr_law.at(x),

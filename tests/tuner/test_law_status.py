@@ -1,0 +1,88 @@
+"""A law's state from the command line: `moetune status` lists every budget with its state,
+a budget's own name finds the law's storage without --storage, and an export of an unfinished
+law says to resume it. The studies are written through the storage API (no Ray)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tuner.app.cli import main
+from tuner.app.export_command import unfinished_hint
+from tuner.study.run.samplers import make_sampler
+from tuner.study.specs.spec import load_spec
+from tuner.study.store import database as db
+from tuner.study.store import records
+from tuner.study.store import storage as st
+from tuner.study.workflows.law import budget_spec
+
+LAW_TOML = Path(__file__).resolve().parents[2] / "search_spaces" / "law.toml"
+
+
+def _trials(study, spec, losses):
+    for loss in losses:
+        t = study.ask()
+        spec.space.suggest(t)
+        t.set_user_attr(records.OUTCOME, "complete")
+        study.tell(t, [loss])
+
+
+@pytest.fixture
+def law_root(tmp_path):
+    """law.toml with 2 trials per budget: budgets 1-2 done, 3-4 not started, and the held-out
+    budget interrupted after 1 of its 3 trials (a gap no real law leaves: every state shows)."""
+    spec = load_spec(LAW_TOML, overrides={"study.n_trials": 2, "study.sampler": "random"})
+    root = tmp_path / "runs"
+    (root / "law").mkdir(parents=True)
+    store = db.open_storage(db.storage_url(root / "law"))
+    for i, losses in ((0, [3.1, 3.0]), (1, [2.9, 2.8]), (4, [2.5])):
+        bspec = budget_spec(spec, i, predicted={"lr": 2e-3, "lr_band": [1e-3, 4e-3]} if i == 4
+                            else None, point={"lr": 2e-3} if i == 4 else None)
+        _trials(st.create_study(bspec, store, make_sampler(bspec)), bspec, losses)
+    return root
+
+
+def test_status_lists_every_budget_with_its_state(law_root, capsys):
+    assert main(["status", "law", "--root", str(law_root)]) == 0
+    out = capsys.readouterr().out
+    rows = out[out.index("Budgets of the law:"):].splitlines()[2:]
+    assert [r.split()[:3] for r in rows] == [
+        ["1/5", "16384", "complete"], ["2/5", "49152", "complete"],
+        ["3/5", "147456", "not"], ["4/5", "524288", "not"],
+        ["5/5", "2621440", "interrupted"]]
+    assert "law.t2621440" in rows[4] and "1/3" in rows[4]
+
+
+def test_a_budget_is_found_by_its_name_without_storage(law_root, capsys):
+    assert main(["status", "law.t2621440", "--root", str(law_root)]) == 0
+    out = capsys.readouterr().out
+    assert "2.5" in out and "Budgets of the law:" in out
+    assert not (law_root / "law.t2621440").exists()  # looking wrote nothing
+    assert main(["status", "law.t999", "--root", str(law_root)]) == 2
+    assert "no study named 'law.t999'" in capsys.readouterr().err
+
+
+def test_export_of_an_unfinished_law_says_to_resume_it(law_root, capsys):
+    rc = main(["export", "law", "--root", str(law_root), "--target", "deepseek-v3-671b",
+               "--hardware", "h800", "--gpus", "2048", "--tokens", "14.8e12"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("moetune export: error: ")
+    assert err.count("`moetune resume law` goes on") == 1
+    # what is appended to an export error that does not say it already
+    held = st.load_study("law.t2621440", db.open_existing_storage(
+        db.storage_url(law_root / "law")))
+    hint = unfinished_hint(held)
+    assert "budget 3/5 not started" in hint and "`moetune resume law` goes on" in hint
+
+
+def test_law_md_says_an_interrupted_held_out_budget_with_its_prediction(law_root):
+    from reports.law import law_data, law_markdown
+
+    spec = load_spec(LAW_TOML, overrides={"study.n_trials": 2, "study.sampler": "random"})
+    md = law_markdown(law_data(spec, db.storage_url(law_root / "law")))
+    held = md[md.index("## Held-out budget"):]
+    assert "Not run yet" not in held
+    assert "Interrupted before its search ended (1 trial with a result" in held
+    assert "predicted before it ran: lr 0.002 [0.001–0.004]" in held
+    assert "`moetune resume law` finishes it" in held
