@@ -5,14 +5,17 @@ files private. A fake clock stands in for time."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import tempfile
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from fastapi import HTTPException, Request
 
 from tuner.app.service.auth import CACHE_S, COOKIE, CSRF_HEADER, LOCAL, Auth
-from tuner.app.service.private import csrf_key, make_private
+from tuner.app.service.private import csrf_key, make_private, ray_temp_dir
 from tuner.app.service.tokens import TokenStore
 
 KEY = b"k" * 32
@@ -191,3 +194,25 @@ def test_the_root_and_its_files_are_private(tmp_path):
         assert stat.S_IMODE((root / "csrf.key").stat().st_mode) == 0o600
     finally:
         os.umask(old)
+
+
+def test_the_local_rays_temp_dir_is_a_folder_of_ours_alone(tmp_path):
+    short = Path(tempfile.mkdtemp(dir="/tmp"))  # short enough for Ray's sockets under it
+    try:
+        got, fallback = ray_temp_dir(short)
+        mode = stat.S_IMODE(got.parent.stat().st_mode)
+    finally:
+        shutil.rmtree(short)
+    assert (got, fallback, mode) == (short / ".ray" / "r", None, 0o700)
+    deep = tmp_path / ("d" * 60) / "root"  # Ray's socket paths under it would pass 107 bytes
+    deep.mkdir(parents=True)
+    got, fallback = ray_temp_dir(deep)
+    try:
+        assert fallback == got.parent and fallback.name.startswith("moetune-ray-")
+        assert not (deep / ".ray").exists()
+        assert stat.S_IMODE(fallback.stat().st_mode) == 0o700
+        assert fallback.stat().st_uid == os.getuid()
+        sock = f"{got}/session_2026-12-03_16-16-36_123456_4194304/sockets/plasma_store.99"
+        assert len(sock.encode()) <= 107
+    finally:
+        fallback.rmdir()

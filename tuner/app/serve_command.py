@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ from tuner.app.service.private import (
     SERVICE_DB,
     csrf_key,
     make_private,
+    ray_temp_dir,
     secret_file,
 )
 from tuner.app.service.tokens import TokenStore
@@ -282,10 +284,16 @@ def serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--host {args.host}: the service listens beyond loopback only with "
                          "access tokens; create one with `moetune token create USER` (same "
                          "--root/--storage) first.")
+    ray_temp, ray_fallback = None, None
+    if args.address is None:  # Ray's 0777 session folders inside a folder of ours alone
+        try:
+            ray_temp, ray_fallback = ray_temp_dir(root)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     sock = listen(args.host, args.port)  # before Ray's processes take ports of their own
     port = sock.getsockname()[1]
     ray.init(address=args.address, include_dashboard=False, log_to_driver=False,
-             namespace="moetune")
+             namespace="moetune", _temp_dir=str(ray_temp) if ray_temp else None)
     config = ServiceConfig(root=root, storage_url=url, trainer=args.trainer,
                            max_running=args.max_running, local_ray=args.address is None,
                            data_roots=tuple(Path(d).resolve() for d in args.data_root),
@@ -306,5 +314,10 @@ def serve(args: argparse.Namespace) -> int:
     # a request's headers and body get --request-deadline seconds (uvicorn has no deadline)
     server = uvicorn.Config(app, log_level="warning", access_log=False,
                             http=deadline.protocol(args.request_deadline))
-    uvicorn.Server(server).run(sockets=[sock])
+    try:
+        uvicorn.Server(server).run(sockets=[sock])
+    finally:
+        if ray_fallback is not None:  # a fallback outside the root: nothing of it is kept
+            ray.shutdown()
+            shutil.rmtree(ray_fallback, ignore_errors=True)
     return 0

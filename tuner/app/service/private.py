@@ -8,7 +8,8 @@ private), makes the root 0700 and tightens a SQLite database already there to 06
 `csrf_key` is the key that signs the forms' CSRF tokens: 32 random bytes in ``ROOT/csrf.key``
 (0600), made once. It is not in the database, so reading the database does not let anyone
 forge a form. The local Ray's authentication token is made the same way (`secret_file`,
-``ROOT/ray.token``; `tuner.app.serve_command`).
+``ROOT/ray.token``; `tuner.app.serve_command`), and its temp dir, where Ray keeps its sockets
+and logs in folders of mode 0777, lies in a 0700 folder (`ray_temp_dir`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat
+import tempfile
 from pathlib import Path
 
 # What the service keeps in its root, named once here, where it is made: a study (a folder
@@ -24,7 +26,13 @@ SERVICE_DB = "service.db"  # the default database (`moetune serve`, `moetune tok
 KEY_FILE = "csrf.key"
 RAY_TOKEN_FILE = "ray.token"  # the local Ray's token (`tuner.app.serve_command`)
 _SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")  # and "-mj<hex>" super-journals
-ROOT_FILES = (KEY_FILE, RAY_TOKEN_FILE)
+RAY_TEMP = ".ray"  # the local Ray's temp dir, when its socket paths fit (`ray_temp_dir`)
+ROOT_FILES = (KEY_FILE, RAY_TOKEN_FILE, RAY_TEMP)
+# AF_UNIX socket paths hold 107 bytes on Linux (Ray checks: `validate_socket_filepath` in
+# ray/_private/utils.py, Ray 2.60.0); Ray puts its sockets at
+# <temp dir>/session_<date>_<time>_<microseconds>_<pid>/sockets/<name>[.<n>]
+_AF_UNIX_MAX = 107
+_RAY_SOCKET_TAIL = len("/r/session_2026-12-03_16-16-36_123456_4194304/sockets/plasma_store.99")
 
 
 def make_private(root: Path, sqlite_db: Path | None) -> None:
@@ -88,3 +96,29 @@ def reserved_name(name: str, root: Path, sqlite_db: Path | None) -> str | None:
             return f"the database's files ({db!r} and its SQLite side files, {db}-journal, " \
                    f"{db}-wal, {db}-shm)"
     return None
+
+
+def ray_temp_dir(root: Path) -> tuple[Path, Path | None]:
+    """The local Ray's temp dir (Ray's ``_temp_dir``), inside a folder of this user's alone;
+    and that folder when it is a fallback outside ``root``, for the service to remove when it
+    stops (else None).
+
+    Ray makes its temp dir and the session folders in it (``session_*/``, ``sockets/``,
+    ``logs/``) 0777 without the sticky bit (``try_to_create_directory`` in
+    ray/_common/utils.py, Ray 2.60.0). Its temp dir is therefore ``r`` inside a 0700 folder,
+    through which no other user can reach them (rename a socket, read a log): ``root/.ray``
+    when Ray's socket paths under it fit AF_UNIX's 107 bytes, else a new folder made by
+    `tempfile.mkdtemp` (0700, in ``$TMPDIR``, or ``/tmp`` when that is too long too).
+    """
+    mine = root / RAY_TEMP
+    if len(os.fsencode(mine.resolve())) + _RAY_SOCKET_TAIL <= _AF_UNIX_MAX:
+        mine.mkdir(mode=0o700, exist_ok=True)
+        mine.chmod(0o700)
+        return mine / "r", None
+    for where in (None, "/tmp"):
+        short = Path(tempfile.mkdtemp(prefix="moetune-ray-", dir=where))  # 0700, ours alone
+        if len(os.fsencode(short)) + _RAY_SOCKET_TAIL <= _AF_UNIX_MAX:
+            return short / "r", short
+        short.rmdir()
+    raise ValueError(f"TMPDIR: must be a folder whose path leaves Ray's socket paths under "
+                     f"{_AF_UNIX_MAX} bytes, but got {tempfile.gettempdir()!r} (and /tmp).")
