@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.modeling.lr_batch_law import Cell, cell_from_optimum, cell_optimum
+from tuner.modeling.lr_batch_law import Cell, cell_from_optimum, cell_optimum, skew_shift
 from tuner.modeling.response_surface import SurfaceError
 
 KEYS = ("N", "D", "B", "lr", "loss")
@@ -152,6 +152,7 @@ def table_cells(table: RunTable, *, seed: int = 0) -> TableCells:
             skipped.append({"N": float(n), "D": float(d), "B": float(b), "runs": len(g),
                             "why": str(e)})
             continue
+        skew = skew_shift(g["lr"].to_numpy(), g["loss"].to_numpy())
         cells.append(cell_from_optimum(opt, tokens=float(d), batch=float(b),
-                                       params=float(n), censored=censored))
+                                       params=float(n), censored=censored, skew=skew))
     return TableCells(cells=tuple(cells), skipped=tuple(skipped))

@@ -24,8 +24,10 @@ quadratic over the whole searched range anywhere).
   describe the cells to within their noise, and τ carries the misfit into the band).
 - Band: a prediction interval for lr* at (D, B) — the fit's own variance there, x'·Cov·x, which
   grows with the distance from the fitted cells in D and in B, plus τ² — widened by a form term:
-  the disagreement at (D, B) between this law and the same law with u² and v² added (a law
-  that bends), times `FORM_WEIGHT`. Within the fitted cells the two agree and the term is
+  the disagreement at (D, B) between this law and the same law with u² added (a law that
+  bends in D), times `FORM_WEIGHT`, and by the bowls' shared asymmetry (``skew``: how far a
+  bowl with its own curvature on each side moves the cells' bottoms from the quadratics',
+  `skew_shift`, averaged over the cells). Within the fitted cells the two agree and the term is
   small; past them it grows with the square of the distance when the cells show a bend, and
   stays near zero when they do not. Student's t with the fit's residual degrees of freedom.
   Calibrated on synthetic truths (asymmetric bowls, a law bent in D, lr–batch coupling that
@@ -48,13 +50,14 @@ from typing import Any
 
 import numpy as np
 
-from tuner.modeling.response_surface import Optimum, SurfaceError, fit_optimum
+from tuner.modeling.response_surface import MIN_TRIALS, Optimum, SurfaceError, fit_optimum
 
 WINDOW = 0.5  # decades of lr either side of a cell's best trial that its quadratic is fitted to
 MIN_CELLS = 6  # 4 or 5 coefficients and at least one degree of freedom for the scatter
 FORM_WEIGHT = 1.0  # the band's form term: this many times the bent law's disagreement
 TERMS = ("1", "u", "v", "uv")
 TERMS_N = TERMS + ("w",)
+BENT = ("uu",)  # the bent law: the form plus a bend in D
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +71,7 @@ class Cell:
     params: float = 0.0  # 0: one model size, the law has no N term
     loss: float = math.nan  # the fitted loss at the optimum (for the batch optimum)
     censored: bool = False  # the best trial sat on the searched lr range's edge
+    skew: float = 0.0  # `skew_shift` of the cell's bowl (decades)
 
 
 class LawFitError(ValueError):
@@ -75,7 +79,7 @@ class LawFitError(ValueError):
 
 
 def cell_optimum(lrs: Sequence[float], losses: Sequence[float], *, window: float = WINDOW,
-                 seed: int = 0) -> tuple[Optimum, bool]:
+                 n_boot: int = 200, seed: int = 0) -> tuple[Optimum, bool]:
     """The optimum of one cell's trials at one batch: a quadratic in log10 lr fitted to the
     finite trials within ``window`` decades of the best one (module docstring), and whether the
     best trial sits on the edge of the searched lr range (censored: the optimum may lie
@@ -91,18 +95,62 @@ def cell_optimum(lrs: Sequence[float], losses: Sequence[float], *, window: float
         raise SurfaceError("a cell needs finite trials, but got none.")
     x = np.log10(lr)
     best = x[int(np.argmin(z))]
-    near = np.abs(x - best) <= window + 1e-9
+    near = _window(x, best, window)
     censored = bool(best <= x.min() or best >= x.max())
-    return fit_optimum(lr[near], [1.0] * int(near.sum()), z[near], seed=seed), censored
+    return (fit_optimum(lr[near], [1.0] * int(near.sum()), z[near], n_boot=n_boot, seed=seed),
+            censored)
+
+
+def skew_shift(lrs: Sequence[float], losses: Sequence[float], *,
+               window: float = WINDOW) -> float:
+    """How far (decades, signed) a bowl with its own curvature on each side,
+    z = c + k₋·(x − m)² below m and k₊·(x − m)² above, over the same window as `cell_optimum`
+    puts the bottom from where the quadratic does: a bowl steeper on one side (divergence above
+    lr*) pulls the quadratic's vertex toward the gentle side. 0 when the quadratic has no
+    bottom."""
+    lr, z = np.asarray(lrs, float), np.asarray(losses, float)
+    ok = np.isfinite(lr) & np.isfinite(z) & (lr > 0)
+    x, z = np.log10(lr[ok]), z[ok]
+    best = x[int(np.argmin(z))]
+    near = _window(x, best, window)
+    x, z = x[near] - best, z[near]
+    if len(x) < MIN_TRIALS:
+        return 0.0
+    c2, c1, _ = np.polyfit(x, z, 2)
+    if c2 <= 0:
+        return 0.0
+    quad = -c1 / (2 * c2)
+    grid = np.linspace(x.min(), x.max(), 201)
+    lo = np.where(x[None, :] < grid[:, None], (x[None, :] - grid[:, None]) ** 2, 0.0)
+    hi = (x[None, :] - grid[:, None]) ** 2 - lo
+    rss = []
+    for a, b in zip(lo, hi):
+        feats = np.stack([np.ones_like(x), a, b], axis=1)
+        coef, *_ = np.linalg.lstsq(feats, z, rcond=None)
+        r = z - feats @ coef
+        rss.append(float(r @ r) if coef[1] >= 0 and coef[2] >= 0 else math.inf)
+    if not np.isfinite(np.min(rss)):
+        return 0.0
+    return float(grid[int(np.argmin(rss))] - quad)
+
+
+def _window(x: np.ndarray, best: float, window: float) -> np.ndarray:
+    """The trials within ``window`` decades of the best, widened to the `MIN_TRIALS` nearest
+    when fewer lie there (a best trial near the searched range's edge has one side only)."""
+    dist = np.abs(x - best)
+    near = dist <= window + 1e-9
+    if near.sum() < MIN_TRIALS and len(x) >= MIN_TRIALS:
+        near = dist <= np.sort(dist)[MIN_TRIALS - 1] + 1e-9
+    return near
 
 
 def cell_from_optimum(opt: Optimum, *, tokens: float, batch: float, params: float = 0.0,
-                      censored: bool = False) -> Cell:
+                      censored: bool = False, skew: float = 0.0) -> Cell:
     """A `Cell` from a cell's fitted optimum; its se is the bootstrap minimizers' sd (floored
     at a hundredth of a decade, the grid the surfaces are minimized on)."""
     se = float(np.std([s[0] for s in opt.samples])) if opt.samples else 0.0
     return Cell(tokens=tokens, batch=batch, params=params, lr=opt.lr, se=max(se, 0.01),
-                loss=opt.loss, censored=censored or "lr" in opt.at_edge)
+                loss=opt.loss, censored=censored or "lr" in opt.at_edge, skew=skew)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,9 +164,10 @@ class LrBatchLaw:
     cov: tuple[tuple[float, ...], ...]
     centre: tuple[float, float, float]  # ū, v̄, w̄ (log10)
     tau: float  # the cells' scatter about the law beyond their own noise (decades)
+    skew: float  # the bowls' asymmetry: |mean skew_shift| + its standard error (decades)
     dof: int
     lack_of_fit_p: float
-    form: tuple[float, ...]  # the bent law's coefficients over `terms` + ("uu", "vv")
+    form: tuple[float, ...]  # the bent law's coefficients over `terms` + BENT
     tokens_range: tuple[float, float]
     batch_range: tuple[float, float]
     params_range: tuple[float, float] | None
@@ -135,7 +184,7 @@ class LrBatchLaw:
                 raise ValueError("params: this law has an N term and needs the model's "
                                  f"non-embedding parameters, but got {params!r}")
             vals["w"] = math.log10(params) - self.centre[2]
-        names = self.terms + (("uu", "vv") if bent else ())
+        names = self.terms + (BENT if bent else ())
         return np.array([vals[t] for t in names])
 
     def log_at(self, tokens: float, batch: float, params: float | None = None) -> float:
@@ -149,9 +198,9 @@ class LrBatchLaw:
         """The band's standard deviation in decades at (tokens, batch)."""
         x = self._row(tokens, batch, params)
         fit_var = float(x @ np.asarray(self.cov) @ x)
-        bent = float(self._row(tokens, batch, params, bent=True) @ np.asarray(self.form))
-        form = FORM_WEIGHT * (bent - float(x @ np.asarray(self.coef)))
-        return math.sqrt(fit_var + self.tau ** 2 + form ** 2)
+        xb = self._row(tokens, batch, params, bent=True)
+        form = FORM_WEIGHT * (float(xb @ np.asarray(self.form)) - float(x @ np.asarray(self.coef)))
+        return math.sqrt(fit_var + self.tau ** 2 + form ** 2 + self.skew ** 2)
 
     def band(self, tokens: float, batch: float, params: float | None = None,
              level: float = 0.95) -> tuple[float, float]:
@@ -184,8 +233,10 @@ class LrBatchLaw:
                         + (" and log N" if "w" in self.terms else ""),
                 "terms": list(self.terms), "coef": list(self.coef),
                 "cov": [list(r) for r in self.cov], "centre": list(self.centre),
-                "tau": self.tau, "dof": self.dof, "lack_of_fit_p": self.lack_of_fit_p,
-                "bent_coef": list(self.form), "tokens_range": list(self.tokens_range),
+                "tau": self.tau, "skew": self.skew, "dof": self.dof,
+                "lack_of_fit_p": self.lack_of_fit_p,
+                "bent_coef": list(self.form),
+                "tokens_range": list(self.tokens_range),
                 "batch_range": list(self.batch_range),
                 "params_range": list(self.params_range) if self.params_range else None,
                 "n_cells": self.n_cells, "resid_sd": self.resid_sd}
@@ -197,7 +248,7 @@ class LrBatchLaw:
         return cls(terms=tuple(d["terms"]), coef=tuple(float(c) for c in d["coef"]),
                    cov=tuple(tuple(float(c) for c in r) for r in d["cov"]),
                    centre=tuple(float(c) for c in d["centre"]),  # type: ignore[arg-type]
-                   tau=float(d["tau"]), dof=int(d["dof"]),
+                   tau=float(d["tau"]), skew=float(d.get("skew", 0.0)), dof=int(d["dof"]),
                    lack_of_fit_p=float(d["lack_of_fit_p"]),
                    form=tuple(float(c) for c in d["bent_coef"]),
                    tokens_range=_pair(d["tokens_range"]), batch_range=_pair(d["batch_range"]),
@@ -237,9 +288,9 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
     se2 = np.array([c.se for c in kept]) ** 2
     tau2 = _tau2(x, y, se2)
     beta, cov = _wls(x, y, 1.0 / (se2 + tau2))
-    xb = np.stack([cols[t] for t in terms + ("uu", "vv")], axis=1)
-    bent, _ = _wls(xb, y, 1.0 / (se2 + tau2)) if len(y) > xb.shape[1] else (
-        np.concatenate([beta, [0.0, 0.0]]), None)
+    xb = np.stack([cols[t] for t in terms + BENT], axis=1)
+    bent = _wls(xb, y, 1.0 / (se2 + tau2))[0] if len(y) > xb.shape[1] else np.concatenate(
+        [beta, np.zeros(len(BENT))])
     resid = y - x @ beta
     q0 = float(np.sum(resid ** 2 / se2))
     dof = len(y) - len(terms)
@@ -247,12 +298,23 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
     return LrBatchLaw(
         terms=terms, coef=tuple(beta.tolist()), cov=tuple(map(tuple, cov.tolist())),
         centre=(float(centre[0]), float(centre[1]), float(centre[2]) if with_n else 0.0),
-        tau=math.sqrt(tau2), dof=dof, lack_of_fit_p=_chi2_p(q0, dof),
+        tau=math.sqrt(tau2), skew=_skew([c.skew for c in kept]), dof=dof,
+        lack_of_fit_p=_chi2_p(q0, dof),
         form=tuple(bent.tolist()),
         tokens_range=(min(c.tokens for c in kept), max(c.tokens for c in kept)),
         batch_range=(min(c.batch for c in kept), max(c.batch for c in kept)),
         params_range=(min(params), max(params)) if with_n else None, n_cells=len(kept),
         resid_sd=float(np.sqrt(np.mean(resid ** 2))))
+
+
+def _skew(shifts: list[float]) -> float:
+    """The bowls' shared asymmetry as a bias of the quadratic optima: |mean| + standard error
+    of the cells' `skew_shift` (a bias the same in every cell moves the whole law, so it does
+    not average out the way a cell's noise does)."""
+    if len(shifts) < 2:
+        return 0.0
+    s = np.asarray(shifts)
+    return float(abs(s.mean()) + s.std(ddof=1) / math.sqrt(len(s)))
 
 
 def _wls(x: np.ndarray, y: np.ndarray, wt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

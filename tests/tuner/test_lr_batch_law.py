@@ -1,0 +1,164 @@
+"""The lr law in tokens and batch: its fit, its band's coverage on synthetic truths, and
+``moetune law fit`` on a table of runs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from tests.tuner import lr_batch_battery as battery
+from tuner.app.cli import main
+from tuner.modeling.lr_batch_law import (
+    Cell,
+    LawFitError,
+    LrBatchLaw,
+    fit_batch_optimum,
+    fit_lr_batch_law,
+    skew_shift,
+)
+
+COVERAGE_FLOOR = 0.85  # per truth family, 10 draws x 7 points, nominal 95%
+DRAWS = 10
+
+
+def _exact_cells(noise: float = 0.0, seed: int = 0) -> list[Cell]:
+    rng = np.random.default_rng(seed)
+    return [Cell(tokens=d, batch=b, se=0.05,
+                 lr=10 ** (battery.true_log_lr("loglinear", d, b) + rng.normal(0, noise)))
+            for d in battery.TOKENS for b in battery.BATCHES]
+
+
+def test_the_law_recovers_a_loglinear_truth_with_its_d_by_b_term() -> None:
+    law = fit_lr_batch_law(_exact_cells())
+    for d, b in [(battery.HELD_D, 2560.0), (battery.FAR_D, 256.0), (6.3e5, battery.HELD_B)]:
+        assert math.log10(law.at(d, b)) == pytest.approx(
+            battery.true_log_lr("loglinear", d, b), abs=1e-6)
+    # the truth's D-exponent is −0.1 + 0.1·log10(B/800): it changes with the batch
+    assert law.tokens_exponent(8000.0) == pytest.approx(0.0, abs=1e-6)
+    assert law.tokens_exponent(80.0) == pytest.approx(-0.2, abs=1e-6)
+
+
+def test_decades_past_is_stated_in_tokens_and_in_batch_separately() -> None:
+    law = fit_lr_batch_law(_exact_cells())
+    assert law.decades_past(6.3e5 * 100, 810.0) == pytest.approx({"tokens": 2.0, "batch": 0.0})
+    assert law.decades_past(2e5, 256.0 / 10) == pytest.approx({"tokens": 0.0, "batch": 1.0})
+
+
+def test_the_band_widens_with_the_distance_past_the_fitted_cells() -> None:
+    law = fit_lr_batch_law(_exact_cells(noise=0.05))
+    widths = [math.log10(hi / lo) for lo, hi in
+              (law.band(d, 810.0) for d in (2e5, battery.HELD_D, battery.FAR_D))]
+    assert widths[0] < widths[1] < widths[2]
+
+
+def test_law_json_round_trips() -> None:
+    law = fit_lr_batch_law(_exact_cells(noise=0.05))
+    back = LrBatchLaw.from_dict(json.loads(json.dumps(law.to_dict())))
+    assert back.at(battery.FAR_D, 4096.0) == pytest.approx(law.at(battery.FAR_D, 4096.0))
+    assert back.band(battery.FAR_D, 4096.0) == pytest.approx(law.band(battery.FAR_D, 4096.0))
+
+
+def test_several_model_sizes_give_the_law_an_n_term_that_needs_params() -> None:
+    cells = [Cell(tokens=c.tokens, batch=c.batch, se=c.se, params=n,
+                  lr=c.lr * (n / 1e8) ** -0.5) for n in (1e8, 4e8) for c in _exact_cells()]
+    law = fit_lr_batch_law(cells)
+    assert law.at(2e5, 810.0, 1.6e9) == pytest.approx(law.at(2e5, 810.0, 1e8) / 4, rel=1e-6)
+    with pytest.raises(ValueError, match="params"):
+        law.at(2e5, 810.0)
+
+
+@pytest.mark.parametrize("cells, words", [
+    (_exact_cells()[:5], "at least 6 cells"),
+    ([c for c in _exact_cells() if c.batch == 256.0] * 2, "2 distinct batch"),
+])
+def test_too_little_data_is_refused_naming_what_is_missing(cells, words) -> None:
+    with pytest.raises(LawFitError, match=words):
+        fit_lr_batch_law(cells)
+
+
+def test_a_bowl_steeper_above_its_bottom_is_seen_as_skewed() -> None:
+    x = np.linspace(-0.5, 0.5, 9)
+    z = 3.0 + np.where(x > 0, 3.0, 1.0) * 0.6 * x ** 2
+    assert skew_shift(10 ** x, z) > 0.03  # the quadratic's vertex sits below the true bottom
+    assert abs(skew_shift(10 ** x, 3.0 + 0.6 * x ** 2)) < 0.01
+
+
+def test_the_batch_optimum_is_placed_only_inside_the_grid() -> None:
+    def row(tokens: float, best: float) -> list[Cell]:
+        return [Cell(tokens=tokens, batch=b, lr=1e-3, se=0.05,
+                     loss=3 + (math.log10(b) - math.log10(best)) ** 2) for b in (256, 810, 2560)]
+
+    bo = fit_batch_optimum(row(1e5, 800.0) + row(1e6, 1200.0) + row(1e7, 100.0))
+    placed = {r["tokens"]: r["batch"] for r in bo.rows}
+    assert placed[1e5] == pytest.approx(800.0, rel=0.01)
+    assert placed[1e7] is None
+    assert "smallest batch" in bo.rows[2]["why"]
+    assert bo.exponent == pytest.approx(math.log10(1200 / 800), rel=0.01)
+
+
+@pytest.mark.parametrize("family", battery.FAMILIES)
+def test_the_band_covers_the_truth_at_held_out_cells_and_two_decades_past(family) -> None:
+    cov, width = battery.coverage(family, 0.05, DRAWS, seed=7)
+    for group, share in cov.items():
+        assert share >= COVERAGE_FLOOR, (family, group, share)
+    # and is not vacuous: the held-out budget's band is within 4x either side
+    assert width["held-out D (5x)"] < 4.0
+
+
+def _write_runs(path, *, rows=None) -> None:
+    """A Step-Law-shaped table: batch in sequences of 2,048 (``bs``), an architecture column
+    constant per cell, a run name, a second loss."""
+    rng = np.random.default_rng(0)
+    lines = ["N,D,bs,lr,loss,smooth loss,h,exp_name"]
+    k = 0
+    for d in battery.TOKENS:
+        for bs in (1, 4, 16):
+            m = battery.true_log_lr("loglinear", d, bs * 2048.0)
+            for x in m + 0.15 * np.arange(-4, 5):
+                z = 3 + 0.6 * (x - m) ** 2 + rng.normal(0, 0.01)
+                lines.append(f"1e8,{d},{bs},{10 ** x:.6g},{z:.5f},{z + 0.01:.5f},64,run{k}")
+                k += 1
+    path.write_text("\n".join(rows(lines) if rows else lines) + "\n")
+
+
+def test_law_fit_reads_a_step_law_shaped_table_and_writes_law_files(tmp_path) -> None:
+    runs = tmp_path / "runs.csv"
+    _write_runs(runs)
+    out = tmp_path / "law"
+    rc = main(["law", "fit", str(runs), "--column", "B=bs", "--batch-unit", "2048",
+               "--vary", "smooth loss", "--out", str(out)])
+    assert rc == 0
+    data = json.loads((out / "law.json").read_text())
+    law = LrBatchLaw.from_dict(data["lr_batch_law"])
+    assert law.batch_range == (2048.0, 16 * 2048.0)
+    truth = battery.true_log_lr("loglinear", 6.3e5, 8192.0)
+    assert abs(math.log10(law.at(6.3e5, 8192.0)) - truth) < 0.05
+    assert "D-exponent" in (out / "law.md").read_text()
+    assert (out / "law.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("args, edit, words", [
+    (["--column", "B=batch"], None, "column 'batch' (for B): must be in the table"),
+    (["--column", "B=bs"], None, "column 'smooth loss': must be constant within each"),
+    (["--column", "B=bs", "--vary", "smooth loss", "--column", "lr"], None,
+     "--column: must be KEY=NAME"),
+    (["--column", "X=bs"], None, "--column: keys must be among"),
+    (["--column", "B=bs", "--vary", "smooth loss", "--batch-unit", "0"], None,
+     "--batch-unit: must be a positive number"),
+    (["--column", "B=bs", "--vary", "smooth loss"],
+     lambda ls: ls[:5] + [ls[5].replace(ls[5].split(",")[3], "-1e-3", 1)] + ls[6:],
+     "column 'lr' (for lr): must be a positive finite number in every row, but got"),
+    (["--column", "B=bs", "--vary", "smooth loss"], lambda ls: ls[:1] + ls[1:40],
+     "needs at least 6 cells"),
+])
+def test_bad_tables_exit_2_naming_the_column_and_write_nothing(tmp_path, capsys, args, edit,
+                                                               words) -> None:
+    runs = tmp_path / "runs.csv"
+    _write_runs(runs, rows=edit)
+    out = tmp_path / "law"
+    assert main(["law", "fit", str(runs), "--out", str(out), *args]) == 2
+    assert words in capsys.readouterr().err
+    assert not out.exists()
