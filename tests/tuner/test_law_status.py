@@ -30,10 +30,14 @@ def _trials(study, spec, losses):
 
 @pytest.fixture
 def law_root(tmp_path):
-    """law.toml with 2 trials per budget: budgets 1-2 done, 3-4 not started, and the held-out
-    budget interrupted after 1 of its 3 trials (a gap no real law leaves: every state shows)."""
+    return law_storage(tmp_path / "runs")
+
+
+def law_storage(root: Path) -> Path:
+    """law.toml with 2 trials per budget under ``root``: budgets 1-2 done, 3-4 not started, and
+    the held-out budget interrupted after 1 of its 3 trials (a gap no real law leaves: every
+    state shows). Returns ``root``."""
     spec = load_spec(LAW_TOML, overrides={"study.n_trials": 2, "study.sampler": "random"})
-    root = tmp_path / "runs"
     (root / "law").mkdir(parents=True)
     store = db.open_storage(db.storage_url(root / "law"))
     for i, losses in ((0, [3.1, 3.0]), (1, [2.9, 2.8]), (4, [2.5])):

@@ -39,10 +39,14 @@ def is_law_base(attrs: dict[str, Any]) -> bool:
     return bool(law) and int(law.get("budget", 0) or 0) == 0
 
 
-def law_grid(study: optuna.Study) -> dict[str, Any]:
+def law_grid(study: optuna.Study, *, driven: bool | None = True) -> dict[str, Any]:
     """The grid of the law whose budget 0 is ``study``: ``budgets`` (one row per budget, in
     order: tokens, held_out, state, done/total/running trials, and the budget's fit) and the
-    fit's ``lr_law``, ``batch_law``, ``predicted`` and ``held_out_check`` (None until placed)."""
+    fit's ``lr_law``, ``batch_law``, ``predicted`` and ``held_out_check`` (None until placed).
+
+    A budget's state: waiting (no study yet), done (its trials all counted), searching (a
+    driver runs the law: ``driven``; None, a law run from the command line, when one of its
+    trials is running) or interrupted (short of its trials and nothing runs it)."""
     spec = st.stored_spec(study)
     law = spec.law
     storage = study._storage  # the budgets live in the storage the base study was read from
@@ -59,7 +63,9 @@ def law_grid(study: optuna.Study) -> dict[str, Any]:
             trials = s.get_trials(deepcopy=False)
             row["done"] = sum(counts_toward_target(t) for t in trials)
             row["running"] = sum(t.state == TrialState.RUNNING for t in trials)
-            row["state"] = "done" if row["done"] >= row["total"] else "searching"
+            runs = driven if driven is not None else row["running"] > 0
+            row["state"] = ("done" if row["done"] >= row["total"] else
+                            "searching" if runs else "interrupted")
             row["ended"] = sum(t.state.is_finished() for t in trials)
             studies.append((i, s))
         rows.append(row)

@@ -31,6 +31,7 @@ height:100%;display:block}.err{color:#b91c1c}.field-error textarea,.field-error 
 border:2px solid #b91c1c}textarea{width:100%;height:22em;font-family:monospace}
 .row{display:flex;gap:2em;flex-wrap:wrap}svg{background:#fafafa;border:1px solid #ddd}
 form.inline{display:inline}.note{color:#555;font-size:.9em}
+[hidden]{display:none!important}
 """
 
 
@@ -96,8 +97,8 @@ def register(app: FastAPI, service: Service) -> None:
                 f"<b id='state'>{html.escape(data['state'])}</b> · <span id='progress'></span>"
                 f"</p><p>{button('cancel', 'Cancel')} {button('resume', 'Resume')} "
                 f"{button('delete', 'Delete')} <a href='/api/v1/studies/{esc}/report'>Report</a>"
-                f"</p><div class='row'><div><h3>Pareto front</h3><svg id='front' width='420' "
-                f"height='300'></svg><p id='ties'></p></div>"
+                f"</p><p id='ties'></p><div class='row'><div id='frontbox'><h3>Pareto front</h3>"
+                f"<svg id='front' width='420' height='300'></svg></div>"
                 f"<div><h3>Learning curves (val_loss)</h3>"
                 f"<svg id='curves' width='420' height='300'></svg></div></div>"
                 f"<div id='ladder' hidden><h3>Ladder rungs</h3><p class='note'>Each width's "
@@ -165,12 +166,22 @@ def register(app: FastAPI, service: Service) -> None:
         if who is None:
             return signin_redirect()
         service.auth.check_csrf(request, csrf)
-        if action == "cancel":
-            service.cancel(CancelRequest(study=name, by=who.name), who)
-        elif action == "delete":
-            service.delete(DeleteRequest(study=name), who)
-        else:
-            service.resume(ResumeRequest(study=name), who)
+        try:
+            if action == "cancel":
+                service.cancel(CancelRequest(study=name, by=who.name), who)
+            elif action == "delete":
+                service.delete(DeleteRequest(study=name), who)
+            else:
+                service.resume(ResumeRequest(study=name), who)
+        except HTTPException as e:
+            if e.status_code != 409:  # refused in the study's state: said on a page, not JSON
+                raise
+            esc = html.escape(name)
+            response = layout(request, name, f"<h1>{esc}</h1><p class='err' id='error'>"
+                              f"{html.escape(str(e.detail))}</p><p><a href='/studies/{esc}'>"
+                              f"back to {esc}</a></p>", who)
+            response.status_code = 409
+            return response
         return RedirectResponse("/" if action == "delete" else f"/studies/{name}",
                                 status_code=303)
 
@@ -252,8 +263,10 @@ BUTTON_STATES = {"cancel": ("queued", *ACTIVE), "resume": ("cancelled", "failed"
 LIST_JS = """
 const esc=s=>String(s??'').replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;',
 '"':'&quot;',"'":'&#39;'}[c]));
+const byName=(a,b)=>a.name.localeCompare(b.name,'en',{numeric:true});
 async function refresh(){const r=await fetch('/api/v1/studies');if(!r.ok)return;
-const rows=(await r.json()).map(s=>{const p=s.progress,pct=p.total?100*p.done/p.total:0;
+const rows=(await r.json()).sort(byName).map(s=>{const p=s.progress,
+pct=p.total?100*p.done/p.total:0;
 const best=p.best?Object.entries(p.best.values).map(([k,v])=>esc(k)+'='+(v===null?'-':
 Number(v).toPrecision(4))).join(' ')+' (#'+p.best.trial+')':'';
 return `<tr><td><a href="/studies/${encodeURIComponent(s.name)}">${esc(s.name)}</a></td>
@@ -267,13 +280,15 @@ STUDY_JS = """
 const esc=s=>String(s??'').replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;',
 '"':'&quot;',"'":'&#39;'}[c]));
 const num=v=>Number.isInteger(v)?String(v):Number(v).toPrecision(4);
+const inline=s=>esc(s).replace(/`([^`]+)`/g,'<code>$1</code>');
 const fmt=v=>v===null||v===undefined?'-':(typeof v==='number'?num(v):esc(v));
 function scale(vals,lo,hi){const a=Math.min(...vals),b=Math.max(...vals),s=b>a?b-a:1;
 const f=v=>lo+(v-a)/s*(hi-lo);f.lo=a;f.hi=b;return f;}
 function axes(X,Y,xl,yl){const t=[0,.5,1];let g='<g class="axes" stroke="#6b7280">'+
 '<line x1="40" y1="270" x2="400" y2="270"/><line x1="40" y1="20" x2="40" y2="270"/></g>';
 for(const k of t){const xv=X.lo+k*(X.hi-X.lo),yv=Y.lo+k*(Y.hi-Y.lo);
-const tick=v=>num(+v.toPrecision(3));
+const tick=v=>{const a=Math.abs(v);return a>=1e6?+(v/1e6).toPrecision(3)+'M':a>=1e4?
++(v/1e3).toPrecision(3)+'k':a&&a<1e-2?v.toExponential(1):num(+v.toPrecision(3));};
 g+=`<text class="tick" x="${X(xv)}" y="283" font-size="9" text-anchor="middle">${tick(xv)}`+
 `</text><text class="tick" x="37" y="${Y(yv)+3}" font-size="9" text-anchor="end">${tick(yv)}`+
 '</text>';}
@@ -285,6 +300,7 @@ const legend=items=>'<g class="legend">'+items.map(([c,l],i)=>
 const tiedWithKnee=(d,t)=>!!d.knee_ties&&d.knee_ties.tied.includes(t.number);
 const mark=(d,t)=>d.knee===t.number?' (knee)':tiedWithKnee(d,t)?' (tied with the knee)':'';
 function front(d){const svg=document.getElementById('front');const o=d.objectives;
+document.getElementById('frontbox').hidden=o.length<2;if(o.length<2)return;
 const pts=d.trials.filter(t=>t.feasible&&Object.values(t.values).every(v=>v!==null));
 if(!pts.length||o.length<2){svg.innerHTML='<text x="10" y="20">no feasible trial with two '+
 'objectives yet</text>';return;}
@@ -382,7 +398,7 @@ document.querySelectorAll('[data-when]').forEach(f=>{f.hidden=
 !f.dataset.when.split(' ').includes(d.state);});
 const p=d.progress;document.getElementById('progress').textContent=
 `${p.done}/${p.total} trials done, ${p.running} running`;
-document.getElementById('ties').textContent=d.knee_ties?d.knee_ties.sentence:'';
+document.getElementById('ties').innerHTML=d.knee_ties?inline(d.knee_ties.sentence):'';
 front(d);curves(d);table(d);ladder(d);law(d);}
 fetch('/api/v1/studies/'+encodeURIComponent(STUDY)).then(r=>r.json()).then(show);
 const es=new EventSource('/api/v1/studies/'+encodeURIComponent(STUDY)+'/events');

@@ -186,9 +186,15 @@ def detail(study: optuna.Study) -> dict[str, Any]:
         "knee": knee.number if knee is not None else None,
         "knee_ties": _ties(read),
         # a law study's page shows its every budget (tuner.app.service.law_grid)
-        "law": law_grid(study) if is_law_base(read.attrs) else None,
+        "law": law_grid(study, driven=_driven(read.attrs)) if is_law_base(read.attrs) else None,
         "ladder": ladder_rungs(study) if is_ladder_base(read.attrs) else None,
     }
+
+
+def _driven(attrs: dict[str, Any]) -> bool | None:
+    """Whether a driver runs the study now; None for one run from the command line (unknown)."""
+    state = _service_record(attrs)["state"]
+    return None if state == "external" else state in ACTIVE
 
 
 def _ties(read: _Read) -> dict[str, Any] | None:
