@@ -2,8 +2,11 @@
 
 Their val_loss is a smooth function of the recipe (best near lr = 3e-3), so samplers and ASHA
 have something to rank, and the same recipe always gives the same numbers. They live in the
-package (like ``optuna.testing``) so Ray workers can import them, and the CLI can run them:
-``moetune submit spec.toml --trainer tuner.testing:quick_train``.
+package (like ``optuna.testing``) so Ray workers can import them, and the CLI and the service
+can run them: ``moetune submit search_spaces/quickstart.toml --trainer
+tuner.testing:shaped_train`` (``moetune serve --trainer ...`` alike). `shaped_train` reports the
+``debug`` proxy's peak memory; `quick_train` reports 1 GiB for every recipe, above quickstart's
+``max_peak_memory_gb``, so every quickstart trial would end infeasible with it.
 
 `StepTimer` is their step timer (`tuner.study.run.timing.step_timer_for` finds it in this module):
 a study with a timed metric run with these trainers gets timings at once, from `step_seconds`.
