@@ -5,10 +5,12 @@ count every training, and bad values that must be 4xx, not 500."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import optuna
 import pytest
 from fastapi.testclient import TestClient
 
@@ -160,3 +162,68 @@ def test_a_spec_within_the_caps_is_queued(tmp_path):
     status, body = s.submit(NOISE.format(name="fits", n=2, repeats=2))  # 2 + 2*2 = 6
     s.service.views.close()
     assert status == 201, body
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    ('[data]\ncorpus = "/tmp/x\\u0000y"\n', "data.corpus"),  # a NUL byte: ValueError in os.path
+    ('[data]\ntokenizer = "bpe:99999999999999999999"\n', "data.tokenizer"),  # OverflowError
+])
+def test_values_that_broke_the_handlers_are_a_4xx_naming_the_field(tmp_path, extra, field):
+    s = in_process(tmp_path / "root", data_roots=(tmp_path,))
+    status, body = s.submit(SPEC.format(name="odd", n=2) + extra)
+    s.service.views.close()
+    assert status == 422 and body["field"] == field, body
+
+
+def test_the_dashboards_script_is_served_without_accept_encoding(svc):
+    request = svc.client.build_request("GET", "/static/bundle.js")
+    del request.headers["accept-encoding"]  # a client that sends none (bottle needs it)
+    r = svc.client.send(request)
+    assert r.status_code == 200 and r.text.startswith("/*")
+
+
+def test_a_change_to_a_study_deleted_meanwhile_is_a_404(svc, monkeypatch):
+    assert svc.submit(SPEC.format(name="gone", n=2))[0] == 201
+    loaded = Service.study
+
+    def loaded_then_deleted(self, name):  # another request deletes it right after this load
+        study = loaded(self, name)
+        optuna.delete_study(study_name=name, storage=self.storage)
+        return study
+
+    monkeypatch.setattr(Service, "study", loaded_then_deleted)
+    r = svc.client.post("/api/v1/studies/gone/cancel")
+    assert r.status_code == 404 and "deleted meanwhile" in r.json()["detail"], r.text
+
+
+def test_of_a_burst_of_changes_one_wins_and_the_others_are_refused(svc, monkeypatch):
+    assert svc.submit(SPEC.format(name="burst", n=2))[0] == 201
+    assert svc.client.post("/api/v1/studies/burst/cancel").json() == {"state": "cancelled"}
+    deleting, others_done = threading.Event(), threading.Event()
+    delete_study = optuna.delete_study
+
+    def held_delete(**kwargs):  # the delete has checked the state; the others may run now
+        deleting.set()
+        others_done.wait(10)
+        delete_study(**kwargs)
+
+    monkeypatch.setattr(optuna, "delete_study", held_delete)
+    got: dict[str, int] = {}
+
+    def call(method: str, path: str) -> None:
+        got[method + path] = svc.client.request(method, "/api/v1/studies/burst" + path
+                                                ).status_code
+
+    first = threading.Thread(target=call, args=("DELETE", ""))
+    first.start()
+    assert deleting.wait(30)
+    rest = [threading.Thread(target=call, args=("POST", p)) for p in ("/resume", "/cancel")]
+    for t in rest:
+        t.start()
+    for t in rest:  # unlocked, they answer now; locked, they wait for the delete
+        t.join(2)
+    others_done.set()
+    for t in (first, *rest):
+        t.join(30)
+    assert got["DELETE"] == 204
+    assert got["POST/resume"] in (404, 409) and got["POST/cancel"] in (404, 409), got

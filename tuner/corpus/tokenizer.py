@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 BPE_RE = re.compile(r"bpe:(\d+)")
 BPE_EOD = "<|endoftext|>"
 BPE_MIN_VOCAB = 257  # the 256 bytes and the end-of-document token
+# 2**20: 8x DeepSeek-V3's 129,280 tokens; the trainer takes a machine-sized integer, and a
+# vocabulary past this would be no proxy's (its embedding alone outweighs the model)
+BPE_MAX_VOCAB = 2**20
 # end-of-document tokens of common tokenizers, tried in order when data.eod_token is ""
 EOD_CANDIDATES = ("<|endoftext|>", "<｜end▁of▁sentence｜>", "<|end_of_text|>", "</s>", "<eos>",
                   "<|im_end|>")
@@ -35,7 +38,7 @@ def bpe_size(spec: str) -> int | None:
     """N of ``"bpe:N"``; None when ``spec`` is a path.
 
     Raises:
-        CorpusError: N below `BPE_MIN_VOCAB`.
+        CorpusError: N outside [`BPE_MIN_VOCAB`, `BPE_MAX_VOCAB`].
     """
     m = BPE_RE.fullmatch(spec)
     if m is None:
@@ -47,6 +50,8 @@ def bpe_size(spec: str) -> int | None:
     if n < BPE_MIN_VOCAB:
         raise CorpusError("tokenizer", f"bpe:N needs N >= {BPE_MIN_VOCAB} (the 256 bytes and "
                                        f"{BPE_EOD}), but got {spec!r}.")
+    if n > BPE_MAX_VOCAB:
+        raise CorpusError("tokenizer", f"bpe:N needs N <= {BPE_MAX_VOCAB}, but got {spec!r}.")
     return n
 
 

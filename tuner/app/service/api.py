@@ -222,6 +222,10 @@ def _mount_dashboard(app: FastAPI, service: Service) -> None:
                 await JSONResponse({"detail": e.detail}, status_code=e.status_code)(
                     scope, receive, send)
                 return
+            if "accept-encoding" not in request.headers:  # the dashboard's static files
+                # read it unguarded (a KeyError, a 500, without it): none means identity
+                scope = {**scope, "headers": [*scope["headers"],
+                                              (b"accept-encoding", b"identity")]}
         await wsgi(scope, receive, send)
 
     app.mount("/", guarded)

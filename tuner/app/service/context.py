@@ -4,6 +4,7 @@ delete, report, export), so the two front ends cannot drift apart."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -11,7 +12,7 @@ import shutil
 import threading
 import tomllib
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
@@ -103,6 +104,7 @@ class Service:
         # the command line's studies under the root, listed read-only beside the service's own
         self.attached = Attached(config.root)
         self._report_locks: dict[str, threading.Lock] = {}
+        self._change_locks: dict[str, threading.Lock] = {}
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -236,29 +238,46 @@ class Service:
     def _act(self, name: str, user: User, action: str,
              run: Callable[[optuna.Study], str]) -> str:
         """``run`` on study ``name`` for its owner or an admin; a refusal is a 409."""
-        study = self.study(name)
-        self._owned(study, user, action)
-        try:
-            state = run(study)
-        except actions.Refused as e:
-            raise HTTPException(409, str(e)) from None
+        with self._changing(name):
+            study = self.study(name)
+            self._owned(study, user, action)
+            try:
+                state = run(study)
+            except actions.Refused as e:
+                raise HTTPException(409, str(e)) from None
         self.forget(name)
         return state
 
     def delete(self, request: DeleteRequest, user: User) -> None:
         """Delete the ended study (`actions.delete`) for its owner or an admin, and its run
         folder when this service made it at submit (marked); anything else there is kept."""
-        study = self.study(request.study)
-        self._owned(study, user, "delete")
-        name = study.study_name
-        folder = self.config.root / name
-        made_here = (not folder.is_symlink() and folder.is_dir() and (folder / MARKER).is_file()
-                     and folder.resolve().parent == self.config.root.resolve())
-        try:
-            actions.delete(study, request, folder=folder if made_here else None)
-        except actions.Refused as e:
-            raise HTTPException(409, str(e)) from None
+        with self._changing(request.study):
+            study = self.study(request.study)
+            self._owned(study, user, "delete")
+            name = study.study_name
+            folder = self.config.root / name
+            made_here = (not folder.is_symlink() and folder.is_dir()
+                         and (folder / MARKER).is_file()
+                         and folder.resolve().parent == self.config.root.resolve())
+            try:
+                actions.delete(study, request, folder=folder if made_here else None)
+            except actions.Refused as e:
+                raise HTTPException(409, str(e)) from None
         self.forget(name)
+
+    @contextlib.contextmanager
+    def _changing(self, name: str) -> Iterator[None]:
+        """One change (cancel, resume, delete) of study ``name`` at a time in this service:
+        each reads the state the one before it left, so of a burst one move wins and a move
+        the new state does not allow is a 409 (a resume's "queued" is never followed by a
+        delete of the queued study). A study deleted meanwhile is a 404, not optuna's
+        KeyError."""
+        with self._change_locks.setdefault(name, threading.Lock()):
+            try:
+                yield
+            except KeyError:
+                raise HTTPException(404, f"study: no study named {name!r} (deleted "
+                                         "meanwhile).") from None
 
     def report(self, study: optuna.Study) -> Path:
         """The study's report.html under its run folder, built again only when the study
@@ -296,9 +315,10 @@ class Service:
         file = formats.file_name(request.format, f"{study.study_name}-{request.format}")
         done = actions.export(study, request, run_dir=self.config.root / study.study_name,
                               storage=self._storage_url(study), file=file)
+        said = done.messages(request.format)
         if len(done.files) == 1:
-            return done.text.encode(), file, "text/plain"
-        return _zip(done.files), f"{PurePath(file).stem}.zip", "application/zip"
+            return done.text.encode(), file, "text/plain", said
+        return _zip(done.files), f"{PurePath(file).stem}.zip", "application/zip", said
 
     def _check_table(self, table: dict[str, Any]) -> None:
         """A submitted spec's table against the service's rules, before it is parsed: no

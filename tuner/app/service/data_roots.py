@@ -58,6 +58,9 @@ def check_path(field: str, value: str, roots: Sequence[Path], *, resolve: bool) 
     Raises:
         OutsideDataRoots: it does not (the message says nothing about the file itself).
     """
+    if "\0" in value:  # no file has such a name; os.path would raise on it
+        raise OutsideDataRoots(f"{field}: must be a path without NUL bytes, but got "
+                               f"{value!r}.", field)
     if not os.path.isabs(value):
         raise OutsideDataRoots(f"{field}: must be an absolute path on the cluster (the service "
                                f"has no spec folder to read a relative one from), but got "
