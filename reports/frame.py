@@ -24,10 +24,10 @@ ranks and the knee all come from the study core (`tuner.study.results.trial_reco
 
 Ties, by the core's one rule (`tuner.study.results.noise`), given the study's measured val_loss
 noise: `tied_best` marks a feasible trial whose val_loss is within the noise of the lowest feasible
-val_loss (that trial included); `tied_knee` marks a Pareto-set trial tied with the knee
-(`noise.knee_ties`; with one objective, any feasible trial tied with the best). Both are NA where a
-tie cannot be judged: no noise measured, or the trial is no candidate. ranked.md and report.html
-both read these columns.
+val_loss (that trial included); `tied_knee` marks a feasible trial tied with the knee
+(`noise.knee_ties`: on the front or off it; with one objective, a tie with the best). Both are
+NA where a tie cannot be judged: no noise measured, or the trial is no candidate. ranked.md and
+report.html both read these columns.
 """
 
 from __future__ import annotations
@@ -91,8 +91,7 @@ def _add_ties(df: pd.DataFrame, recs: Sequence[TrialRecord], objectives: Sequenc
         df.loc[feasible, "tied_best"] = [tied(v, best, noise) for v in loss[feasible]]
     ties = knee_ties(recs, objectives, noise)
     if ties is not None and ties.judged:
-        candidates = feasible if ties.single else df["pareto_rank"] == 1
-        candidates = candidates.fillna(False).astype(bool) & (df["number"] != ties.knee)
+        candidates = feasible & (df["number"] != ties.knee)
         df.loc[candidates, "tied_knee"] = df.loc[candidates, "number"].isin(ties.tied)
     return df
 

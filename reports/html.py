@@ -130,9 +130,8 @@ def _top_table(snapshot: Snapshot, n: int = 10) -> str:
         f"<td><code>{esc(c)}</code></td>" if h == "recipe"
         else f"<td>{emphasis(esc(c), _bold)}</td>"
         for h, c in zip(header, row, strict=True)) + "</tr>" for row in cells)
+    # who is tied with the knee: said once, in the recommendation at the top
     notes = [f"<b>tied</b>: {esc(tie_legend(sd, lowest_loss(df)))}"] if sd is not None else []
-    ties = snapshot.knee_ties()
-    notes += [esc(ties.sentence())] if ties is not None else []
     return (f"<h2>Top of the ranking</h2><table><tr>{head}</tr>{rows}</table>"
             + "".join(f"<p class='note'>{x}</p>" for x in notes))
 

@@ -167,10 +167,7 @@ def _feasible_sections(snapshot: Snapshot) -> list[str]:
         out += [f"The knee of the Pareto set is trial #{n} (marked **knee**): the best balance of "
                 f"the objectives, and what `moetune export {snapshot.study_name} --pick knee` "
                 "takes.", ""]
-    ties = snapshot.knee_ties()
-    if ties is not None:
-        out += [ties.sentence(), ""]
-    return out
+    return out  # who is tied with the knee: said once, in the recommendation above
 
 
 # -- the ranked table's cells: one rule for ranked.md and report.html --------------------------
@@ -200,7 +197,7 @@ def ranking_table(part: pd.DataFrame, cols: Sequence[str], *, knee: bool, ties: 
 
 
 def knee_cell(row: pd.Series) -> str:
-    """``knee``; ``tied with knee`` for a front trial within the noise of it (frame column
+    """``knee``; ``tied with knee`` for a feasible trial within the noise of it (frame column
     ``tied_knee``); else empty."""
     if bool(row["knee"]):
         return "knee"

@@ -11,6 +11,7 @@ prints it when the study ends.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 
 from reports.snapshot import Snapshot
@@ -50,15 +51,59 @@ def recommend(snapshot: Snapshot) -> Recommendation | None:
     finished = [r for r in recs if r.trained and not r.warm_start]
     warnings = edge_warnings(snapshot.trials, knee.number, finished)
     warnings += unvaried_warnings(feasible)
+    warnings += _worst_max_vio(knee, feasible)
     warnings += [load_warning(o.name, "objective") for o in objectives
                  if o.name in LOAD_DEPENDENT]
     return Recommendation(
         trial=knee.number, single=len(objectives) == 1, recipe=_recipe_words(knee),
         values=dict(knee.values),
         alternatives=[_trade(r, knee, snapshot) for r in front if r.number != knee.number]
-        [:MAX_ALTERNATIVES], tied=ties.tied, ties=ties.sentence(),
+        [:MAX_ALTERNATIVES], tied=ties.tied,
+        ties=" ".join(filter(None, [ties.sentence(), _undetermined(knee, ties.tied, recs)])),
         confidence=_confidence(snapshot, feasible, front),
         warnings=warnings, command=_command(snapshot, single=len(objectives) == 1))
+
+
+def _undetermined(knee: TrialRecord, tied: tuple[int, ...], recs: list[TrialRecord]) -> str:
+    """The knobs the data leave open: those in which a trial tied with the knee differs from it
+    (a float by more than 20% of the larger value, anything else by being another value)."""
+    by_number = {r.number: r for r in recs}
+    open_: dict[str, list[str]] = {}
+    for n in tied:
+        for name, value in sorted(by_number[n].params.items()):
+            if _differs(value, knee.params.get(name)):
+                open_.setdefault(name, []).append(f"#{n} {_word(value)}")
+    if not open_:
+        return ""
+    parts = [f"{name} (the knee {_word(knee.params.get(name))}; {', '.join(at)})"
+             for name, at in open_.items()]
+    return (f"So the data do not determine {'; '.join(parts)}: a tied trial reaches the same "
+            "result with another value.")
+
+
+def _differs(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, int | float) and not isinstance(b, bool):
+        return abs(a - b) > 0.2 * max(abs(a), abs(b))
+    return a != b
+
+
+def _word(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _worst_max_vio(knee: TrialRecord, feasible: list[TrialRecord]) -> list[str]:
+    """A warning when the knee's expert load is the least balanced of the feasible trials
+    (its per-batch MaxVio the highest of three or more)."""
+    vio = {r.number: r.metric("max_vio_batch") for r in feasible}
+    vio = {n: v for n, v in vio.items() if math.isfinite(v)}
+    others = [v for n, v in vio.items() if n != knee.number]
+    if len(others) < 2 or knee.number not in vio or vio[knee.number] <= max(others):
+        return []
+    median = statistics.median(others)
+    return [f"#{knee.number} has the highest MaxVio (per batch) of the {len(vio)} feasible "
+            f"trials: {vio[knee.number]:.3g} (median of the others {median:.3g}): its experts' "
+            "load is the least balanced; read bias_update_speed and the MaxVio plot before "
+            "carrying it to the full run."]
 
 
 def _recipe_words(r: TrialRecord) -> str:

@@ -162,7 +162,7 @@ def _judge_hypervolume(names: list[str], points: Sequence[np.ndarray], hvs: Sequ
         return Verdict(winner=None, text=f"**Cannot judge**: {shown}; {why_not}.", noise=said)
     relative = relative or {}
     exact = [o for o in objectives if o not in noise and o not in relative]
-    within = ", ".join([f"±{sd:.3g} on {o}" if sd else f"{o} exact (modeled)"
+    within = ", ".join([f"±{sd:.3g} on {o}" if sd else f"{o} exact: modeled"
                         for o, sd in noise.items()]
                        + [f"±{r:.1%} on {o} (half the median range of its timings' repeats)"
                           for o, r in relative.items()]) + (

@@ -289,8 +289,9 @@ def _check_recipe_accepts(name: str, dist: Distribution, where: str) -> None:
         try:
             Recipe.from_dict({**base, name: value})
         except ValueError as e:
-            raise SpaceError(f"{where}.{key}: must be a value Recipe accepts ({e}), "
-                             f"but got {value!r}.", f"{where}.{key}") from None
+            # ``e`` already names the rule and the value ("..., but got ..."): said once
+            raise SpaceError(f"{where}.{key}: every value must be one Recipe accepts; {e}",
+                             f"{where}.{key}") from None
 
 
 def _when(when: Any, where: str, name: str, earlier: list[Param], fixed: dict[str, Any]

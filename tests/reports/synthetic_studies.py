@@ -25,14 +25,16 @@ OBJECTIVES = [["val_loss", "minimize"], ["peak_memory_gb", "minimize"]]
 MEMORY_LIMIT = 4.0
 
 
-def metrics(*, val_loss: float, memory_gb: float, precision: str, seed: int = 0) -> dict:
+def metrics(*, val_loss: float, memory_gb: float, precision: str, seed: int = 0,
+            max_vio_batch: float = 0.3) -> dict:
     """A TrainResult.to_dict() minus curves, as the runner stores it."""
     return {
         "val_loss": val_loss if math.isfinite(val_loss) else str(val_loss),
         "tokens_trained": 50_000, "token_budget": 50_000, "steps": 40, "tokens_per_s": 9000.0,
         "train_time_s": 5.5, "peak_memory_bytes": int(memory_gb * 1024**3),
-        "peak_memory_method": "cpu_accounting", "activation_bytes": 1000, "max_vio_batch": 0.3,
-        "max_vio_val": 0.2, "loss_spikes": 1, "loss_spike_steps": [7], "grad_norm_mean": 0.5,
+        "peak_memory_method": "cpu_accounting", "activation_bytes": 1000,
+        "max_vio_batch": max_vio_batch, "max_vio_val": 0.2, "loss_spikes": 1,
+        "loss_spike_steps": [7], "grad_norm_mean": 0.5,
         "grad_norm_max": 2.0, "diverged": not math.isfinite(val_loss), "diverged_step": None,
         "stopped_early": False, "precision": precision,
         "fp8_emulated": True if precision == "fp8" else None, "seed": seed,
@@ -43,7 +45,7 @@ def metrics(*, val_loss: float, memory_gb: float, precision: str, seed: int = 0)
 def add(study: optuna.Study, *, state: str = "complete", values=None, params=None,
         constraints=None, reason: str | None = None, val_loss: float | None = None,
         memory_gb: float = 1.0, curve=None, recipe_extra=None, trained: bool = False,
-        timing: dict | None = None) -> None:
+        timing: dict | None = None, max_vio_batch: float = 0.3) -> None:
     """Add one trial as the runner would record it (`state`: complete/infeasible/pruned/fail).
 
     ``trained``: store the full recipe and model args, as a trial that finished training has
@@ -67,7 +69,8 @@ def add(study: optuna.Study, *, state: str = "complete", values=None, params=Non
     if state != "fail":
         loss = val_loss if val_loss is not None else (values[0] if values else 3.0)
         attrs[records.METRICS] = metrics(val_loss=loss, memory_gb=memory_gb,
-                                         precision=params["precision"])
+                                         precision=params["precision"],
+                                         max_vio_batch=max_vio_batch)
         attrs[records.EVAL_CURVE] = curve or [[10_000 * k, 5.0 - 0.4 * k] for k in range(1, 6)]
     study.add_trial(optuna.trial.create_trial(
         state=getattr(optuna.trial.TrialState, optuna_state),

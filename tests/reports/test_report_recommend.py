@@ -64,3 +64,24 @@ def test_one_objective_recommends_the_best_trial_and_no_trial_says_so():
     rec = recommend(reports.take_snapshot(study))
     assert rec.single and rec.values == {"val_loss": 2.2} and "--pick best-loss" in rec.command
     assert "the one `--pick best-loss` exports" in "\n".join(markdown(rec))
+
+
+def test_the_knee_with_the_worst_max_vio_is_flagged():
+    study = new_study(name="vio")
+    for i, (loss, mem, vio) in enumerate(((2.0, 2.0, 0.4), (2.01, 1.5, 2.76), (2.5, 1.0, 0.3),
+                                          (1.9, 3.0, 0.5))):
+        add(study, values=[loss, mem], memory_gb=mem, trained=True, max_vio_batch=vio,
+            constraints={"max_peak_memory_gb": mem - 4.0},
+            params={"lr": 1e-3 * (1 + i), "warmup_fraction": 0.05, "precision": "bf16"})
+    rec = recommend(reports.take_snapshot(study))
+    assert rec.trial == 1
+    said = [w for w in rec.warnings if "MaxVio" in w]
+    assert said == ["#1 has the highest MaxVio (per batch) of the 4 feasible trials: 2.76 "
+                    "(median of the others 0.4): its experts' load is the least balanced; read "
+                    "bias_update_speed and the MaxVio plot before carrying it to the full run."]
+
+
+def test_a_knee_without_the_worst_max_vio_is_not_flagged():
+    study = random_study(n=12, seed=2, trained=True)  # every trial the same MaxVio
+    rec = recommend(reports.take_snapshot(study))
+    assert not any("MaxVio" in w for w in rec.warnings)

@@ -76,7 +76,7 @@ def test_a_front_member_within_the_noise_is_shown_tied_with_the_knee(tmp_path):
     said = ("Within the measured run-to-run noise (±0.02 on val_loss), the knee #1 is tied "
             "with #0: the data cannot order them; the pick stays #1")
     assert said in md and "peak_memory_gb has no noise estimate and was not judged" in md
-    assert md.count(said) == 2  # the recommendation and the ranked section
+    assert md.count(said) == 1  # in the recommendation only
     assert "<td><b>tied</b> with knee</td>" in html and "<td><b>knee</b></td>" in html
     assert said.replace("'", "&#x27;") in html
     assert "tied with the knee (within the noise)" in html  # the ring on the Pareto plot
@@ -92,22 +92,23 @@ def test_front_members_far_outside_the_noise_are_not_tied(tmp_path):
     paths = reports.build(study, tmp_path)
     md, html = paths["ranked_md"].read_text(), paths["report_html"].read_text()
     assert "with knee" not in md and "tied</b> with knee" not in html
-    said = ("None of the other Pareto-set trials is within the measured run-to-run noise "
+    said = ("None of the other feasible trials is within the measured run-to-run noise "
             "(±0.002 on val_loss) of the knee #1")
     assert said in md and said in html
     assert "tied with the knee (within the noise)" not in html
     df = reports.trials_frame(study)
     assert not df["tied_knee"].fillna(False).astype(bool).any()
-    assert "none of the other Pareto-set trials" in pick_trial(study, Pick(kind="knee")).how
+    assert "none of the other feasible trials" in pick_trial(study, Pick(kind="knee")).how
 
 
 def test_without_noise_ties_with_the_knee_cannot_be_judged(tmp_path):
     study = front_study(sd=None)
     paths = reports.build(study, tmp_path)
     md, html = paths["ranked_md"].read_text(), paths["report_html"].read_text()
-    said = ("Whether other Pareto-set trials are tied with the knee #1 cannot be judged: "
+    said = ("Whether other feasible trials are tied with the knee #1 cannot be judged: "
             "run-to-run noise was not measured (set `noise_repeats = 2` in [study]")
-    assert said in md and said in html and "with knee" not in md
+    assert said in md and "with knee" not in md
+    assert "tied with the knee #1 cannot be judged" in html  # its markup: <code>, no backticks
     assert reports.trials_frame(study)["tied_knee"].isna().all()
     assert "cannot be judged" in pick_trial(study, Pick(kind="knee")).how
     assert "noise_repeats" in recommend(reports.take_snapshot(study)).ties
@@ -127,3 +128,22 @@ def test_the_service_study_page_carries_the_same_ties():
     unmeasured = studies.detail(front_study(sd=None))["knee_ties"]
     assert unmeasured["tied"] == [] and not unmeasured["judged"]
     assert "noise was not measured" in unmeasured["sentence"]
+
+
+def test_a_trial_the_knee_dominates_within_the_noise_is_tied_and_its_knobs_left_open(tmp_path):
+    """A front of one trial: #1 has the knee's memory and a val_loss 0.01 above it, under the
+    noise (0.02): tied, and the warmup it differs in is named as undetermined; #2 is far."""
+    study = new_study(name="alone")
+    for loss, warmup, mem in ((2.00, 0.18, 1.0), (2.01, 0.02, 1.0), (2.5, 0.18, 1.5)):
+        add(study, values=[loss, mem], memory_gb=mem, trained=True,
+            constraints={"max_peak_memory_gb": mem - 4.0},
+            params={"lr": 2e-3, "warmup_fraction": warmup, "precision": "bf16"})
+    study.set_user_attr(records.NOISE, {"sd": 0.02, "n": 6, "how": "2 recipe(s) x 3 seeds",
+                                        "trials": [0, 1]})
+    rec = recommend(reports.take_snapshot(study))
+    assert rec.trial == 0 and rec.tied == (1,)
+    assert "the knee #0 is tied with #1" in rec.ties and "None of the" not in rec.ties
+    assert ("the data do not determine warmup_fraction (the knee 0.18; #1 0.02)" in rec.ties)
+    assert "lr" not in rec.ties.split("do not determine")[1]  # the same lr: not left open
+    md = ranked_md(study, tmp_path)
+    assert "| **tied** with knee |" in rows_of(md)["#1"]

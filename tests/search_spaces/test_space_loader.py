@@ -90,6 +90,14 @@ def test_bad_space_is_rejected_with_field_rule_and_value(table, words):
         assert w in str(e.value), (w, str(e.value))
 
 
+def test_a_value_recipe_refuses_is_named_once():
+    with pytest.raises(SpaceError) as e:
+        space_from_dict(space(precision={"type": "categorical", "choices": ["fp32", "fp16"]}))
+    said = str(e.value)
+    assert said.startswith("space.params.precision.choices: ") and said.count("but got") == 1
+    assert "'fp16'" in said and ".)" not in said
+
+
 def test_bad_file_errors(tmp_path: Path):
     with pytest.raises(SpaceError, match="must name an existing file.*deepseek_v3.toml"):
         load_space(tmp_path / "missing.toml")

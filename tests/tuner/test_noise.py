@@ -105,8 +105,13 @@ def test_a_failed_re_run_is_recorded_and_left_out(ray_session, tmp_path):
         if kw["seed"] == 2:
             raise ValueError("boom")
         return testing.seed_noise_train(*a, **kw)
-    noise = measure_noise(study, s, trainer=fails_on_seed_2)
+    said: list[str] = []
+    noise = measure_noise(study, s, trainer=fails_on_seed_2, log=said.append)
     assert noise is not None and noise["n"] == 3
+    # progress: what is re-trained, then each run counted, prefixed once by the study's name
+    assert said[0].startswith("noisy: re-training its 1 best trial(s) with 2 other seed(s)")
+    assert [line.split(": trial")[0] for line in said[1:]] == [
+        "noisy: re-training 1/2", "noisy: re-training 2/2"]
     assert noise["sd"] == pytest.approx(testing.SEED_NOISE_SD / math.sqrt(2))  # 2 finite runs
     assert [r.get("error") for r in noise["runs"]] == [None, "ValueError: boom"]
 
@@ -121,8 +126,9 @@ TWO = [Objective(name="val_loss", direction="minimize"),
        Objective(name="peak_memory_gb", direction="minimize")]
 
 
-def test_knee_ties_are_the_front_members_within_the_noise_of_the_knee():
-    # front #0..#3, knee #1 (2.01, 1.5); #4 is dominated, #5 infeasible: never candidates
+def test_knee_ties_are_the_trials_within_the_noise_of_the_knee():
+    # front #0..#3, knee #1 (2.01, 1.5); #4 is dominated and worse on memory, which has no
+    # noise estimate, #5 infeasible: never tied
     recs = [rec(0, 2.00, 2.0), rec(1, 2.01, 1.5), rec(2, 2.5, 1.0), rec(3, 1.9, 3.0),
             rec(4, 2.015, 3.5), rec(5, 2.01, 0.1, feasible=False)]
     ties = knee_ties(recs, TWO, 0.02)
@@ -171,7 +177,8 @@ def test_a_modeled_objective_ties_only_on_equal_values():
     # full_gpu_hours is modeled from the recipe: no run-to-run noise, so #0 (within the val_loss
     # noise of the knee #1 but dearer on the model) is not tied with it, where a measured
     # objective without a noise estimate would leave it tied (the test above); #2 has the knee's
-    # cost and a worse loss: dominated, so never a candidate
+    # cost and a loss worse by less than the noise: the knee dominates it, yet the data cannot
+    # order them, so it is tied
     modeled = [Objective(name="val_loss", direction="minimize"),
                Objective(name="full_gpu_hours", direction="minimize")]
 
@@ -183,8 +190,8 @@ def test_a_modeled_objective_ties_only_on_equal_values():
             cost(3, 2.5, 1.0e6), cost(4, 1.9, 3.0e6)]
     ties = knee_ties(recs, modeled, 0.02)
     assert ties.noise == {"val_loss": 0.02, "full_gpu_hours": 0.0} and not ties.unjudged
-    assert ties.knee == 1 and ties.tied == ()
-    assert "full_gpu_hours exact (modeled)" in ties.sentence()
+    assert ties.knee == 1 and ties.tied == (2,)
+    assert "full_gpu_hours exact: modeled" in ties.sentence()
 
 
 def test_a_timed_objective_ties_within_its_timings_spread():

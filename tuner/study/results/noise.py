@@ -20,12 +20,14 @@ is the same computation either way. They are not Optuna trials, so they never co
 again only when its top trials changed.
 
 `tied` is the rule reports use: a difference in val_loss no larger than the measured sd is a tie.
-The knee (`tuner.study.results.ranking.study_knee`) is tied with the other Pareto-set trials that
+The knee (`tuner.study.results.ranking.study_knee`) is tied with the other feasible trials that
 are within the noise of it on every objective whose noise is known (`knee_ties`: val_loss has a
 measured noise, a modeled objective none — only an equal value ties; a timed one the spread of its
-timings, `timed_noise`; the others are not judged). The pick stays the knee: a tie says the data
-cannot order those trials, not which to take. `combined_noise` pools two studies' measurements for
-`moetune compare`.
+timings, `timed_noise`; the others are not judged). A trial off the front is a candidate too: one
+the knee dominates by less than the noise (the same modeled cost, a val_loss above the knee's by
+less than the sd) is as good as the knee for all the data can say. The pick stays the knee: a
+tie says the data cannot order those trials, not which to take. `combined_noise` pools two
+studies' measurements for `moetune compare`.
 
     >>> pooled_sd([[2.0, 2.02, 1.98], [3.0, 3.02, 2.98]])
     0.02
@@ -142,14 +144,14 @@ class KneeTies:
     def sentence(self) -> str:
         """One sentence for the report, the recommendation and ``export --pick knee``."""
         who = f"the best trial #{self.knee}" if self.single else f"the knee #{self.knee}"
-        others = "other feasible trials" if self.single else "other Pareto-set trials"
+        others = "other feasible trials"
         if not self.measured:
             return (f"Whether {others} are tied with {who} cannot be judged: run-to-run noise "
                     f"was not measured ({HOW_TO_MEASURE}).")
         if not self.judged:
             return (f"Whether {others} are tied with {who} cannot be judged: noise is measured "
                     f"for {NOISY_METRIC} only, and no objective is {NOISY_METRIC}.")
-        within = ", ".join([f"±{sd:.3g} on {name}" if sd else f"{name} exact (modeled)"
+        within = ", ".join([f"±{sd:.3g} on {name}" if sd else f"{name} exact: modeled"
                             for name, sd in self.noise.items()]
                            + [f"±{r:.1%} on {name} (half the median range of its timings' "
                               "repeats)" for name, r in self.relative.items()])
@@ -173,8 +175,10 @@ def knee_ties(recs: Sequence[TrialRecord], objectives: Sequence[Objective],
     """The knee of ``front`` (default: the Pareto set of the feasible ``recs``) and the trials
     tied with it (module docstring); None without a feasible trial.
 
-    Candidates are the front; with one objective the front is the best value alone, so every
-    feasible trial of ``recs`` is a candidate there (a tie with the best trial).
+    Candidates are every feasible trial of ``recs``, on the front or not: with one objective a
+    tie with the best trial; with several, a trial within the noise of the knee on every judged
+    objective, whether or not the knee dominates it by that little (off the front: no worse
+    than the knee on an objective without a noise estimate).
     """
     feasible = sorted((r for r in recs if r.feasible), key=lambda r: r.number)
     front = list(front) if front is not None else pareto_front(feasible, objectives)
@@ -183,16 +187,26 @@ def knee_ties(recs: Sequence[TrialRecord], objectives: Sequence[Objective],
     k = knee(front, objectives)
     noise = objective_noise(sd, objectives)
     single = len(objectives) == 1
-    pool = feasible if single else front
+    pool = feasible
     relative = timed_noise(feasible, objectives) if noise else {}
+    unjudged = [o for o in objectives if o.name not in noise and o.name not in relative]
+    on_front = {r.number for r in front}
     ties = tuple(r.number for r in pool if r.number != k.number and noise
                  and all(tied(r.values[o], k.values[o], s) for o, s in noise.items())
                  and all(tied_relative(r.values[o], k.values[o], share)
-                         for o, share in relative.items()))
+                         for o, share in relative.items())
+                 # off the front, a trial worse than the knee where no noise says by how
+                 # much is just worse
+                 and (r.number in on_front or not any(_worse(r, k, o) for o in unjudged)))
     return KneeTies(knee=k.number, single=single, tied=ties, noise=noise,
                     unjudged=tuple(o.name for o in objectives
                                    if o.name not in noise and o.name not in relative),
                     measured=sd is not None, relative=relative)
+
+
+def _worse(r: TrialRecord, k: TrialRecord, o: Objective) -> bool:
+    a, b = r.values[o.name], k.values[o.name]
+    return a > b if o.direction == "minimize" else a < b
 
 
 def combined_noise(attrs: Sequence[Mapping[str, Any]]) -> tuple[float, int] | None:
@@ -242,6 +256,10 @@ def measure_noise(study: Any, spec: StudySpec, *, trainer: Callable[..., Any],
         return stored
     jobs = [(r, seed) for r in top
             for seed in range(s.seed + 1, s.seed + 1 + s.noise_repeats)]
+    if log is not None:
+        log(f"{spec.name}: re-training its {len(top)} best trial(s) with {s.noise_repeats} other "
+            f"seed(s) each ({len(jobs)} runs of {spec.budget.tokens_per_trial:,} tokens) to "
+            "measure the run-to-run noise")
     retrain = _retrain_on_ray if on_ray and s.max_concurrent > 1 and len(jobs) > 1 else _retrain
     runs = retrain(jobs, spec, trainer=trainer, should_stop=should_stop, log=log)
     if runs is None:
@@ -270,7 +288,7 @@ def _retrain(jobs: Sequence[Job], spec: StudySpec, *, trainer: Callable[..., Any
         if should_stop():
             return None
         runs.append(_run_here(r, seed, spec, trainer))
-        say(_said(runs[-1]))
+        say(_said(runs[-1], len(runs), len(jobs), spec.name))
     return runs
 
 
@@ -307,7 +325,7 @@ def _retrain_on_ray(jobs: Sequence[Job], spec: StudySpec, *, trainer: Callable[.
                 except Exception as e:  # noqa: BLE001 - the worker died: recorded on the run
                     runs[i] = {"trial": r.number, "seed": seed, "val_loss": "nan",
                                "error": f"{type(e).__name__}: {e}"[:300]}
-                say(_said(runs[i]))
+                say(_said(runs[i], len(runs), len(jobs), spec.name))
     finally:
         for ref in flying:
             ray.cancel(ref, force=True)
@@ -337,8 +355,10 @@ def _run_here(r: TrialRecord, seed: int, spec: StudySpec,
         torch.set_num_threads(before)
 
 
-def _said(run: dict[str, Any]) -> str:
-    return f"noise: trial {run['trial']} with seed {run['seed']}: val_loss {run['val_loss']}"
+def _said(run: dict[str, Any], k: int, n: int, name: str) -> str:
+    """A progress line: the ``k``-th of ``n`` re-trainings of study ``name`` has ended."""
+    return (f"{name}: re-training {k}/{n}: trial {run['trial']} with seed {run['seed']}: "
+            f"val_loss {run['val_loss']}")
 
 
 def _one_run(r: TrialRecord, seed: int, spec: StudySpec, *, trainer: Callable[..., Any],
