@@ -75,7 +75,7 @@ def run_report(args: argparse.Namespace) -> int:
         snap = reports.take_snapshot(study)
         paths = reports.write_report(snap, out, reference_point=args.reference_point)
     except (UsageError, ValueError) as exc:
-        print(f"moetune report: {exc}", file=sys.stderr)
+        print(f"moetune report: error: {exc}", file=sys.stderr)
         return 2
     print(f"report for {args.study!r} in {out}:")
     if snap.banner():
@@ -129,7 +129,7 @@ def run_compare(args: argparse.Namespace) -> int:
         out = args.out or Path(args.root) / f"compare-{args.study_a}-{args.study_b}"
         paths = reports.compare(study_a, study_b, out, reference_point=args.reference_point)
     except (UsageError, ValueError) as exc:
-        print(f"moetune compare: {exc}", file=sys.stderr)
+        print(f"moetune compare: error: {exc}", file=sys.stderr)
         return 2
     print(paths["compare_md"].read_text(encoding="utf-8"))
     print(f"compare: wrote {', '.join(str(p) for p in paths.values())}")

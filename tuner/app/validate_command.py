@@ -39,7 +39,7 @@ def run_validate(args: argparse.Namespace) -> int:
         out = validate_study(study, top=args.top, scale=args.scale,
                              token_scale=args.token_scale, trainer=trainer, device=args.device)
     except (LookupError, ValueError) as exc:
-        print(f"moetune validate: {exc}", file=sys.stderr)
+        print(f"moetune validate: error: {exc}", file=sys.stderr)
         return 2
     # the same folder `moetune report` writes by default, so its transfer section updates
     refresh_report(study, Path(args.root) / args.study / "report", stderr_lines("validate"))
