@@ -25,13 +25,16 @@ quadratic over the whole searched range anywhere).
 - Band: a prediction interval for lr* at (D, B) — the fit's own variance there, x'·Cov·x, which
   grows with the distance from the fitted cells in D and in B, plus τ² — widened by a form term:
   the disagreement at (D, B) between this law and the same law with u² added (a law that
-  bends in D), times `FORM_WEIGHT`, and by the bowls' shared asymmetry (``skew``: how far a
+  bends in D), times `FORM_WEIGHT` and times how far the cells tell that bend from their
+  noise (``bend_shrink``, `_bent`), and by the bowls' shared asymmetry (``skew``: how far a
   bowl with its own curvature on each side moves the cells' bottoms from the quadratics',
-  `skew_shift`, averaged over the cells). Within the fitted cells the two agree and the term is
-  small; past them it grows with the square of the distance when the cells show a bend, and
-  stays near zero when they do not. Student's t with the fit's residual degrees of freedom.
-  Calibrated on synthetic truths (asymmetric bowls, a law bent in D, lr–batch coupling that
-  saturates past a critical batch; tests/tuner/test_lr_batch_law.py, RESULTS.md).
+  `skew_shift`, averaged over the cells). Within the fitted cells the two laws agree and the
+  form term is small; past them it grows with the square of the distance when the cells show a
+  bend, and stays near zero when they do not. Student's t with the fit's residual degrees of
+  freedom. Checked on synthetic truths (asymmetric bowls, a law bent in D, lr–batch coupling
+  that saturates past a critical batch; `tests/tuner/lr_batch_battery.py`, RESULTS.md "lr law
+  in tokens and batch"): it covers at the held-out budget and batch; two decades past a grid
+  of 1.5 decades it does not cover a bend in D the grid cannot tell from noise.
 - ``decades_past``: how far (D, B) lies beyond the fitted cells, in decades, in D and in B
   separately; the band is a model's beyond them, and every use states the distance.
 
@@ -168,6 +171,7 @@ class LrBatchLaw:
     dof: int
     lack_of_fit_p: float
     form: tuple[float, ...]  # the bent law's coefficients over `terms` + BENT
+    bend_shrink: float  # the bend's part of the form term that is not the bend's own noise
     tokens_range: tuple[float, float]
     batch_range: tuple[float, float]
     params_range: tuple[float, float] | None
@@ -199,7 +203,8 @@ class LrBatchLaw:
         x = self._row(tokens, batch, params)
         fit_var = float(x @ np.asarray(self.cov) @ x)
         xb = self._row(tokens, batch, params, bent=True)
-        form = FORM_WEIGHT * (float(xb @ np.asarray(self.form)) - float(x @ np.asarray(self.coef)))
+        form = FORM_WEIGHT * self.bend_shrink * (
+            float(xb @ np.asarray(self.form)) - float(x @ np.asarray(self.coef)))
         return math.sqrt(fit_var + self.tau ** 2 + form ** 2 + self.skew ** 2)
 
     def band(self, tokens: float, batch: float, params: float | None = None,
@@ -235,7 +240,7 @@ class LrBatchLaw:
                 "cov": [list(r) for r in self.cov], "centre": list(self.centre),
                 "tau": self.tau, "skew": self.skew, "dof": self.dof,
                 "lack_of_fit_p": self.lack_of_fit_p,
-                "bent_coef": list(self.form),
+                "bent_coef": list(self.form), "bend_shrink": self.bend_shrink,
                 "tokens_range": list(self.tokens_range),
                 "batch_range": list(self.batch_range),
                 "params_range": list(self.params_range) if self.params_range else None,
@@ -251,6 +256,7 @@ class LrBatchLaw:
                    tau=float(d["tau"]), skew=float(d.get("skew", 0.0)), dof=int(d["dof"]),
                    lack_of_fit_p=float(d["lack_of_fit_p"]),
                    form=tuple(float(c) for c in d["bent_coef"]),
+                   bend_shrink=float(d["bend_shrink"]),
                    tokens_range=_pair(d["tokens_range"]), batch_range=_pair(d["batch_range"]),
                    params_range=_pair(pr) if pr else None, n_cells=int(d["n_cells"]),
                    resid_sd=float(d["resid_sd"]))
@@ -289,8 +295,7 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
     tau2 = _tau2(x, y, se2)
     beta, cov = _wls(x, y, 1.0 / (se2 + tau2))
     xb = np.stack([cols[t] for t in terms + BENT], axis=1)
-    bent = _wls(xb, y, 1.0 / (se2 + tau2))[0] if len(y) > xb.shape[1] else np.concatenate(
-        [beta, np.zeros(len(BENT))])
+    bent, shrink = _bent(xb, y, 1.0 / (se2 + tau2), beta)
     resid = y - x @ beta
     q0 = float(np.sum(resid ** 2 / se2))
     dof = len(y) - len(terms)
@@ -300,11 +305,24 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
         centre=(float(centre[0]), float(centre[1]), float(centre[2]) if with_n else 0.0),
         tau=math.sqrt(tau2), skew=_skew([c.skew for c in kept]), dof=dof,
         lack_of_fit_p=_chi2_p(q0, dof),
-        form=tuple(bent.tolist()),
+        form=tuple(bent.tolist()), bend_shrink=shrink,
         tokens_range=(min(c.tokens for c in kept), max(c.tokens for c in kept)),
         batch_range=(min(c.batch for c in kept), max(c.batch for c in kept)),
         params_range=(min(params), max(params)) if with_n else None, n_cells=len(kept),
         resid_sd=float(np.sqrt(np.mean(resid ** 2))))
+
+
+def _bent(xb: np.ndarray, y: np.ndarray, wt: np.ndarray, beta: np.ndarray
+          ) -> tuple[np.ndarray, float]:
+    """The bent law's coefficients and how much of its bend to believe, q² / (q² + se²) for a
+    fitted bend q with standard error se: a bend the cells cannot tell from their noise would
+    otherwise widen the band two decades out by its noise alone (×7–×45 on the synthetic
+    truths at noise sd 0.05–0.07, RESULTS.md)."""
+    if len(y) <= xb.shape[1]:
+        return np.concatenate([beta, np.zeros(len(BENT))]), 0.0
+    bent, cov = _wls(xb, y, wt)
+    q2, se2 = float(bent[-1]) ** 2, float(cov[-1, -1])
+    return bent, q2 / (q2 + se2) if q2 + se2 > 0 else 0.0
 
 
 def _skew(shifts: list[float]) -> float:
