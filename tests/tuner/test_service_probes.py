@@ -5,7 +5,9 @@ count every training, and bad values that must be 4xx, not 500."""
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tuner.app.service.api import create_app
-from tuner.app.service.auth import Auth
+from tuner.app.service.auth import CACHE_S, Auth
 from tuner.app.service.caps import trainings
 from tuner.app.service.context import Service, ServiceConfig
 from tuner.app.service.private import csrf_key, make_private
@@ -227,3 +229,40 @@ def test_of_a_burst_of_changes_one_wins_and_the_others_are_refused(svc, monkeypa
         t.join(30)
     assert got["DELETE"] == 204
     assert got["POST/resume"] in (404, 409) and got["POST/cancel"] in (404, 409), got
+
+
+def test_the_openapi_description_needs_a_token_once_tokens_exist(svc):
+    assert svc.client.get("/openapi.json").status_code == 200  # open loopback: the local user
+    token = TokenStore(svc.service.storage.engine).create("alice")
+    time.sleep(CACHE_S)  # the service learns within CACHE_S that tokens exist
+    assert svc.client.get("/openapi.json").status_code == 401
+    r = svc.client.get("/openapi.json", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200 and "/api/v1/studies" in r.json()["paths"]
+
+
+def test_a_revoked_tokens_event_stream_ends(svc):
+    store = TokenStore(svc.service.storage.engine)
+    token = store.create("alice")
+    bearer = {"Authorization": f"Bearer {token}"}
+    time.sleep(CACHE_S)
+    r = svc.client.post("/api/v1/studies", json={"spec": SPEC.format(name="watched", n=2)},
+                        headers=bearer)
+    assert r.status_code == 201  # queued for good: the scheduler is not running
+    events: list[str] = []
+
+    def watch() -> None:
+        with svc.client.stream("GET", "/api/v1/studies/watched/events", headers=bearer) as r:
+            for line in r.iter_lines():
+                events.append(line)
+                if line == "event: progress":
+                    started.set()
+
+    started = threading.Event()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    assert started.wait(30)
+    store.revoke("alice")
+    watcher.join(30)  # the stream reads the token again within CACHE_S and ends
+    assert not watcher.is_alive()
+    assert events[-2:] == ["data: " + json.dumps({"detail": "Authorization: unknown token."}),
+                           ""] and "event: end" in events, events[-4:]

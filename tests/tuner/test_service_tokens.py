@@ -14,9 +14,9 @@ import pytest
 import sqlalchemy as sa
 from fastapi import HTTPException, Request
 
-from tuner.app.service.auth import CACHE_S, COOKIE, CSRF_HEADER, LOCAL, Auth
+from tuner.app.service.auth import CACHE_S, COOKIE, CSRF_HEADER, LOCAL, SESSION_S, Auth
 from tuner.app.service.private import csrf_key, make_private, ray_temp_dir
-from tuner.app.service.tokens import TokenStore
+from tuner.app.service.tokens import MAX_SESSIONS_PER_TOKEN, TokenStore, digest
 
 KEY = b"k" * 32
 HOST = "127.0.0.1:8470"
@@ -120,6 +120,15 @@ def test_a_session_is_checked_against_its_token_on_each_read(store):
     store.revoke("alice")
     clock.now += CACHE_S
     assert status(auth, request(cookie=cookie)) == 401  # revoked: the session ended with it
+
+
+def test_a_token_keeps_its_newest_sessions_only(store):
+    alice, bob = store.create("alice"), store.create("bob")
+    theirs = store.open_session(bob, SESSION_S)
+    mine = [store.open_session(alice, SESSION_S) for _ in range(MAX_SESSIONS_PER_TOKEN + 3)]
+    live = [store.session_user(digest(c)) is not None for c in mine]
+    assert live == [False] * 3 + [True] * MAX_SESSIONS_PER_TOKEN  # the oldest three ended
+    assert store.session_user(digest(theirs)).name == "bob"  # another token's untouched
 
 
 def test_sign_out_ends_the_session(store):

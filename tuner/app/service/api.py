@@ -82,6 +82,7 @@ def create_app(service: Service) -> FastAPI:
     # no /docs or /redoc: FastAPI's pages load Swagger UI and ReDoc from a CDN; the OpenAPI
     # description stays at /openapi.json for any client or viewer to read
     app = FastAPI(title="moetune", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None,  # served below, behind the same sign-in as every route
                   description="Hyperparameter autotuning studies for DeepSeek-V3-style MoE "
                               "training recipes: submit, watch, cancel, report, export.")
     app.state.service = service
@@ -127,6 +128,11 @@ def create_app(service: Service) -> FastAPI:
         async def stream() -> AsyncIterator[str]:
             last = b""
             while not await request.is_disconnected():
+                try:  # each turn: a token revoked, a session ended, stops the stream (the
+                    await service.auth.user_async(request)  # cache reads within CACHE_S)
+                except HTTPException as e:
+                    yield f"event: end\ndata: {json.dumps({'detail': e.detail})}\n\n"
+                    return
                 data, body = await service.view_async(name, "detail")
                 if body != last:
                     yield f"event: progress\ndata: {body.decode()}\n\n"
@@ -165,6 +171,10 @@ def create_app(service: Service) -> FastAPI:
         body, filename, media_type = service.export(ExportRequest.from_options(name, options))
         return Response(body, media_type=media_type,
                         headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(who: Who) -> JSONResponse:
+        return JSONResponse(app.openapi())
 
     @app.get("/api/v1/whoami", summary="the user a token or session belongs to")
     async def whoami(who: Who) -> dict[str, Any]:

@@ -44,6 +44,7 @@ SESSIONS = sa.Table(
     sa.Column("token_digest", sa.String(64), nullable=False, index=True),
     sa.Column("expires_at", sa.Float, nullable=False),  # Unix time
 )
+MAX_SESSIONS_PER_TOKEN = 10  # a sign-in past it ends that token's oldest session
 _ADDED_COLUMNS = ("last_used_at", "revoked_at")  # absent from a database made before them
 _OLD_SECRETS = "moetune_service_secrets"  # held the session key once; the key is removed
 
@@ -153,7 +154,8 @@ class TokenStore:
     # -- sessions ----------------------------------------------------------------------------
 
     def open_session(self, token: str, ttl_s: float) -> str | None:
-        """A new session for a valid token (the cookie's value, returned once), or None."""
+        """A new session for a valid token (the cookie's value, returned once), or None; the
+        token keeps its newest `MAX_SESSIONS_PER_TOKEN` sessions."""
         hashed = digest(token)
         if self.user_by_digest(hashed) is None:
             return None
@@ -162,6 +164,12 @@ class TokenStore:
             con.execute(SESSIONS.delete().where(SESSIONS.c.expires_at < time.time()))
             con.execute(SESSIONS.insert().values(digest=digest(session), token_digest=hashed,
                                                  expires_at=time.time() + ttl_s))
+            newest_first = con.execute(sa.select(SESSIONS.c.digest)
+                                       .where(SESSIONS.c.token_digest == hashed)
+                                       .order_by(SESSIONS.c.expires_at.desc())).scalars().all()
+            old = newest_first[MAX_SESSIONS_PER_TOKEN:]  # the oldest past the cap end now
+            if old:
+                con.execute(SESSIONS.delete().where(SESSIONS.c.digest.in_(old)))
         return session
 
     def session_user(self, hashed: str) -> User | None:
