@@ -36,17 +36,18 @@ from tuner.modeling.power_law import fit_power_law
 TARGETS = {"median": 1.25, "p90": 1.8, "coverage": 0.90}
 
 
-def held_out(cells: list[Cell]) -> dict[str, Any]:
-    """Every model size's largest D left out in turn: the law's and the baseline's misses."""
+def held_out(cells: list[Cell], largest: dict[float, float]) -> dict[str, Any]:
+    """Every model size's largest D in the table (``largest``: N -> D) left out in turn: the
+    law's and the baseline's misses."""
     law_rows: list[dict[str, Any]] = []
     base_rows: dict[float, list[float]] = {}
     notes = []
-    for n in sorted({c.params for c in cells}):
-        d_max = max(c.tokens for c in cells if c.params == n)
+    for n, d_max in sorted(largest.items()):
         test = [c for c in cells if c.params == n and c.tokens == d_max and not c.censored]
         fit = [c for c in cells if not (c.params == n and c.tokens == d_max)]
         if not test:
-            notes.append(f"N {n:.4g}: its largest D ({d_max:.4g}) has no cell with an optimum")
+            notes.append(f"N {n:.4g}: its largest D ({d_max:.4g}) has no cell with an optimum "
+                         "(too few runs per cell)")
             continue
         law = fit_lr_batch_law(fit)
         for c in test:
@@ -99,7 +100,8 @@ def main() -> None:
     table = read_runs(args.csv, columns={"B": "bs", "loss": args.loss}, batch_unit=2048,
                       vary=[other])
     tc = table_cells(table)
-    res = held_out(list(tc.cells))
+    largest = table.runs.groupby("N")["D"].max().to_dict()
+    res = held_out(list(tc.cells), {float(n): float(d) for n, d in largest.items()})
     rows = res["law"]
     s = summary([_ratio(r["predicted"], r["measured"]) for r in rows])
     cov = float(np.mean([r["inside"] for r in rows]))
@@ -117,6 +119,9 @@ def main() -> None:
     b0 = summary(base[first])
     print(f"one-batch power law at B {first:.4g} (smallest common): n {b0['n']}  median "
           f"{b0['median']:.2f}x  p90 {b0['p90']:.2f}x  worst {b0['worst']:.2f}x")
+    every = summary([m for ms in base.values() for m in ms])
+    print(f"one-batch power law, every fixed batch pooled: n {every['n']}  median "
+          f"{every['median']:.2f}x  p90 {every['p90']:.2f}x  worst {every['worst']:.2f}x")
     per_b = {b: summary(m) for b, m in sorted(base.items())}
     for b, v in per_b.items():
         print(f"  fixed B {b:>9.4g}: n {v['n']:>2}  median {v['median']:.2f}x  "
