@@ -266,3 +266,12 @@ def test_a_revoked_tokens_event_stream_ends(svc):
     assert not watcher.is_alive()
     assert events[-2:] == ["data: " + json.dumps({"detail": "Authorization: unknown token."}),
                            ""] and "event: end" in events, events[-4:]
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("cpus_per_trial", "1e-300"), ("cpus_per_trial", "inf"), ("gpus_per_trial", "inf"),
+    ("trial_timeout_s", "1e308"), ("trial_timeout_s", "inf"), ("trial_timeout_s", "nan")])
+def test_absurd_resources_are_refused(svc, key, value):
+    status, body = svc.submit(SPEC.format(name="greedy", n=2) + f"[resources]\n{key} = {value}\n")
+    assert status == 422 and body["field"] == f"resources.{key}", body
+    assert f"but got {float(value)}" in body["detail"]

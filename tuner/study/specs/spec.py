@@ -192,6 +192,10 @@ class PruningSection:
                 self.reduction_factor, error=SpecError)
 
 
+MIN_CPUS_PER_TRIAL = 0.01  # Ray's resource quantum is 1e-4; 1% of a core is the least share
+MAX_TRIAL_TIMEOUT_S = 30 * 24 * 3600.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class ResourcesSection:
     cpus_per_trial: float = 1.0
@@ -201,11 +205,16 @@ class ResourcesSection:
     trial_timeout_s: float = 3600.0
 
     def __post_init__(self) -> None:
-        """Checks itself, as `StudySection` does."""
-        for key, ok, text in (("cpus_per_trial", self.cpus_per_trial > 0, "must be > 0"),
-                              ("gpus_per_trial", self.gpus_per_trial >= 0, "must be >= 0"),
-                              ("trial_timeout_s", self.trial_timeout_s > 0,
-                               "must be > 0 (seconds)")):
+        """Checks itself, as `StudySection` does: Ray schedules resources in steps of 1e-4, so
+        a share below `MIN_CPUS_PER_TRIAL` is no share; a timeout past `MAX_TRIAL_TIMEOUT_S`
+        is none."""
+        for key, ok, text in (
+                ("cpus_per_trial", MIN_CPUS_PER_TRIAL <= self.cpus_per_trial < math.inf,
+                 f"must be a finite number >= {MIN_CPUS_PER_TRIAL}"),
+                ("gpus_per_trial", 0 <= self.gpus_per_trial < math.inf,
+                 "must be a finite number >= 0"),
+                ("trial_timeout_s", 0 < self.trial_timeout_s <= MAX_TRIAL_TIMEOUT_S,
+                 f"must be > 0 and <= {MAX_TRIAL_TIMEOUT_S:.0f} seconds (30 days)")):
             require(ok, f"resources.{key}", text, getattr(self, key), error=SpecError)
 
 
