@@ -46,6 +46,9 @@ GOOD = {"target": TARGET, "gpus": 64, "tokens": 1e12}
     ({"storage": "sqlite:///x.db"}, "--storage", ["service owns its storage"]),
     ({"out": "x.json"}, "--out", ["not an option"]),
     ({"colour": "red"}, "--colour", ["not an option of export"]),
+    ({"lr": -1e-4}, "--lr", ["positive number"]),
+    ({"lr": "fast"}, "--lr", ["number"]),
+    ({"lr_at_fitted_batch": "yes"}, "--lr-at-fitted-batch", ["true or false"]),
     ({"a b": 1}, "export", ["unknown option"]),
 ])
 def test_a_json_export_request_names_the_bad_field(options, field, words):

@@ -219,6 +219,8 @@ def test_cli_writes_the_chosen_format(tmp_path, capsys):
     (["--seq-len", "2000000"], "--seq-len: must be at most 1048576, but got --seq-len 2000000."),
     (["--max-memory-gb", "-1"], "--max-memory-gb: must be positive, but got"),
     (["--min-tokens-per-s", "nan"], "--min-tokens-per-s: must be at least 0, but got"),
+    (["--lr", "0"], "--lr: must be a positive number, but got --lr 0.0."),
+    (["--lr", "inf"], "--lr: must be a positive number, but got --lr inf."),
     # a degree no layout of 64 GPUs can have is a broken rule, not a memory problem
     (["--tp", "3"], "--tp 3: the world size 64 must be divisible by tp*pp (Megatron-LM@d98e8a64"),
     # 16B on 64 GPUs plans dp=64: fewer sequences than data-parallel ranks cannot be trained
@@ -257,6 +259,17 @@ def test_cli_unwritable_out_exits_2_and_writes_nothing(tmp_path, capsys, out, me
     assert rc == 2
     assert message.format(p=path, t=tmp_path) in capsys.readouterr().err
     assert sorted(tmp_path.rglob("*")) == before and (tmp_path / "a_file").read_text() == "kept"
+
+
+def test_cli_lr_is_written_as_the_users(tmp_path, capsys):
+    url = _sqlite_study(tmp_path)
+    out = tmp_path / "full.json"
+    rc = main(["export", "synthetic", "--storage", url, "--target",
+               str(CONFIGS / "config_16B.json"), "--gpus", "64", "--tokens", "1e12",
+               "--lr", "4.2e-4", "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    native = json.loads(out.read_text())
+    assert native["lr"]["lr"] == 4.2e-4 and native["lr"]["source"] == "user"
 
 
 def test_cli_rounded_global_batch_is_applied_with_a_warning(tmp_path, capsys):

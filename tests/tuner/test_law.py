@@ -189,13 +189,15 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
     """End to end with `law_train` (its optimum follows a known law, with noise): every budget
     runs in one storage, the held-out budget is predicted before it runs, and the export takes
     its LR and batch from the fitted laws."""
+    import dataclasses
+
     import optuna
 
     from reports.law import law_data, law_markdown
     from tuner import testing
     from tuner.export.export import export_study
     from tuner.export.pick import Pick
-    from tuner.modeling.full_run import FullRunTarget, load_target
+    from tuner.modeling.full_run import ExportError, FullRunTarget, load_target
     from tuner.modeling.hardware import get_hardware
     from tuner.study.workflows.law import run_law
     from tuner.study.workflows.law_fit import budget_studies, fit_law
@@ -245,7 +247,15 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
     target = FullRunTarget(model_args=args, name=name, hardware=get_hardware("h800"),
                            gpus=2048, tokens=int(14.8e12), seq_len=4096)
     largest = budget_studies(spec, store)[-1][1]
+    # the fake's B* (~330k tokens at the full run) rounds up to dp = 256 sequences of 4096, a
+    # batch outside the batch law's band: the lr law (each budget's lr* at its own best batch)
+    # says nothing there, so its LR is refused unless accepted as measured at B*
+    with pytest.raises(ExportError, match="outside it"):
+        export_study(largest, Pick(kind="best-loss"), target, law=law)
+    target = dataclasses.replace(target, lr_at_fitted_batch=True)
     full, _ = export_study(largest, Pick(kind="best-loss"), target, law=law)
+    assert full.lr_at is not None and full.lr_at.valid_at_batch == pytest.approx(
+        law.batch.at(14.8e12))
     rule = next(r for r in full.rules if r.field == "lr")
     assert "the study's own law" in rule.rule and "decades past" in rule.rule
     assert full.recipe.lr == pytest.approx(law.lr.at(14.8e12))

@@ -187,8 +187,10 @@ def test_a_law_study_at_one_batch_pools_its_lr_law_and_says_so(law_at_one_batch)
     law = fit_law(spec, budget_studies(spec, store)).study_law()
     assert law is not None and law.method == "pooled"
     args, name = load_target("deepseek-v3-671b")
+    # fitted at one batch: its LR is written only when accepted as measured at that batch
+    # (tests/tuner/test_export_lr_at_batch.py: refused otherwise)
     target = FullRunTarget(model_args=args, name=name, hardware=get_hardware("h800"),
-                           gpus=2048, tokens=int(14.8e12), seq_len=4096)
+                           gpus=2048, tokens=int(14.8e12), seq_len=4096, lr_at_fitted_batch=True)
     largest = budget_studies(spec, store)[-1][1]
     warned = "do not lie on one power law"
     full, _ = export_study(largest, Pick(kind="best-loss"), target, law=law)

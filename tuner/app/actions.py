@@ -27,6 +27,7 @@ from tuner.app.export_options import check_numbers, parse_target
 from tuner.app.service.studies import ACTIVE, ENDED, TransitionError, service_record, set_state
 from tuner.export import formats
 from tuner.export.answers import ladder_answer, law_answer
+from tuner.export.backtest import backtest_lines
 from tuner.export.export import export_study
 from tuner.export.pick import PICKS, Pick
 from tuner.modeling.full_run import DEFAULT_MFU, ExportError
@@ -72,9 +73,10 @@ def _check_study(name: object) -> None:
 # -- export ---------------------------------------------------------------------------------
 
 _INTS = ("gpus", "seq_len", "global_batch", "micro_batch", "tp", "pp", "ep")
-_FLOATS = ("tokens", "max_memory_gb", "min_tokens_per_s", "memory_fraction", "mfu")
+_FLOATS = ("tokens", "max_memory_gb", "min_tokens_per_s", "memory_fraction", "mfu", "lr")
 _STRS = ("target", "hardware", "format")
-_OPTIONAL = frozenset({"global_batch", "tp", "pp", "ep", "max_memory_gb", "min_tokens_per_s"})
+_OPTIONAL = frozenset({"global_batch", "tp", "pp", "ep", "max_memory_gb", "min_tokens_per_s",
+                       "lr"})
 # the command line's own options of `moetune export`: where the studies are and where the file
 # goes; a service owns its storage and sends the files back as the response
 WHERE = ("root", "storage", "out")
@@ -103,9 +105,14 @@ class ExportRequest:
     memory_fraction: float = 0.9
     mfu: float = DEFAULT_MFU
     format: str = "native"
+    lr: float | None = None  # the full run's LR (µP: the base LR), instead of any rule's
+    lr_at_fitted_batch: bool = False  # write a law's LR measured at another batch, labelled
 
     def __post_init__(self) -> None:
         _check_study(self.study)
+        if not isinstance(self.lr_at_fitted_batch, bool):
+            raise RequestError(f"--lr-at-fitted-batch: must be true or false, but got "
+                               f"{self.lr_at_fitted_batch!r}.", field="--lr-at-fitted-batch")
         for name in _INTS + _FLOATS + _STRS:
             value = getattr(self, name)
             if value is None and name in _OPTIONAL:
@@ -231,6 +238,29 @@ class Exported:
     def text(self) -> str:
         """The launch config."""
         return next(iter(self.files.values()))
+
+    def messages(self, fmt: str) -> list[str]:
+        """What ``moetune export`` says on stderr, after its ``moetune export: `` prefix: the
+        warnings, the format's notes, which study answered, the trial and its modeled cost, a
+        law's backtest. The command line prints them, and a service sends them with the files
+        (`MESSAGES_HEADER`) for its ``--server`` client to print, so the two say the same."""
+        full, picked = self.full, self.picked
+        out = [f"warning: {w}" for w in full.warnings]
+        out += [f"note: {n}" for n in formats.NOTES[fmt](full)]
+        out += [self.said] if self.said else []
+        out.append(f"trial {picked.record.number}: {picked.how}; {full.plan}; checkpoint_ratio "
+                   f"{full.recipe.checkpoint_ratio:.3g}; {full.cost['gpu_hours']:.4g} GPU-hours "
+                   "(modeled)")
+        if full.recipe.precision == "fp8":
+            speed = full.cost["precision_speed"]
+            out.append(f"{speed['source']}: block matmuls {speed['train_speedup']:.3g}x bf16 "
+                       "(modeled)")
+        return out + backtest_lines(full.backtest)
+
+
+# the HTTP response header that carries an export's stderr lines (`Exported.messages`) as a
+# JSON list, ASCII-escaped
+MESSAGES_HEADER = "X-Moetune-Messages"
 
 
 def export(study: optuna.Study, request: ExportRequest, *, run_dir: Path, storage: str,

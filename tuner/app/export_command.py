@@ -155,25 +155,13 @@ def run_export(args: argparse.Namespace) -> int:
         hint = unfinished_hint(study) if study and "moetune resume" not in str(exc) else ""
         print(f"moetune export: error: {exc}{hint}", file=sys.stderr)
         return 2
-    full, picked = done.full, done.picked
-    for w in full.warnings:
-        print(f"moetune export: warning: {w}", file=sys.stderr)
-    for n in formats.NOTES[request.format](full):
-        print(f"moetune export: note: {n}", file=sys.stderr)
+    for line in done.messages(request.format):
+        print(f"moetune export: {line}", file=sys.stderr)
     if request.format in formats.SIDECARS:
         where = (args.out.with_name(formats.sidecar_name(file)) if args.out
                  else "written only with --out")
         print(f"moetune export: training-only fields, notes and warnings: {where}",
               file=sys.stderr)
-    if done.said:
-        print(f"moetune export: {done.said}", file=sys.stderr)
-    print(f"moetune export: trial {picked.record.number}: {picked.how}; "
-          f"{full.plan}; checkpoint_ratio {full.recipe.checkpoint_ratio:.3g}; "
-          f"{full.cost['gpu_hours']:.4g} GPU-hours (modeled)", file=sys.stderr)
-    if full.recipe.precision == "fp8":
-        speed = full.cost["precision_speed"]
-        print(f"moetune export: {speed['source']}: block matmuls "
-              f"{speed['train_speedup']:.3g}x bf16 (modeled)", file=sys.stderr)
     if args.out is None:
         sys.stdout.write(done.text)
     return 0

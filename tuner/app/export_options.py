@@ -5,6 +5,7 @@ names the option as its flag (``--gpus``), the rule and the value."""
 from __future__ import annotations
 
 import argparse
+import math
 
 from trainers.validation import FieldError, relabel
 from tuner.app.errors import UsageError
@@ -49,6 +50,8 @@ def check_numbers(args: argparse.Namespace) -> None:
         raise bad("max_memory_gb", "positive")
     if args.min_tokens_per_s is not None and not args.min_tokens_per_s >= 0:
         raise bad("min_tokens_per_s", "at least 0")
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+        raise bad("lr", "a positive number")
 
 
 def parse_target(args: argparse.Namespace) -> FullRunTarget:
@@ -62,4 +65,5 @@ def parse_target(args: argparse.Namespace) -> FullRunTarget:
                          gpus=args.gpus, tokens=int(tokens), seq_len=args.seq_len,
                          global_batch=args.global_batch, micro_batch=args.micro_batch,
                          memory_fraction=args.memory_fraction, mfu=args.mfu, tp=args.tp,
-                         pp=args.pp, ep=args.ep)
+                         pp=args.pp, ep=args.ep, lr=args.lr,
+                         lr_at_fitted_batch=args.lr_at_fitted_batch)

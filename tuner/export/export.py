@@ -18,10 +18,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tuner.export.backtest import backtest
 from tuner.export.device import timed_choice_warnings
 from tuner.export.pick import Pick, Picked, finished_trials, pick_trial
 from tuner.modeling import scaling
 from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run
+from tuner.modeling.lr_at_batch import BatchLaw, LawBatches
 from tuner.modeling.pooled_law import LACK_OF_FIT_P
 from tuner.modeling.power_law import StudyLaw, deepseek_llm_batch, deepseek_llm_lr
 from tuner.modeling.published_recipes import published_recipe
@@ -31,17 +33,23 @@ from tuner.study.store import records
 
 
 def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
-                 law: StudyLaw | None = None) -> tuple[FullRun, Picked]:
+                 law: StudyLaw | BatchLaw | None = None,
+                 law_batches: LawBatches | None = None) -> tuple[FullRun, Picked]:
     """Pick a trial of an Optuna ``study`` and scale it to ``target``; with a law study's
-    ``law``, the LR and final batch come from the study's own laws
-    (`tuner.study.workflows.law_fit`)."""
+    ``law``, the final batch from its batch law and the LR its law gives at that batch
+    (`tuner.modeling.lr_at_batch`: a law in D alone fitted at one batch refuses it elsewhere).
+    ``law_batches``: the batches a law in D alone was fitted at, by default those of
+    ``study``'s own finished trials (a law study's budgets share one search space)."""
     picked = pick_trial(study, pick)
+    if isinstance(law, StudyLaw) and law_batches is None:
+        law_batches = LawBatches.of(float(t.recipe.batch_end * t.recipe.seq_len)
+                                    for t in finished_trials(study) if not t.warm_start)
     info = {"study": study.study_name, "pick": pick.kind, "how": picked.how,
             "validation": study.user_attrs.get(records.VALIDATION)}
     r = picked.record
     info |= {"trial": r.number, "values": r.values}
     full = build_full_run(r.recipe, r.model_args, target, proxy_tokens=r.token_budget,
-                          proxy_info=info, law=law)
+                          proxy_info=info, law=law, law_batches=law_batches)
     if not r.feasible:
         full.warnings.insert(0, f"trial {r.number} violates a study constraint.")
 
@@ -54,15 +62,20 @@ def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
     full.warnings.extend(edge_warnings(study, picked) + unsearched_warnings(picked)
                          + timed_choice_warnings(study, picked, full, target))
     full.warnings.extend(law_warnings(full, law, target))
+    if law is not None:
+        full.backtest.extend(backtest(law, proxy=r.model_args, batches=law_batches))
     return full, picked
 
 
 LAW_BAND_LIMIT = 4.0  # a band wider than this (hi/lo) at the full run pins no LR
 
 
-def law_warnings(full: FullRun, law: StudyLaw | None, target: FullRunTarget) -> list[str]:
-    """Without a law: say the LR rests on one proxy point. With one: the law's LR and batch
-    against DeepSeek LLM's law and the target's published recipe, warned past 2x apart."""
+def law_warnings(full: FullRun, law: StudyLaw | BatchLaw | None,
+                 target: FullRunTarget) -> list[str]:
+    """Without a law: say the LR rests on one proxy point. With one: its band at the batch
+    written, its checks, and the LR against DeepSeek LLM's law and the target's published
+    recipe, like with like (a published single LR against the LR the target's hidden matrices
+    get: lr / width_mult under µP), warned past 2x apart; the batch likewise."""
     c_full = scaling.compute_budget(full.model_args, target.seq_len, target.tokens)
     if law is None:
         decades = math.log10(c_full / full.proxy["compute"])
@@ -72,32 +85,52 @@ def law_warnings(full: FullRun, law: StudyLaw | None, target: FullRunTarget) -> 
                 f"below it ({how}); a [law] study fits the study's own LR and batch laws and "
                 "checks them on a held-out budget (docs/tuning.md, \"Scaling laws\")."]
     out = []
-    lr, batch = full.recipe.lr, float(full.recipe.batch_end * full.recipe.seq_len)
-    x_full = law.x(target.tokens, c_full / target.tokens)
-    lo, hi = law.lr.band(x_full)
-    if hi / lo > LAW_BAND_LIMIT:
+    at = full.lr_at
+    if at is not None and at.band[1] / at.band[0] > LAW_BAND_LIMIT:
+        lo, hi = at.band
         out.append(f"the study's law does not pin the full run's LR: its band at the full run "
-                   f"is [{lo:.3g}, {hi:.3g}], {hi / lo:.3g}x wide, "
-                   f"{law.lr.decades_past(x_full):.1f} decades past the fitted budgets (law.md "
-                   "says which budgets it rests on); the published recipe is the safer start.")
-    if law.lack_of_fit_p is not None and law.lack_of_fit_p < LACK_OF_FIT_P:
+                   f"is [{lo:.3g}, {hi:.3g}], {hi / lo:.3g}x wide, {at.decades_tokens:.1f} "
+                   f"decades past the fitted budgets in D and {at.decades_batch:.1f} in B "
+                   "(law.md says which budgets it rests on); the published recipe is the safer "
+                   "start.")
+    p = getattr(law, "lack_of_fit_p", None)
+    if p is not None and p < LACK_OF_FIT_P:
         out.append(f"the study's budgets' lr optima do not lie on one power law (lack of fit "
-                   f"p = {law.lack_of_fit_p:.2g}, law.md): the law's band assumes they do, so "
+                   f"p = {p:.2g}, law.md): the law's band assumes they do, so "
                    "the LR's uncertainty at the full run is larger than stated.")
-    if not law.held_out:
+    held = getattr(law, "held_out", None)
+    if not held:
         out.append("the study's law has not been checked on a held-out budget ([law] held_out, "
                    "then `moetune resume`).")
     else:
-        out += missed_check_warnings(law.held_out)
+        out += missed_check_warnings(held)
+    return out + _against_published(full, getattr(law, "batch", None) is not None, c_full,
+                                    target)
+
+
+def compared_lr(full: FullRun) -> tuple[float, str]:
+    """The LR comparable with a published single LR, and what it is: the LR nearly every
+    parameter gets (under µP the hidden matrices' lr / width_mult, not the base LR)."""
+    if full.model_args.mup_base_dim:
+        return full.hidden_lr, (f"the LR of its hidden matrices (muP: lr {full.recipe.lr:.3g} / "
+                                f"width_mult {full.recipe.lr / full.hidden_lr:.4g})")
+    return full.recipe.lr, "lr"
+
+
+def _against_published(full: FullRun, batch_law: bool, c_full: float,
+                       target: FullRunTarget) -> list[str]:
+    out = []
+    lr, what = compared_lr(full)
+    batch = float(full.recipe.batch_end * full.recipe.seq_len)
     refs = [("DeepSeek LLM's law", deepseek_llm_lr(c_full), deepseek_llm_batch(c_full))]
     pub = published_recipe(target.name) or published_recipe(f"deepseek-v3-{target.name}")
     if pub is not None:
         refs.append((f"{pub.name}'s published recipe", pub.lr, pub.batch_tokens))
     for name, ref_lr, ref_batch in refs:
         if max(lr / ref_lr, ref_lr / lr) > 2:
-            out.append(f"the study's law gives lr {lr:.3g}, {lr / ref_lr:.2g}x {name} "
-                       f"({ref_lr:.3g}).")
-        if law.batch is not None and max(batch / ref_batch, ref_batch / batch) > 2:
+            out.append(f"the full run's {what}, {lr:.3g}, is {lr / ref_lr:.2g}x {name} "
+                       f"({ref_lr:.3g}, one LR for every parameter).")
+        if batch_law and max(batch / ref_batch, ref_batch / batch) > 2:
             out.append(f"the study's law gives a final batch of {batch:.4g} tokens, "
                        f"{batch / ref_batch:.2g}x {name} ({ref_batch:.4g}).")
     return out

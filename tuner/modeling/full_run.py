@@ -27,6 +27,7 @@ from tuner.modeling import cost_model as cm
 from tuner.modeling import fp8_speed, references, scaling
 from tuner.modeling.hardware import Hardware, get_hardware
 from tuner.modeling.layout_rules import layout_errors
+from tuner.modeling.lr_at_batch import BatchLaw, LawBatches, LrAtBatch, lr_at_batch
 from tuner.modeling.power_law import StudyLaw
 from tuner.modeling.targets import TARGETS, published_target
 
@@ -97,6 +98,17 @@ class FullRunTarget(FullRunLimits):
     model_args: ModelArgs
     name: str
     hardware: Hardware
+    lr: float | None = None  # the user's LR (µP: the base LR), written instead of any rule's
+    lr_at_fitted_batch: bool = False  # write a law's LR measured at another batch, labelled
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        v = self.lr
+        require(v is None or (isinstance(v, int | float) and not isinstance(v, bool)
+                              and math.isfinite(v) and v > 0), "lr",
+                "must be a positive number", v)
+        require(isinstance(self.lr_at_fitted_batch, bool), "lr_at_fitted_batch",
+                "must be true or false", self.lr_at_fitted_batch)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +125,27 @@ class FullRun:
     cost: dict[str, Any]
     proxy: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    lr_at: LrAtBatch | None = None  # a law's LR at the final batch (`lr_at_batch`)
+    lr_at_start: LrAtBatch | None = None  # ... and at a ramp's first batch
+    backtest: list[dict[str, Any]] = field(default_factory=list)  # `tuner.export.backtest`
+
+    def lr_dict(self) -> dict[str, Any]:
+        """The native export's ``lr``: the LR and the batch it is for, where a law measured it
+        (``valid_at_batch``; None: at any batch, or no law), its band as numbers (``band``:
+        lo, hi, level, decades past the fitted budgets in D and in B) and, with a ramp, the
+        law's LR at the ramp's first batch."""
+        r, at = self.recipe, self.lr_at
+        out: dict[str, Any] = {
+            "lr": r.lr, "hidden_lr": self.hidden_lr, "min_lr": r.lr * r.min_lr_ratio,
+            "mup": bool(self.model_args.mup_base_dim),
+            "for_batch_tokens": r.batch_end * r.seq_len,
+            "source": next((x.kind for x in self.rules if x.field == "lr"), ""),
+            "valid_at_batch": at.valid_at_batch if at else None,
+            "band": at.band_dict() if at else None}
+        if self.lr_at_start is not None:
+            s = self.lr_at_start
+            out["at_ramp_start"] = {"batch_tokens": s.batch, "lr": s.lr, "refusal": s.refusal}
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """The native export (JSON-safe)."""
@@ -124,9 +157,7 @@ class FullRun:
                        "memory_fraction": t.memory_fraction},
             "model_args": self.model_args.to_dict(),
             "recipe": self.recipe.to_dict(),
-            "lr": {"lr": self.recipe.lr, "hidden_lr": self.hidden_lr,
-                   "min_lr": self.recipe.lr * self.recipe.min_lr_ratio,
-                   "mup": bool(self.model_args.mup_base_dim)},
+            "lr": self.lr_dict(),
             "parallelism": dataclasses.asdict(self.plan) | {"expert_dp": self.plan.expert_dp,
                                                            "expert_tp": 1},
             "schedule": dataclasses.asdict(self.steps) | {
@@ -136,7 +167,7 @@ class FullRun:
             "cost": self.cost,
             "proxy": self.proxy,
             "warnings": list(self.warnings),
-        }
+        } | ({"backtest": self.backtest} if self.backtest else {})
 
 
 def check_target(spec: str) -> None:
@@ -316,13 +347,19 @@ def _carried_rules(proxy: Recipe, skip: set[str]) -> list[scaling.Rule]:
 
 def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget, *,
                    proxy_tokens: int, proxy_info: dict[str, Any] | None = None,
-                   law: StudyLaw | None = None) -> FullRun:
-    """Scale one proxy recipe (trained on ``model_args`` for ``proxy_tokens``) to ``target``;
-    with a law study's ``law``, the LR and final batch come from its laws at the full run.
+                   law: StudyLaw | BatchLaw | None = None,
+                   law_batches: LawBatches | None = None) -> FullRun:
+    """Scale one proxy recipe (trained on ``model_args`` for ``proxy_tokens``) to ``target``.
+
+    The batch is decided first (``target.global_batch``, else the law's batch law, else
+    DeepSeek LLM's B_opt), then the LR at that batch: ``target.lr`` if given, else a law's LR
+    at the final batch (`lr_at_batch`; ``law_batches``: the batches a law in D alone was fitted
+    at), else the proxy's LR by the transfer rule (µP, or the compute law).
 
     Raises:
         ExportError: the precision has no tensor cores on the hardware, or no layout fits,
-            or ``proxy_tokens`` is not positive.
+            or ``proxy_tokens`` is not positive, or the law refuses its LR at the final batch
+            and the target neither gives an LR nor accepts the LR at the fitted batch.
     """
     proxy, args = recipe, _target_args(model_args, target.model_args, target.seq_len)
     precision = proxy.precision
@@ -337,14 +374,20 @@ def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget,
                           f"{proxy_tokens}; cannot compute the proxy's compute budget.")
     c_proxy = scaling.compute_budget(model_args, proxy.seq_len, proxy_tokens)
     c_full = scaling.compute_budget(args, target.seq_len, target.tokens)
-    x_full = law.x(target.tokens, c_full / target.tokens) if law else 0.0
-    lr, hidden_lr, lr_rule = (scaling.law_lr(law, model_args, args, x_full) if law else
-                              scaling.scale_lr(model_args, proxy.lr, c_proxy, args, c_full))
+    one_var = law if isinstance(law, StudyLaw) else None  # a batch law B*(x) comes with it
+    x_full = one_var.x(target.tokens, c_full / target.tokens) if one_var else 0.0
     multiple = plan.dp * target.micro_batch
     warnings = _warnings(model_args, proxy, target, law) + _check_global_batch(target, plan)
     start, end, batch_rules = scaling.scale_batch(
         proxy, c_full=c_full, seq_len=target.seq_len, multiple=multiple,
-        global_batch=target.global_batch, law=law, x_full=x_full)
+        global_batch=target.global_batch, law=one_var, x_full=x_full)
+    counts = cm.count_params(args)
+    ats = [lr_at_batch(law, tokens=target.tokens, batch=float(b * target.seq_len),
+                       flops_per_token=c_full / target.tokens, batches=law_batches,
+                       params=float(counts.active - counts.embedding - counts.head))
+           for b in (end, start)] if law is not None else [None, None]
+    lr, hidden_lr, lr_rule = _lr(model_args, proxy.lr, c_proxy, args, c_full, target, ats[0])
+    warnings += _fitted_batch_warning(ats[0], lr)
     if proxy.batch_schedule != "constant" and start == end:
         rule = next(r.rule for r in batch_rules if r.field == "batch_start")
         warnings.append(f"the tuned {proxy.batch_schedule!r} batch schedule collapsed to a "
@@ -360,13 +403,66 @@ def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget,
         recipe, steps, tuned=tuned_warmup, informed=informed), *_fixed_rules(
         proxy, recipe, target, choice, steps)]
     warnings += _uninformed(model_args, args, proxy, tuned_warmup, informed)
-    warnings += _outside_published(args, recipe, steps, c_full)
+    warnings += _outside_published(args, recipe, steps, c_full, hidden_lr)
     rules += _carried_rules(proxy, {r.field for r in rules})
     return FullRun(model_args=args, recipe=recipe, plan=plan, target=target, steps=steps,
-                   hidden_lr=hidden_lr, rules=rules, warnings=warnings,
+                   hidden_lr=hidden_lr, rules=rules, warnings=warnings, lr_at=ats[0],
+                   lr_at_start=ats[1] if start != end else None,
                    cost=full_run_cost(args, recipe, plan, target, c_full),
                    proxy=(proxy_info or {}) | {"tokens": proxy_tokens, "compute": c_proxy,
                                                "recipe": proxy.to_dict()})
+
+
+def _lr(proxy_args: ModelArgs, proxy_lr: float, c_proxy: float, args: ModelArgs,
+        c_full: float, target: FullRunTarget, at: LrAtBatch | None
+        ) -> tuple[float, float, scaling.Rule]:
+    """(lr, hidden-matrix lr, rule): the user's, else the law's at the final batch (`_law_lr`),
+    else the proxy's moved by `scaling.scale_lr`."""
+    if target.lr is None and at is None:
+        return scaling.scale_lr(proxy_args, proxy_lr, c_proxy, args, c_full)
+    if target.lr is not None:
+        lr, kind, text = target.lr, "user", f"--lr {target.lr:.4g}"
+        if at is not None:
+            text += (f"; the study's law at this batch: {at.lr:.4g}" if at.lr is not None else
+                     f"; the study's law refuses an LR at this batch ({at.refusal})")
+    else:
+        assert at is not None
+        lr, kind, text = _law_lr(at, target.lr_at_fitted_batch), "scaled", at.rule
+    source = scaling.LAW_SOURCE if at is not None else ""
+    if not proxy_args.mup_base_dim:
+        return lr, lr, scaling.Rule(field="lr", value=lr, kind=kind, rule=text, source=source)
+    width_mult = args.dim / proxy_args.mup_base_dim
+    text += (f"; muP: the base LR (embeddings, head, norms); hidden matrices use lr / "
+             f"width_mult = lr / ({args.dim}/{proxy_args.mup_base_dim}) = {lr / width_mult:.4g}")
+    return lr, lr / width_mult, scaling.Rule(field="lr", value=lr, kind=kind, rule=text,
+                                             source="; ".join(filter(None, (
+                                                 source, scaling.MUP_SOURCE))))
+
+
+def _law_lr(at: LrAtBatch, accept_fitted_batch: bool) -> float:
+    """The law's LR at the final batch; where it refuses, its LR at the fitted batch if the
+    user accepts that, else an `ExportError` naming what to run and what to pass."""
+    if at.lr is not None:
+        return at.lr
+    if not accept_fitted_batch or at.valid_at_batch is None:
+        accept = (f", or --lr-at-fitted-batch to write the law's {at.law_lr:.3g}, measured at "
+                  f"{at.valid_at_batch:.4g} tokens per step, labelled as such in the file"
+                  if at.valid_at_batch is not None else "")
+        raise ExportError(f"lr: a law's LR is written only at a batch where the law measured "
+                          f"it, but {at.refusal}. Or give the LR yourself with --lr (e.g. the "
+                          f"published recipe's){accept}.")
+    return at.law_lr
+
+
+def _fitted_batch_warning(at: LrAtBatch | None, lr: float) -> list[str]:
+    """The loud line when the LR written is a law's at a batch other than the final one."""
+    if at is None or at.lr is not None or lr != at.law_lr or at.valid_at_batch is None:
+        return []
+    return [f"NOT MEASURED AT THIS BATCH: the LR written ({lr:.3g}) is the study's law at the "
+            f"batch it was fitted at, {at.valid_at_batch:.4g} tokens per step (lr."
+            f"valid_at_batch), not at the full run's {at.batch:.4g} "
+            f"({at.decades_batch:.1f} decades away): how lr* moves with the batch was never "
+            f"measured (--lr-at-fitted-batch). {at.refusal.split('. To export')[0]}."]
 
 
 def _warmup(recipe: Recipe, proxy: Recipe, proxy_tokens: int,
@@ -399,7 +495,10 @@ def _uninformed(proxy_args: ModelArgs, args: ModelArgs, proxy: Recipe, tuned_war
 
 
 def _outside_published(args: ModelArgs, recipe: Recipe, steps: scaling.StepCounts,
-                       c_full: float) -> list[str]:
+                       c_full: float, hidden_lr: float) -> list[str]:
+    """The full run's numbers outside published practice; like with like: a published single
+    LR (standard parametrization, every parameter) against the LR the hidden matrices get,
+    which under µP is lr / width_mult."""
     values: dict[str, float] = {"warmup_steps": steps.warmup,
                                 "weight_decay": recipe.weight_decay}
     if args.gate_bias:
@@ -411,8 +510,10 @@ def _outside_published(args: ModelArgs, recipe: Recipe, steps: scaling.StepCount
     extra: list[tuple[references.Reference, float]] = [
         (references.batch_reference(scaling.b_opt_tokens(c_full)),
          float(recipe.batch_end * recipe.seq_len))]
-    if not args.mup_base_dim:  # a muP base LR is not comparable with an SP peak LR
-        extra.append((references.lr_reference(scaling.eta_opt(c_full)), recipe.lr))
+    ref = references.lr_reference(scaling.eta_opt(c_full))
+    if args.mup_base_dim:  # the base LR trains embeddings, head and norms only
+        ref = dataclasses.replace(ref, name="LR of the hidden matrices (muP: lr / width_mult)")
+    extra.append((ref, hidden_lr))
     return [f"outside published practice: {w}" for w in references.outside(values, extra)]
 
 
@@ -468,7 +569,7 @@ def _check_global_batch(t: FullRunTarget, plan: cm.ParallelPlan) -> list[str]:
 
 
 def _warnings(model_args: ModelArgs, proxy: Recipe, t: FullRunTarget,
-              law: StudyLaw | None = None) -> list[str]:
+              law: StudyLaw | BatchLaw | None = None) -> list[str]:
     out = []
     if t.tp is not None and t.tp > t.hardware.gpus_per_node:
         out.append(f"--tp {t.tp} spans more than one node ({t.hardware.gpus_per_node} GPUs per "
@@ -477,7 +578,7 @@ def _warnings(model_args: ModelArgs, proxy: Recipe, t: FullRunTarget,
         out.append("muP transfers LR across width, not across token horizon or batch size "
                    "(Tensor Programs V); the LR is not adjusted for the longer run.")
     if t.global_batch is None and proxy.batch_schedule != "constant" and (
-            law is None or law.batch is None):
+            getattr(law, "batch", None) is None):
         out.append("batch_end comes from B_opt, fitted on dense models (DeepSeek LLM); "
                    "check it against the proxy's tuned end batch.")
     return out

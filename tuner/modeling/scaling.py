@@ -94,27 +94,6 @@ def scale_lr(proxy: ModelArgs, proxy_lr: float, c_proxy: float, target: ModelArg
     return lr, lr, rule
 
 
-def law_lr(law: StudyLaw, proxy: ModelArgs, target: ModelArgs, x_full: float
-           ) -> tuple[float, float, Rule]:
-    """Full-run LR and hidden-matrix LR from a law study's own lr law at ``x_full``."""
-    lr = law.lr.at(x_full)
-    lo, hi = law.lr.band(x_full)
-    var = "D" if law.variable == "tokens" else "C"
-    text = (f"the study's own law ({law.name}): lr*({var}) = {law.lr.coef:.4g}*{var}^"
-            f"{law.lr.exponent:.4f} (exponent 95% [{law.lr.exponent_interval[0]:.3f}, "
-            f"{law.lr.exponent_interval[1]:.3f}]) at {var} = {x_full:.4g}: {lr:.4g}, band "
-            f"[{lo:.3g}, {hi:.3g}], {law.lr.decades_past(x_full):.1f} decades past the largest "
-            f"fitted budget ({law.lr.x_max:.4g})")
-    if not proxy.mup_base_dim:
-        return lr, lr, Rule(field="lr", value=lr, kind="scaled", rule=text,
-                            source=LAW_SOURCE)
-    width_mult = target.dim / proxy.mup_base_dim
-    text += (f"; muP: hidden matrices use lr / width_mult = lr / ({target.dim}/"
-             f"{proxy.mup_base_dim}) = {lr / width_mult:.4g}")
-    return lr, lr / width_mult, Rule(field="lr", value=lr, kind="scaled", rule=text,
-                                     source=f"{LAW_SOURCE}; {MUP_SOURCE}")
-
-
 LAW_SOURCE = ("this study's [law]: each budget's optimum from a response surface over all its "
               "trials, a power law through them (tuner.study.workflows.law_fit)")
 
