@@ -67,7 +67,7 @@ BAD = [
     (with_("pruning.grace_tokens", 0), ["pruning.grace_tokens", "0"]),
     (with_("pruning.reduction_factor", 1), ["pruning.reduction_factor", "> 1"]),
     (with_("pruning.reduction_factor", float("inf")), ["pruning.reduction_factor", "finite"]),
-    (with_("resources.cpus_per_trial", 0), ["resources.cpus_per_trial", "> 0"]),
+    (with_("resources.cpus_per_trial", 0), ["resources.cpus_per_trial", ">= 0.01"]),
     (with_("resources.gpus_per_trial", -1), ["resources.gpus_per_trial", ">= 0"]),
     (with_("resources.gpu", 1), ["resources", "unknown key", "gpus_per_trial"]),
     ({**base(), "space": {"file": "deepseek_v3.toml", **SPACE}}, ["space", "not both"]),
