@@ -301,7 +301,7 @@ def torchtitan_checks(run: FullRun, cfg: Any, text: str) -> dict[str, bool]:
     warm = cfg.lr_scheduler.warmup_steps
     mtp = len(model.mtp_layers)
     return {
-        "lr": group["lr"] == r.lr and group["weight_decay"] == r.weight_decay,
+        "lr": group["lr"] == run.hidden_lr and group["weight_decay"] == r.weight_decay,
         "adam betas": tuple(group["betas"]) == (r.beta1, r.beta2),
         "warmup tokens": (warm - 1) * b.global_seqs < run.steps.warmup_samples
         <= warm * b.global_seqs,

@@ -212,9 +212,28 @@ def test_megatron_notes_what_it_cannot_express():
 
 def test_megatron_mup_uses_decoupled_lr():
     run = full_run(Recipe(lr=4e-3), proxy=dataclasses.replace(PROXY, mup_base_dim=32))
-    args = _parse_args(formats.render("megatron", run))
+    text = formats.render("megatron", run)
+    args = _parse_args(text)
     assert float(args["--decoupled-lr"]) == 4e-3
     assert float(args["--lr"]) == pytest.approx(4e-3 * 32 / 7168)
+    # what the LR assumes and what the run would need, said in the file
+    note = next(line for line in text.splitlines() if line.startswith("# NOTE: muP"))
+    assert "norms train at --lr" in note and "no muP init" in note
+    assert "no output multiplier" in note and "standard parametrization" in note
+
+
+@pytest.mark.parametrize("fmt", ["torchtitan", "torchtitan-toml"])
+def test_torchtitan_mup_writes_the_hidden_lr_and_says_what_it_assumes(fmt):
+    """torchtitan has one AdamW group: it gets the LR nearly every parameter trains at under
+    muP (the hidden matrices' lr / width_mult), and the file says what that leaves out."""
+    run = full_run(Recipe(lr=4e-3), proxy=dataclasses.replace(PROXY, mup_base_dim=32))
+    text = formats.render(fmt, run)
+    hidden = 4e-3 * 32 / 7168
+    assert run.hidden_lr == pytest.approx(hidden)
+    written = (tomllib.loads(text)["optimizer"]["lr"] if fmt == "torchtitan-toml" else
+               float(re.search(r"default_adamw\(\s*lr=([0-9.e-]+)", text).group(1)))
+    assert written == pytest.approx(hidden)
+    assert "embeddings, head and norms train at it too" in text and "no muP init" in text
 
 
 @pytest.mark.parametrize("recipe", [Recipe(precision="fp8"), Recipe(decay="wsd")])

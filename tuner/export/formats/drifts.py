@@ -19,6 +19,8 @@ the same thing in the same words:
   and both end values.
 - `BLOCK_CAUSAL`: torchtitan 0.3 masks attention by document; the proxy attends causally
   across documents packed into a sequence.
+- `mup_note`: a µP recipe in a consumer that applies no µP init or output multiplier (Megatron-LM,
+  torchtitan): which LR the file writes for which parameters, and what the run would need.
 """
 
 from __future__ import annotations
@@ -111,3 +113,20 @@ def megatron(full: FullRun) -> list[str]:
     a = full.model_args
     per = max(1, a.n_activated_experts // max(1, a.n_limited_groups))
     return group_score_warning(full, "Megatron-LM", f"sum_top{per}")
+
+
+def mup_note(full: FullRun, consumer: str, lr_knobs: str) -> str:
+    """What a µP recipe's LR assumes in ``consumer``, which applies no µP init or output
+    multiplier, and what the run would need; ``lr_knobs`` says how its LR flags express µP."""
+    a, r = full.model_args, full.recipe
+    mult = a.dim / a.mup_base_dim
+    return (f"muP (base width {a.mup_base_dim}, width_mult {a.dim}/{a.mup_base_dim} = "
+            f"{mult:.4g}): the study tuned the base LR {r.lr:.4g} (embeddings, head, norms); "
+            f"the hidden matrices, nearly every parameter, train at lr / width_mult = "
+            f"{full.hidden_lr:.4g}. {lr_knobs} {consumer} applies no muP init (hidden matrices' "
+            f"std x 1/sqrt(width_mult) = x{mult ** -0.5:.3g}) and no output multiplier (logits "
+            f"x 1/width_mult = x{1 / mult:.3g}): launched as it is, the run is standard "
+            "parametrization at muP's LRs, which the proxy never trained. To train what the "
+            "proxy tuned, the model needs both multipliers (a code change in the consumer), or "
+            "tune a proxy without muP ([model] mup_base_dim = 0), whose LR moves by the compute "
+            "law and needs neither")

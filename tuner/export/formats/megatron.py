@@ -24,8 +24,10 @@ Mapping:
   so the value stays one shell word), which excludes ``--global-batch-size``.
 - Recompute ratio r → ``--recompute-granularity full --recompute-method block
   --recompute-num-layers round(r·blocks on the largest stage)``; fp8 → ``--fp8-format e4m3
-  --fp8-recipe blockwise``; µP → ``--lr`` the hidden-matrix LR and ``--decoupled-lr`` the base LR
-  of the embedding and output layers.
+  --fp8-recipe blockwise``; µP → ``--lr`` the hidden-matrix LR (lr / width_mult) and
+  ``--decoupled-lr`` the base LR of the embedding and output layers, the one per-parameter LR
+  Megatron-LM has; its norms take ``--lr``, and it has no µP init or output multiplier, which a
+  ``# NOTE:`` says with what the run would need (`drifts.mup_note`).
 """
 
 from __future__ import annotations
@@ -129,6 +131,11 @@ def _lr(full: FullRun, notes: list[str]) -> list[Flag]:
     if full.model_args.mup_base_dim:
         out += [("--decoupled-lr", repr(r.lr)),
                 ("--decoupled-min-lr", repr(r.lr * r.min_lr_ratio))]
+        notes.append(drifts.mup_note(full, "Megatron-LM", (
+            f"--lr {lr:.4g} is the hidden matrices' LR and --decoupled-lr {r.lr:.4g} the base "
+            "LR of the parameters Megatron-LM marks is_embedding_or_output_parameter (word "
+            "embeddings and output layer, megatron/core/optimizer/__init__.py "
+            "_get_param_groups); its norms train at --lr, not the base LR.")) + ".")
     if r.decay == "wsd":
         out += [("--lr-decay-style", "WSD"), ("--lr-wsd-decay-style", "linear"),
                 ("--lr-wsd-decay-samples", str(s.decay_samples))]

@@ -32,6 +32,9 @@ Mapping (torchtitan's names at 0.3.0):
   model has a balancing bias, ``None`` (no bias) when it has none; every RMSNorm's ``eps`` is
   the model's ``norm_eps``; MTP depth and weight → ``num_mtp_layers`` and ``MTPLoss`` (not with
   pipeline parallelism: torchtitan's MTP raises there, so the file leaves it out and says so).
+- LR: one AdamW group, so under µP the hidden matrices' LR (lr / width_mult), which nearly
+  every parameter gets; the base LR of embeddings, head and norms, and µP's init and output
+  multipliers, are not expressed (`drifts.mup_note` says what the run would need).
 - Not in torchtitan, hence ``# NOTE:`` lines (also printed on stderr by ``moetune export``,
   sizes from `tuner.export.formats.drifts`): the sequence-wise balance loss α, µP, a group score
   by max
@@ -179,8 +182,10 @@ def _schedule(full: FullRun) -> list[str]:
     out = [f"config.lr_scheduler = LRSchedulersContainer.Config(\n    warmup_steps={warmup}, "
            f'decay_type="{decay}", min_lr_factor={r.min_lr_ratio!r}'
            + (f", decay_ratio={_decay_ratio(full, warmup)!r})" if r.decay == "wsd" else ")")]
-    return out + [f"config.optimizer = default_adamw(\n    lr={r.lr!r}, betas=({r.beta1!r}, "
-                  f"{r.beta2!r}), eps=1e-08, weight_decay={r.weight_decay!r})"]
+    # one AdamW group: the LR nearly every parameter gets (under muP the hidden matrices')
+    return out + [f"config.optimizer = default_adamw(\n    lr={full.hidden_lr!r}, "
+                  f"betas=({r.beta1!r}, {r.beta2!r}), eps=1e-08, "
+                  f"weight_decay={r.weight_decay!r})"]
 
 
 def _decay_ratio(full: FullRun, warmup: int) -> float:
@@ -235,7 +240,10 @@ def _recipe_notes(full: FullRun) -> list[str]:
     if r.decay == "multistep":
         out.append(drifts.multistep_note(full, "torchtitan (linear/sqrt/cosine)"))
     if a.mup_base_dim:
-        out.append("muP multipliers are not applied by torchtitan")
+        out.append(drifts.mup_note(full, "torchtitan 0.3", (
+            f"torchtitan 0.3's default_adamw trains every parameter at one LR: the file writes "
+            f"the hidden matrices' {full.hidden_lr:.4g}, so embeddings, head and norms train "
+            f"at it too, not at the base LR.")))
     return out
 
 

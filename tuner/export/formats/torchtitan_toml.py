@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from tuner.export.formats import drifts
 from tuner.modeling.cost_model import stage_layers
 from tuner.modeling.full_run import (
     constant_batch_steps,
@@ -99,8 +100,10 @@ def sections(full: FullRun) -> tuple[dict[str, dict[str, Any]], list[str]]:
              if full.model_args.mtp_depth else "",
              "flavor 'custom' must be registered in torchtitan's deepseek_v3 model args"
              if flavor == "custom" else "",
-             "muP multipliers are not applied by torchtitan" if full.model_args.mup_base_dim
-             else ""]
+             drifts.mup_note(full, "torchtitan 0.2.2", (
+                 f"torchtitan trains every parameter at one LR: the file writes the hidden "
+                 f"matrices' {full.hidden_lr:.4g}, so embeddings, head and norms train at it "
+                 "too, not at the base LR.")) if full.model_args.mup_base_dim else ""]
     decay = {"lr_scheduler": {"warmup_steps": warmup, "min_lr_factor": r.min_lr_ratio,
                               "decay_type": "linear" if r.decay == "wsd" else "cosine"}}
     if r.decay == "wsd" and s.total:
@@ -113,7 +116,7 @@ def sections(full: FullRun) -> tuple[dict[str, dict[str, Any]], list[str]]:
         "job": {"description": f"moetune export: study {full.proxy.get('study', '?')} trial "
                                f"{full.proxy.get('trial', '?')}"},
         "model": {"name": "deepseek_v3", "flavor": flavor},
-        "optimizer": {"name": "AdamW", "lr": r.lr, "beta1": r.beta1, "beta2": r.beta2,
+        "optimizer": {"name": "AdamW", "lr": full.hidden_lr, "beta1": r.beta1, "beta2": r.beta2,
                       "eps": 1e-8, "weight_decay": r.weight_decay},
         **decay,
         "training": {"local_batch_size": r.batch_end // p.dp if p.pp > 1 else r.micro_batch,
