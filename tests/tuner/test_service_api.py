@@ -297,3 +297,35 @@ def test_a_ladder_climbs_on_the_service(brisk):
            and not str(t.user_attrs.get(records.ORIGIN, "")).startswith(records.WARM_START)]
     assert len(own) >= 1  # the promoted candidate(s) trained at the top width
 
+
+
+def test_export_over_the_service_prints_what_the_local_export_prints(brisk, tmp_path, capsys,
+                                                                     monkeypatch):
+    """``moetune export --server`` prints the warnings, notes and summary on stderr, the same
+    lines as the local export of the same study (the service sends them with the files)."""
+    from tuner.app import remote
+    from tuner.app.cli import main
+
+    if brisk.call("GET", "/api/v1/studies/said")[0] == 404:
+        submit(brisk, "said", n=2)
+    brisk.wait_state("said", ("finished",))
+
+    def response(self, method, path, body=None):  # the --server client, through the app
+        r = brisk.client.request(method, path, content=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+        assert r.status_code == 200, r.text
+        return r.content, r.headers.get("content-type", ""), r.headers
+
+    monkeypatch.setattr(remote.Client, "response", response)
+    flags = ["--pick", "knee", "--target", str(PUBLISHED_CONFIGS / "config_671B.json"),
+             "--gpus", "2048", "--tokens", "14.8e12", "--format", "megatron"]
+    capsys.readouterr()
+    assert main(["export", "said", "--server", brisk.url, *flags,
+                 "--out", str(tmp_path / "remote.args")]) == 0
+    remote_err = capsys.readouterr().err.splitlines()
+    assert main(["export", "said", "--root", str(brisk.root), "--storage", brisk.storage_url,
+                 *flags, "--out", str(tmp_path / "local.args")]) == 0
+    local_err = capsys.readouterr().err.splitlines()
+    warned = [line for line in local_err if line.startswith("moetune export: warning: ")]
+    assert warned and all(line in remote_err for line in warned)
+    assert [x for x in remote_err if "wrote" not in x] == local_err

@@ -18,7 +18,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -63,8 +63,9 @@ class Client:
     def call(self, method: str, path: str, body: Any = None) -> bytes:
         return self.response(method, path, body)[0]
 
-    def response(self, method: str, path: str, body: Any = None) -> tuple[bytes, str]:
-        """(body, content type) of one request."""
+    def response(self, method: str, path: str, body: Any = None
+                 ) -> tuple[bytes, str, Mapping[str, str]]:
+        """(body, content type, headers) of one request."""
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.server + path, data=data, method=method)
         request.add_header("Content-Type", "application/json")
@@ -72,7 +73,8 @@ class Client:
             request.add_header("Authorization", f"Bearer {self._token}")
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-                return bytes(response.read()), str(response.headers.get("Content-Type", ""))
+                return (bytes(response.read()), str(response.headers.get("Content-Type", "")),
+                        response.headers)
         except urllib.error.HTTPError as e:
             detail = _detail(e.read())
             if 400 <= e.code < 500:
@@ -183,15 +185,17 @@ def _report(client: Client, args: argparse.Namespace) -> int:
 
 
 def _export(client: Client, args: argparse.Namespace) -> int:
-    from tuner.app.actions import ExportRequest
+    from tuner.app.actions import MESSAGES_HEADER, ExportRequest
     from tuner.app.export_command import check_out, write_out
 
     request = ExportRequest.from_namespace(args)  # refused here as locally, before sending
     check_out(args.out)
-    body, content_type = client.response("POST", f"/api/v1/studies/{_q(args.study)}/export",
-                                         request.options())
+    body, content_type, headers = client.response(
+        "POST", f"/api/v1/studies/{_q(args.study)}/export", request.options())
     files = (_unzip(body) if content_type.startswith("application/zip")
              else {"": body.decode()})
+    for line in _messages(headers.get(MESSAGES_HEADER)):  # as the local export says them
+        print(f"moetune export: {line}", file=sys.stderr)
     (first, text), *rest = files.items()
     if args.out is None:
         sys.stdout.write(text)
@@ -205,6 +209,19 @@ def _export(client: Client, args: argparse.Namespace) -> int:
     write_out(args.out, text)
     print(f"moetune export: wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def _messages(raw: str | None) -> list[str]:
+    """The export's stderr lines a service sent (`actions.MESSAGES_HEADER`); none from a
+    service that sends none."""
+    try:
+        said = json.loads(raw) if raw else []
+    except ValueError:
+        raise RemoteError(f"the service sent unreadable export messages ({raw[:80]!r}).") \
+            from None
+    if not isinstance(said, list) or not all(isinstance(x, str) for x in said):
+        raise RemoteError("the service sent export messages that are not a list of lines.")
+    return said
 
 
 def _unzip(body: bytes) -> dict[str, str]:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 from starlette.types import Receive, Scope, Send
 
 from tuner.app.actions import (
+    MESSAGES_HEADER,
     CancelRequest,
     DeleteRequest,
     ExportRequest,
@@ -168,9 +169,11 @@ def create_app(service: Service) -> FastAPI:
               "as a launch config (moetune export's options as JSON); a zip of it and its "
               "sidecar for the formats that have one")
     def export(name: str, options: dict[str, Any], who: Who) -> Response:
-        body, filename, media_type = service.export(ExportRequest.from_options(name, options))
+        body, filename, media_type, said = service.export_download(
+            ExportRequest.from_options(name, options))
         return Response(body, media_type=media_type,
-                        headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+                        headers={"Content-Disposition": f'attachment; filename="{filename}"',
+                                 MESSAGES_HEADER: json.dumps(said)})
 
     @app.get("/openapi.json", include_in_schema=False)
     async def openapi(who: Who) -> JSONResponse:

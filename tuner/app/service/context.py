@@ -299,10 +299,16 @@ class Service:
             return Path(paths["report_html"])
 
     def export(self, request: ExportRequest) -> tuple[bytes, str, str]:
-        """(body, file name, media type) of the download ``request`` asks for: every file
-        ``moetune export --out`` writes for it (`actions.export`), named after the study and
-        the format (`formats.file_name`); one zip when there are several (a model config and
-        its sidecar), else the launch config itself.
+        """(body, file name, media type) of `export_download`."""
+        body, file, media_type, _ = self.export_download(request)
+        return body, file, media_type
+
+    def export_download(self, request: ExportRequest) -> tuple[bytes, str, str, list[str]]:
+        """(body, file name, media type, stderr lines) of the download ``request`` asks for:
+        every file ``moetune export --out`` writes for it (`actions.export`), named after the
+        study and the format (`formats.file_name`); one zip when there are several (a model
+        config and its sidecar), else the launch config itself; and what the local export
+        says on stderr (`actions.Exported.messages`).
 
         Raises:
             actions.RequestError: the export refuses a value, naming its flag.
