@@ -147,3 +147,14 @@ def test_a_trial_the_knee_dominates_within_the_noise_is_tied_and_its_knobs_left_
     assert "lr" not in rec.ties.split("do not determine")[1]  # the same lr: not left open
     md = ranked_md(study, tmp_path)
     assert "| **tied** with knee |" in rows_of(md)["#1"]
+
+
+def test_the_export_line_carries_the_tie_sentence_without_a_doubled_stop(tmp_path):
+    from tuner.app.actions import ExportRequest, export
+
+    request = ExportRequest.from_options("front", {
+        "pick": "knee", "target": "deepseek-v3-671b", "hardware": "h800", "gpus": 2048,
+        "tokens": 14.8e12})
+    done = export(front_study(sd=0.02), request, run_dir=tmp_path, storage="")
+    line = next(m for m in done.messages("native") if m.startswith("trial 1: "))
+    assert "the knee #1 is tied with #0" in line and ".;" not in line

@@ -248,9 +248,10 @@ class Exported:
         out = [f"warning: {w}" for w in full.warnings]
         out += [f"note: {n}" for n in formats.NOTES[fmt](full)]
         out += [self.said] if self.said else []
-        out.append(f"trial {picked.record.number}: {picked.how}; {full.plan}; checkpoint_ratio "
-                   f"{full.recipe.checkpoint_ratio:.3g}; {full.cost['gpu_hours']:.4g} GPU-hours "
-                   "(modeled)")
+        # picked.how may end in a sentence's period: no ".;" where the plan follows
+        out.append(f"trial {picked.record.number}: {picked.how.rstrip('.')}; {full.plan}; "
+                   f"checkpoint_ratio {full.recipe.checkpoint_ratio:.3g}; "
+                   f"{full.cost['gpu_hours']:.4g} GPU-hours (modeled)")
         if full.recipe.precision == "fp8":
             speed = full.cost["precision_speed"]
             out.append(f"{speed['source']}: block matmuls {speed['train_speedup']:.3g}x bf16 "
