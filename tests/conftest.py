@@ -28,3 +28,11 @@ def _runs_outside_the_checkout(tmp_path_factory, monkeypatch):
     """A command a test runs without --root writes under a temporary MOETUNE_ROOT, never into
     ./runs of the checkout."""
     monkeypatch.setenv("MOETUNE_ROOT", str(tmp_path_factory.mktemp("moetune_root")))
+
+
+# the two test tiers (fast, integration), decided by rule, not by hand: tests/tiers.py
+from tiers import (  # noqa: E402, F401
+    _fast_tier_guard,
+    pytest_collection_modifyitems,
+    pytest_configure,
+)
