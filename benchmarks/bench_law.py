@@ -56,11 +56,13 @@ def spec_text(cfg: dict[str, Any], seed: int) -> str:
     text = (ROOT / "search_spaces" / "law.toml").read_text()
     out: list[str] = []
     skip = False
+    # keys written below from cfg, not copied from the shipped spec
+    written_below = {"batch_end"} | ({"precision"} if cfg.get("precision") else set())
     for line in text.splitlines():
         key = line.split("=", 1)[0].strip()
         if line.startswith("["):
             skip = line.startswith("[space.params.batch_end]")
-        if skip or (key == "batch_end" and not line.startswith("#")):
+        if skip or (key in written_below and not line.startswith("#")):
             continue
         if key == "name":
             line = f'name = "law-s{seed}"'
