@@ -129,9 +129,15 @@ def _write_runs(path, *, rows=None) -> None:
     path.write_text("\n".join(rows(lines) if rows else lines) + "\n")
 
 
-def test_law_fit_reads_a_step_law_shaped_table_and_writes_law_files(tmp_path) -> None:
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_law_fit_reads_a_step_law_shaped_table_and_writes_law_files(tmp_path, suffix) -> None:
     runs = tmp_path / "runs.csv"
     _write_runs(runs)
+    if suffix == ".parquet":
+        import pandas as pd
+
+        pd.read_csv(runs).to_parquet(runs.with_suffix(".parquet"))
+        runs = runs.with_suffix(".parquet")
     out = tmp_path / "law"
     rc = main(["law", "fit", str(runs), "--column", "B=bs", "--batch-unit", "2048",
                "--vary", "smooth loss", "--out", str(out)])

@@ -58,7 +58,8 @@ def backtest(law: StudyLaw | BatchLaw, *, proxy: ModelArgs,
 
 def _times(ratio: float) -> str:
     """A ratio as a factor: ``2.1x`` or ``1/550x``."""
-    return f"{ratio:.2g}x" if ratio >= 1 else f"1/{1 / ratio:.3g}x"
+    inv = 1 / ratio
+    return f"{ratio:.2g}x" if ratio >= 1 else f"1/{inv:.2g}x" if inv < 100 else f"1/{inv:,.0f}x"
 
 
 def backtest_table(rows: list[dict[str, Any]]) -> str:
