@@ -59,6 +59,8 @@ class Server:
                 try:
                     urllib.request.urlopen(self.url + "/openapi.json", timeout=2).close()
                     return self
+                except urllib.error.HTTPError:
+                    return self  # it answered: a 401 once a token exists
                 except (urllib.error.URLError, OSError):
                     pass
             time.sleep(0.5)
