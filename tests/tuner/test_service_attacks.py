@@ -167,7 +167,8 @@ def test_pages_cannot_be_framed_and_load_nothing_from_elsewhere(exposed):
     assert status == 200
     status, body = srv.call("GET", "/docs", token=tokens["eve"])  # no Swagger UI from a CDN
     assert "swagger" not in str(body).lower() and "cdn" not in str(body).lower()
-    assert srv.call("GET", "/openapi.json")[0] == 200
+    assert srv.call("GET", "/openapi.json")[0] == 401  # the description, like every route,
+    assert srv.call("GET", "/openapi.json", token=tokens["eve"])[0] == 200  # needs a token
 
 
 @pytest.mark.parametrize("change, field", [

@@ -1,7 +1,7 @@
-"""The service's FastAPI application: the JSON API (OpenAPI at ``/openapi.json``; no Swagger
-page, which would load from a CDN), the live progress stream, the pages, and Optuna's
-dashboard mounted read-only. Every response carries the frame and type headers, the pages a
-Content-Security-Policy (`headers.SecurityHeaders`).
+"""The service's FastAPI application: the JSON API (OpenAPI at ``/openapi.json``, for a
+signed-in user; no Swagger page, which would load from a CDN), the live progress stream, the
+pages, and Optuna's dashboard mounted read-only. Every response carries the frame and type
+headers, the pages a Content-Security-Policy (`headers.SecurityHeaders`).
 
 Every route needs a user (`auth.Auth.user`): any user may read; cancel, delete and resume need
 the owner or an admin. Bad input gets a 4xx whose JSON ``detail`` names the field, the rule and
@@ -81,7 +81,7 @@ def create_app(service: Service) -> FastAPI:
         service.views.close()
 
     # no /docs or /redoc: FastAPI's pages load Swagger UI and ReDoc from a CDN; the OpenAPI
-    # description stays at /openapi.json for any client or viewer to read
+    # description stays at /openapi.json for any signed-in client or viewer to read
     app = FastAPI(title="moetune", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None,  # served below, behind the same sign-in as every route
                   description="Hyperparameter autotuning studies for DeepSeek-V3-style MoE "
