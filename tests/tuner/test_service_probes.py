@@ -16,12 +16,15 @@ import optuna
 import pytest
 from fastapi.testclient import TestClient
 
+from trainers.presets import PUBLISHED_CONFIGS
+from tuner.app.service import driver
 from tuner.app.service.api import create_app
 from tuner.app.service.auth import CACHE_S, Auth
 from tuner.app.service.caps import trainings
 from tuner.app.service.context import Service, ServiceConfig
 from tuner.app.service.private import csrf_key, make_private
 from tuner.app.service.scheduler import Scheduler
+from tuner.app.service.studies import service_record, set_state
 from tuner.app.service.tokens import TokenStore
 from tuner.study.specs.spec import parse_spec, read_toml
 from tuner.study.store import database as db
@@ -275,3 +278,25 @@ def test_absurd_resources_are_refused(svc, key, value):
     status, body = svc.submit(SPEC.format(name="greedy", n=2) + f"[resources]\n{key} = {value}\n")
     assert status == 422 and body["field"] == f"resources.{key}", body
     assert f"but got {float(value)}" in body["detail"]
+
+
+def test_a_corpus_swapped_for_a_link_out_of_the_roots_after_submit_is_not_read(tmp_path):
+    data, outside = tmp_path / "data", tmp_path / "outside.txt"
+    data.mkdir()
+    text = "the quick brown fox jumps over the lazy dog. " * 400
+    (data / "corpus.txt").write_text(text)
+    outside.write_text("secret " * 5)  # too small to train on: its size would be the error
+    s = in_process(tmp_path / "root", data_roots=(data,))
+    status, body = s.submit(SPEC.format(name="swapped", n=2)
+                            + f'[data]\ncorpus = "{data / "corpus.txt"}"\n')
+    s.service.views.close()
+    assert status == 201, body
+    (data / "corpus.txt").unlink()  # while it waits in the queue
+    (data / "corpus.txt").symlink_to(outside)
+    study = optuna.load_study(study_name="swapped", storage=s.service.storage)
+    set_state(study, "starting")
+    state = driver.run_driver("swapped", s.service.config.storage_url, str(s.root),
+                              "tuner.testing:slow_train", (str(data), str(PUBLISHED_CONFIGS)))
+    error = service_record(study)["error"]
+    assert state == "failed" and "data.corpus: must be a file under a data root" in error, error
+    assert "token" not in error and str(outside) not in error  # nothing about the file read

@@ -269,6 +269,7 @@ def serve(args: argparse.Namespace) -> int:
     import ray
     import uvicorn
 
+    from trainers.presets import PUBLISHED_CONFIGS
     from tuner.app.service import deadline
     from tuner.app.service.api import create_app
     from tuner.app.service.auth import Auth
@@ -303,7 +304,9 @@ def serve(args: argparse.Namespace) -> int:
                            max_width=args.max_width,
                            attach_owners=attach_owners(args.attach))
     scheduler = Scheduler(storage=storage, storage_url=url, root=root, trainer=args.trainer,
-                          max_running=args.max_running)
+                          max_running=args.max_running,
+                          data_roots=(*config.data_roots, PUBLISHED_CONFIGS),
+                          resolve=config.local_ray)
     auth = Auth(tokens, csrf_key(root), open_allowed=is_loopback(args.host))
     app = create_app(Service(config, storage, auth, scheduler))
     print(f"moetune service on http://{args.host}:{port}/ (storage {db.shown(url)}; "

@@ -4,9 +4,11 @@ moetune. A path anywhere else is refused before anything reads it, with an error
 field and the value sent and says nothing about the file (whether it exists, its size, its
 keys), so a token holder cannot probe the service's disk.
 
-The path is resolved (symbolic links followed) on the service's machine when the service runs
-its own Ray; on a cluster (``--address``) the files live on the nodes, so the check is on the
-path as written (normalized: no ``..`` escapes), and a link inside a data root is trusted.
+The paths are checked at submit and again by the study's driver before it reads the files
+(`check_spec_paths`). The path is resolved (symbolic links followed) on the service's machine
+when the service runs its own Ray; on a cluster (``--address``) the files live on the nodes, so
+the check is on the path as written (normalized: no ``..`` escapes), and a link inside a data
+root is trusted.
 """
 
 from __future__ import annotations
@@ -45,6 +47,18 @@ def spec_paths(table: dict[str, Any]) -> Iterator[tuple[str, str]]:
     full_run = _section(table, "full_run")
     if isinstance(full_run.get("target"), str) and is_path(full_run["target"]):
         yield "full_run.target", full_run["target"]
+
+
+def check_spec_paths(table: dict[str, Any], roots: Sequence[Path], *, resolve: bool) -> None:
+    """`check_path` on every file ``table`` names (`spec_paths`): at submit, and again by the
+    study's driver just before it reads them, so a file swapped for a link out of the roots
+    while the study waited in the queue is refused, not read.
+
+    Raises:
+        OutsideDataRoots: the first path outside every root.
+    """
+    for field, value in spec_paths(table):
+        check_path(field, value, roots, resolve=resolve)
 
 
 def is_path(target: str) -> bool:

@@ -31,10 +31,14 @@ def actor_name(study: str) -> str:
     return f"study:{study}"
 
 
-def run_driver(name: str, storage_url: str, root: str, trainer: str) -> str:
+def run_driver(name: str, storage_url: str, root: str, trainer: str,
+               data_roots: tuple[str, ...] = (), resolve: bool = True) -> str:
     """Drive study ``name`` to its end inside the actor; returns the end state, or
     `studies.STORAGE_UNREACHABLE` when the storage stopped answering (then the scheduler
-    records the end once it answers again)."""
+    records the end once it answers again). With ``data_roots`` (the service's, and the
+    shipped configs) every file the spec names is checked against them again before any is
+    read (`data_roots.check_spec_paths`; ``resolve``: links followed)."""
+    from tuner.app.service.data_roots import check_spec_paths
     from tuner.app.service.faults import storage_down
     from tuner.app.service.studies import (
         STORAGE_UNREACHABLE,
@@ -46,11 +50,16 @@ def run_driver(name: str, storage_url: str, root: str, trainer: str) -> str:
     from tuner.study.specs.spec import check_inputs
     from tuner.study.store.control import StorageStopFlag, stop_requested
 
+    def check(spec: Any) -> None:
+        if data_roots:  # a file swapped for a link out of the roots since submit is refused
+            check_spec_paths(spec.to_dict(), [Path(r) for r in data_roots], resolve=resolve)
+        check_inputs(spec)
+
     study = None
     try:
         # the stored spec parsed and its input files checked once, here, at the start
         with prepare_stored(name, run_dir=Path(root) / name, storage=storage_url,
-                            check=check_inputs) as plan:
+                            check=check) as plan:
             study = plan.study
             assert study is not None  # prepare_stored loads the study or raises
             module, _, attr = trainer.partition(":")
@@ -144,21 +153,25 @@ def _stages(plan: Any, storage_url: str, train: Any, stop: Any) -> bool:
 class StudyDriver:
     """One study's driver; it ends itself when the study ends."""
 
-    def run(self, name: str, storage_url: str, root: str, trainer: str) -> str:
+    def run(self, name: str, storage_url: str, root: str, trainer: str,
+            data_roots: tuple[str, ...] = (), resolve: bool = True) -> str:
         isolate_tune_registry()
         try:
-            return run_driver(name, storage_url, root, trainer)
+            return run_driver(name, storage_url, root, trainer, data_roots, resolve)
         finally:
             ray.actor.exit_actor()  # whatever happened: a driver never outlives its run
 
 
-def start(name: str, *, storage_url: str, root: Path, trainer: str) -> None:
-    """Start the driver of study ``name`` (nothing if one is already running)."""
+def start(name: str, *, storage_url: str, root: Path, trainer: str,
+          data_roots: tuple[Path, ...] = (), resolve: bool = True) -> None:
+    """Start the driver of study ``name`` (nothing if one is already running); ``data_roots``
+    and ``resolve`` as `run_driver` takes them."""
     if is_running(name):
         return
     actor: Any = StudyDriver.options(  # type: ignore[attr-defined]  # ray's decorator
         name=actor_name(name), namespace=NAMESPACE, lifetime="detached").remote()
-    actor.run.remote(name, storage_url, str(root), trainer)
+    actor.run.remote(name, storage_url, str(root), trainer, tuple(map(str, data_roots)),
+                     resolve)
 
 
 def is_running(name: str) -> bool:

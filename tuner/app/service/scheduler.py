@@ -41,8 +41,12 @@ class Scheduler:
     """Runs `tick` every ``interval_s`` seconds in a daemon thread until `stop`."""
 
     def __init__(self, *, storage: optuna.storages.BaseStorage, storage_url: str, root: Path,
-                 trainer: str, max_running: int, interval_s: float = 1.0) -> None:
+                 trainer: str, max_running: int, interval_s: float = 1.0,
+                 data_roots: tuple[Path, ...] = (), resolve: bool = True) -> None:
         self._storage = storage
+        # where a spec's files may lie, checked again by each driver (`driver.run_driver`)
+        self._data_roots = data_roots
+        self._resolve = resolve
         self._url = storage_url
         self._root = root
         self._trainer = trainer
@@ -99,7 +103,10 @@ class Scheduler:
                 queued.append((str(rec.get("submitted_at", "")), name))
         for _, name in sorted(queued)[:max(0, self._max_running - active)]:
             set_state(st.load_study(name, self._storage), "starting")
-            driver.start(name, storage_url=self._url, root=self._root, trainer=self._trainer)
+            roots = ({"data_roots": self._data_roots, "resolve": self._resolve}
+                     if self._data_roots else {})  # none: the driver re-checks no path
+            driver.start(name, storage_url=self._url, root=self._root, trainer=self._trainer,
+                         **roots)
 
 
     def _after_outage(self) -> bool:
