@@ -18,6 +18,7 @@ from reports.html import inline
 from tuner.modeling import power_law as pl
 from tuner.modeling.cost_model import non_embedding_flops_per_token
 from tuner.modeling.full_run import load_target
+from tuner.modeling.lr_batch_law import LrBatchLaw
 from tuner.modeling.pooled_law import LACK_OF_FIT_P
 from tuner.modeling.published_recipes import published_recipe
 from tuner.study.specs.spec import StudySpec
@@ -93,9 +94,32 @@ def law_markdown(data: dict[str, Any]) -> str:
             f"{num(o['lr'])} [{_span(o['lr_interval'])}]{edge} | {_span(o['near_lr'])} | "
             f"{batch} | {num(o['loss'], '.4f')} | {num(best.get('lr'))} / "
             f"{num(best.get('batch'), '.0f')} / {num(best.get('loss'), '.4f')} | {sd} |")
-    lines += [""] + _laws(data) + [""] + _held(data) + ["", "![lr* and B* against the budget]"
+    lines += [""] + _laws(data) + [""] + lr_batch_lines(data) + [""] + _held(data) + [
+        "", "![lr* and B* against the budget]"
                                                         "(law.png)", ""]
     return "\n".join(lines)
+
+
+def lr_batch_lines(data: dict[str, Any]) -> list[str]:
+    """law.md's section on the lr law in tokens and batch (`tuner.modeling.lr_batch_law`)."""
+    head = ["## lr* in tokens and batch", ""]
+    d = data.get("lr_batch_law")
+    if not d:
+        note = data.get("lr_batch_note") or "not fitted"
+        return head + [f"No law in tokens and batch: {note}. This law's lr holds at the batch "
+                       "it was measured at only; an export at another batch refuses it."]
+    law = LrBatchLaw.from_dict(d)
+    (d0, d1), (b0, b1) = law.tokens_range, law.batch_range
+    return head + [
+        f"Modeled: log10 lr* linear in log D, log B and log D·log B, through {law.n_cells} "
+        f"(budget, batch) cells (D {d0:.4g}–{d1:.4g} tokens, B {b0:.4g}–{b1:.4g} tokens per "
+        f"step). D-exponent of lr*: {law.tokens_exponent(b0):+.3f} at B = {b0:.4g}, "
+        f"{law.tokens_exponent(b1):+.3f} at B = {b1:.4g}; B-exponent "
+        f"{law.batch_exponent(d0):+.3f} at D = {d0:.4g}, {law.batch_exponent(d1):+.3f} at "
+        f"D = {d1:.4g}. Scatter beyond the cells' noise τ = {law.tau:.3g} decades (lack of "
+        f"fit p = {num(law.lack_of_fit_p)}); the band also carries a bend in D and the bowls' "
+        f"asymmetry ({law.skew:.3g} decades). At the largest budget and batch: lr* "
+        f"{law.at(d1, b1):.3g}, band {_span(law.band(d1, b1))}."]
 
 
 def _answer(data: dict[str, Any]) -> list[str]:

@@ -186,3 +186,42 @@ def test_the_export_reads_the_law_at_its_batch_through_lr_at_batch() -> None:
     assert got.band[0] < got.lr < got.band[1] and not got.refusal
     assert got.decades_tokens == pytest.approx(2.0)
     assert got.decades_batch == pytest.approx(math.log10(32))
+
+
+def _budget(i: int, tokens: float, batches: tuple[float, ...], rng: np.random.Generator):
+    from tuner.study.workflows.law_fit import BudgetResult
+
+    trials = []
+    for b in batches:
+        m = battery.true_log_lr("loglinear", tokens, b)
+        for x in m + 0.15 * np.arange(-4, 5):
+            trials.append((10 ** x, b, 3 + 0.6 * (x - m) ** 2 + rng.normal(0, 0.01)))
+    return BudgetResult(index=i, study=f"s{i}", tokens=int(tokens), compute=tokens, held_out=False,
+                        n_trials=len(trials), optimum=None, error="", best={}, noise_sd=None,
+                        predicted_trial={}, trials=tuple(trials))
+
+
+def test_a_law_study_whose_budgets_searched_three_batches_fits_the_law_in_both() -> None:
+    from reports.law import lr_batch_lines
+    from tuner.study.workflows.law_fit import lr_batch_law
+
+    rng = np.random.default_rng(0)
+    budgets = [_budget(i, d, battery.BATCHES, rng) for i, d in enumerate(battery.TOKENS)]
+    law, note = lr_batch_law(budgets)
+    assert law is not None and not note and law.n_cells == 12
+    truth = battery.true_log_lr("loglinear", battery.HELD_D, battery.HELD_B)
+    assert abs(math.log10(law.at(battery.HELD_D, battery.HELD_B)) - truth) < 0.1
+    text = "\n".join(lr_batch_lines({"lr_batch_law": law.to_dict()}))
+    assert "12 (budget, batch) cells" in text and "D-exponent" in text
+
+
+def test_a_law_study_at_one_batch_has_no_law_in_batch_and_says_so() -> None:
+    from reports.law import lr_batch_lines
+    from tuner.study.workflows.law_fit import lr_batch_law
+
+    rng = np.random.default_rng(0)
+    budgets = [_budget(i, d, (256.0,), rng) for i, d in enumerate(battery.TOKENS)]
+    law, note = lr_batch_law(budgets)
+    assert law is None and "1 batch(es)" in note
+    text = "\n".join(lr_batch_lines({"lr_batch_law": None, "lr_batch_note": note}))
+    assert "No law in tokens and batch" in text and "refuses" in text

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tuner.modeling.lr_batch_law import LrBatchLaw
+
 DEEPSEEK_LLM_SOURCE = ("DeepSeek LLM (arXiv:2401.02954) eq. 1: eta_opt = 0.3118*C^-0.1250, "
                        "B_opt = 0.2920*C^0.3271 tokens")
 STEP_LAW_SOURCE = ("Step Law (arXiv:2503.04715) eq. 5-6: eta = 1.79*N^-0.713*D^0.307, "
@@ -75,6 +77,8 @@ class StudyLaw:
     held_out: dict[str, object] | None = None
     method: str = "per-budget"  # the lr law: "pooled" (`tuner.modeling.pooled_law`) or a line
     lack_of_fit_p: float | None = None  # pooled: whether one power law holds (small: not)
+    # the lr law in tokens and batch, when the study searched lr at 3 or more batches
+    lr_batch: LrBatchLaw | None = None
 
     def x(self, tokens: float, flops_per_token: float) -> float:
         return tokens if self.variable == "tokens" else flops_per_token * tokens

@@ -14,6 +14,11 @@ Notation: D tokens per trial, M the proxy's non-embedding training FLOPs per tok
 LLM's M), C = M·D, B the final batch in tokens per step (batch_end × seq_len). The laws are in
 x = D under µP and x = C in standard parametrization (`tuner.study.specs.law_spec`).
 
+Where the budgets' trials ran at 3 or more batches with lr searched at each, the lr law in tokens
+and batch, lr*(D, B), goes through one cell per (budget, batch) (``lr_batch``,
+`tuner.modeling.lr_batch_law`): the law an export reads at the batch it writes. Without it a
+law's lr holds at the batch it was measured at only (`tuner.modeling.lr_at_batch`).
+
 For a line through the optima, an optimum on the edge of the range its budget searched is
 censored: the optimum lies beyond it, so that budget is left out of that law (``lr_budgets``,
 ``batch_budgets`` say which went in).
@@ -54,6 +59,14 @@ from typing import Any
 import optuna
 
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
+from tuner.modeling.lr_batch_law import (
+    LawFitError,
+    LrBatchLaw,
+    cell_from_optimum,
+    cell_optimum,
+    fit_lr_batch_law,
+    skew_shift,
+)
 from tuner.modeling.pooled_law import PooledLaw, PooledLawError, fit_pooled_law
 from tuner.modeling.power_law import PowerLaw, StudyLaw, fit_power_law
 from tuner.modeling.response_surface import Optimum, SurfaceError, fit_optimum
@@ -121,6 +134,10 @@ class LawFit:
     # lack of fit p that had each leave
     lr_left_out: tuple[tuple[int, float], ...] = ()
     held_out_in_law: bool = False  # the held-out budget's search ended: the laws include it
+    # the lr law in tokens and batch through the (budget, batch) cells, where the trials ran at
+    # 3 or more batches (`lr_batch_law`); else None and why
+    lr_batch: LrBatchLaw | None = None
+    lr_batch_note: str = ""
 
     def x(self, tokens: float, flops_per_token: float | None = None) -> float:
         """The laws' variable at ``tokens`` (C with ``flops_per_token``, default the proxy's)."""
@@ -173,7 +190,8 @@ class LawFit:
         return StudyLaw(name=self.name, variable=self.variable, lr=self.lr_law,
                         batch=self.batch_law, held_out=self.held_out_check(),
                         method=self.lr_method,
-                        lack_of_fit_p=self.pooled.lack_of_fit_p if self.pooled else None)
+                        lack_of_fit_p=self.pooled.lack_of_fit_p if self.pooled else None,
+                        lr_batch=self.lr_batch)
 
     def held_out_check(self) -> dict[str, Any] | None:
         """Predicted / measured at the held-out budget (module docstring); None before it has
@@ -238,6 +256,8 @@ class LawFit:
                 "lr_left_out": [{"index": i, "lack_of_fit_p": p} for i, p in self.lr_left_out],
                 "lr_line": self.lr_line.to_dict() if self.lr_line else None,
                 "held_out_in_law": self.held_out_in_law,
+                "lr_batch_law": self.lr_batch.to_dict() if self.lr_batch else None,
+                "lr_batch_note": self.lr_batch_note,
                 "batch_below_range": self.batch_below_range}
 
 
@@ -291,6 +311,7 @@ def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
     if "batch_end" in spec.space.names() and len({x_of(b) for b in batch_pts}) >= 2:
         batch_law = fit_power_law([x_of(b) for b in batch_pts], [_o(b).batch for b in batch_pts],
                                   [[10 ** s[1] for s in _o(b).samples] for b in batch_pts])
+    lr_batch, lr_batch_note = lr_batch_law(in_law, seed=seed)
     predicted: dict[str, Any] = {}
     held = next((s for i, s in studies if law.held_out and i == len(law.tokens)), None)
     if held is not None:
@@ -301,11 +322,39 @@ def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
                       predicted=predicted, lr_budgets=pooled_budgets,
                       batch_budgets=tuple(b.index for b in batch_pts), lr_method="pooled",
                       pooled=pooled, lr_line=lr_law, lr_left_out=left_out,
-                      held_out_in_law=held_in)
+                      held_out_in_law=held_in, lr_batch=lr_batch, lr_batch_note=lr_batch_note)
     return LawFit(name=spec.name, variable=variable, flops_per_token=m, params=n,
                   budgets=tuple(results), lr_law=lr_law, batch_law=batch_law,
                   predicted=predicted, lr_budgets=tuple(b.index for b in lr_pts),
-                  batch_budgets=tuple(b.index for b in batch_pts), held_out_in_law=held_in)
+                  batch_budgets=tuple(b.index for b in batch_pts), held_out_in_law=held_in,
+                  lr_batch=lr_batch, lr_batch_note=lr_batch_note)
+
+
+def lr_batch_law(budgets: Sequence[BudgetResult], *, seed: int = 0
+                 ) -> tuple[LrBatchLaw | None, str]:
+    """The lr law in tokens and batch (`tuner.modeling.lr_batch_law`) through the cells of
+    ``budgets``' own trials, one per (budget, batch) with its lr searched, where the trials ran
+    at 3 or more batches; (None, why not) otherwise. In tokens D whatever the study's
+    variable: at one width, C = M·D moves with D alone."""
+    batches = {t[1] for b in budgets for t in b.trials}
+    if len(batches) < 3:
+        return None, (f"the trials ran at {len(batches)} batch(es); a law in tokens and batch "
+                      "needs lr searched at 3 or more")
+    cells = []
+    for b in budgets:
+        for batch in sorted({t[1] for t in b.trials}):
+            lrs = [t[0] for t in b.trials if t[1] == batch]
+            losses = [t[2] for t in b.trials if t[1] == batch]
+            try:
+                opt, censored = cell_optimum(lrs, losses, seed=seed + b.index)
+            except SurfaceError:
+                continue  # too few trials at this batch for a bowl
+            cells.append(cell_from_optimum(opt, tokens=float(b.tokens), batch=batch,
+                                           censored=censored, skew=skew_shift(lrs, losses)))
+    try:
+        return fit_lr_batch_law(cells), ""
+    except LawFitError as e:
+        return None, str(e)
 
 
 def _pooled(in_law: list[BudgetResult], x_of: Any, seed: int
