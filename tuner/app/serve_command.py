@@ -24,6 +24,7 @@ import socket
 import sys
 from pathlib import Path
 
+from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app.commands import DEFAULT_ROOT
 from tuner.app.errors import UsageError
 from tuner.app.service.private import (
@@ -269,7 +270,6 @@ def serve(args: argparse.Namespace) -> int:
     import ray
     import uvicorn
 
-    from trainers.presets import PUBLISHED_CONFIGS
     from tuner.app.service import deadline
     from tuner.app.service.api import create_app
     from tuner.app.service.auth import Auth

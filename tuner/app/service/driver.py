@@ -23,6 +23,8 @@ from typing import Any
 
 import ray
 
+from tuner.app.service.data_roots import check_spec_paths
+
 NAMESPACE = "moetune"
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,6 @@ def run_driver(name: str, storage_url: str, root: str, trainer: str,
     records the end once it answers again). With ``data_roots`` (the service's, and the
     shipped configs) every file the spec names is checked against them again before any is
     read (`data_roots.check_spec_paths`; ``resolve``: links followed)."""
-    from tuner.app.service.data_roots import check_spec_paths
     from tuner.app.service.faults import storage_down
     from tuner.app.service.studies import (
         STORAGE_UNREACHABLE,
