@@ -350,7 +350,7 @@ def _tau2(x: np.ndarray, y: np.ndarray, se2: np.ndarray) -> float:
     def excess(t2: float) -> float:
         wt = 1.0 / (se2 + t2)
         beta, _ = _wls(x, y, wt)
-        return float(np.sum(wt * (y - x @ beta) ** 2)) - dof
+        return float(np.sum(wt * (y - x @ beta) ** 2) - dof)
 
     if dof < 1 or excess(0.0) <= 0:
         return 0.0
