@@ -175,7 +175,7 @@ def test_corpus_errors_name_their_key():
 
 
 def test_a_trial_of_a_tokenizer_study_trains_on_the_tokenized_corpus(tmp_path):
-    """The spec's [data] keys reach the trial (runner._job -> TrialJob -> train_and_report),
+    """The spec's [data] keys reach the trial (runner._job -> Training -> train_and_report),
     and the proxy takes the tokenizer's vocabulary."""
     from types import SimpleNamespace
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import pickle
+import sys
+from types import SimpleNamespace
 
 import optuna
 import pytest
 
+from trainers import Recipe, preset
 from tuner import testing
 from tuner.study.results.noise import (
     combined_noise,
@@ -264,10 +268,59 @@ def test_a_run_whose_worker_dies_is_recorded_and_left_out(ray_session, tmp_path)
 
 
 
-def test_the_spec_sent_to_ray_workers_carries_no_storage_url():
-    from tuner.study.results.noise import for_workers
+@dataclasses.dataclass(eq=False)
+class _Ref:
+    value: dict
 
-    s = spec(noise_repeats=2, storage="postgresql://ops:s3cret@db.example:5432/moetune")
-    shipped = for_workers(s)
-    assert "s3cret" not in repr(shipped) and shipped.study.storage == ""
-    assert shipped.study.noise_repeats == 2 and shipped.budget == s.budget
+
+class _RecordingRay:
+    """Stands in for ``ray`` in `noise._retrain_on_ray`: each task's arguments are pickled as
+    Ray would send them, kept, unpickled and run here."""
+
+    def __init__(self):
+        self.sent: list[bytes] = []
+        self.options: list[dict] = []
+
+    def remote(self, **options):
+        self.options.append(options)
+        return lambda fn: SimpleNamespace(remote=lambda *args: self._run(fn, args))
+
+    def _run(self, fn, args):
+        self.sent.append(pickle.dumps(args))
+        return _Ref(fn(*pickle.loads(self.sent[-1])))
+
+    def wait(self, refs, *, num_returns, timeout):
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        return ref.value
+
+    def cancel(self, ref, *, force):
+        raise AssertionError("nothing is in flight once every run has ended")
+
+
+def test_a_re_training_task_receives_a_training_and_never_the_storage_url(monkeypatch):
+    """What a noise re-training's Ray task receives: the trial's number, one `Training` and
+    the trainer; a password in the study's storage URL is in none of it."""
+    from tuner.study.results import noise
+    from tuner.study.run.training import Training
+
+    s = spec(noise_repeats=2, max_concurrent=2,
+             storage="postgresql://ops:s3cret@db.example:5432/moetune")
+    assert b"s3cret" in pickle.dumps(s)  # the spec itself would carry it
+    ray = _RecordingRay()
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    rec = SimpleNamespace(number=3, model_args_dict=preset("debug").to_dict(),
+                          recipe_dict=Recipe(seq_len=64, lr=1e-3).to_dict())
+    runs = noise._retrain_on_ray([(rec, 1), (rec, 2)], s, trainer=testing.seed_noise_train,
+                                 should_stop=lambda: False, log=None)
+    assert [(r["trial"], r["seed"]) for r in runs] == [(3, 1), (3, 2)]
+    assert all(r.get("error") is None for r in runs)
+    assert ray.options == [{"num_cpus": 1.0, "num_gpus": 0.0, "max_retries": 0}]
+    assert len(ray.sent) == 2
+    for blob in ray.sent:
+        assert b"s3cret" not in blob and b"postgresql" not in blob
+        number, training, trainer = pickle.loads(blob)
+        assert number == 3 and type(training) is Training
+        assert trainer is testing.seed_noise_train
+    assert [pickle.loads(b)[1].seed for b in ray.sent] == [1, 2]

@@ -390,6 +390,6 @@ def test_every_training_moetune_runs_shares_the_cores_with_a_probe():
                                      "fixed": {"seq_len": 64}}})
     rec = types.SimpleNamespace(number=0, model_args_dict=dataclasses.asdict(ARGS),
                                 recipe_dict=dataclasses.asdict(Recipe(seq_len=64)))
-    run = noise._one_run(rec, 1, spec, trainer=recording, data=None, device="cpu")
+    run = noise.retrain_run(0, noise.training_of(rec, 1, spec), recording)
     assert run.get("error") is None and "val_loss" in run
     assert len(seen) == 1 and callable(seen[0])

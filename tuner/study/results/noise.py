@@ -15,9 +15,10 @@ The re-trainings run after Ray Tune's trials have ended, with the trainer the st
 the trial's resources (``resources.cpus_per_trial`` threads, ``gpus_per_trial``): in a study
 (``on_ray``) as Ray tasks, up to ``max_concurrent`` at once as the trials ran, so the cores the
 trials used stay busy; called alone, in this process one after another. Each (trial, seed) run
-is the same computation either way. They are not Optuna trials, so they never count toward
-``n_trials``, are never seen by the sampler and appear in no ranking. A resumed study measures
-again only when its top trials changed.
+is the same `Training`, run by `tuner.study.run.training.run_training` either way; a Ray task
+receives that `Training` (no storage URL in it), the trial's number and the trainer. They are
+not Optuna trials, so they never count toward ``n_trials``, are never seen by the sampler and
+appear in no ranking. A resumed study measures again only when its top trials changed.
 
 `tied` is the rule reports use: a difference in val_loss no larger than the measured sd is a tie.
 The knee (`tuner.study.results.ranking.study_knee`) is tied with the other feasible trials that
@@ -35,20 +36,18 @@ studies' measurements for `moetune compare`.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainers import ModelArgs, Recipe
 from trainers.result import json_safe, to_float
 from tuner.study.results.metrics import TIMED, is_modeled
 from tuner.study.results.ranking import knee, pareto_front
 from tuner.study.results.trial_record import Objective, TrialRecord, trial_records
-from tuner.study.run.cores import gate_for
-from tuner.study.specs.spec import StudySpec, load_data
+from tuner.study.run.training import Trained, Training, run_training
+from tuner.study.specs.spec import StudySpec
 from tuner.study.store import records
 
 Log = Callable[[str], None]
@@ -287,7 +286,7 @@ def _retrain(jobs: Sequence[Job], spec: StudySpec, *, trainer: Callable[..., Any
     for r, seed in jobs:
         if should_stop():
             return None
-        runs.append(_run_here(r, seed, spec, trainer))
+        runs.append(retrain_run(r.number, training_of(r, seed, spec), trainer))
         say(_said(runs[-1], len(runs), len(jobs), spec.name))
     return runs
 
@@ -304,8 +303,7 @@ def _retrain_on_ray(jobs: Sequence[Job], spec: StudySpec, *, trainer: Callable[.
     say = log or (lambda line: None)
     res = spec.resources
     task = ray.remote(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial,
-                      max_retries=0)(_run_here)
-    shipped = for_workers(spec)
+                      max_retries=0)(retrain_run)
     todo = list(enumerate(jobs))
     flying: dict[Any, int] = {}
     runs: dict[int, dict[str, Any]] = {}
@@ -315,7 +313,7 @@ def _retrain_on_ray(jobs: Sequence[Job], spec: StudySpec, *, trainer: Callable[.
                 return None
             while todo and len(flying) < spec.study.max_concurrent:
                 i, (r, seed) = todo.pop(0)
-                flying[task.remote(r, seed, shipped, trainer)] = i
+                flying[task.remote(r.number, training_of(r, seed, spec), trainer)] = i
             done, _ = ray.wait(list(flying), num_returns=1, timeout=1.0)
             for ref in done:
                 i = flying.pop(ref)
@@ -332,49 +330,34 @@ def _retrain_on_ray(jobs: Sequence[Job], spec: StudySpec, *, trainer: Callable[.
     return [runs[i] for i in range(len(jobs))]
 
 
-def for_workers(spec: StudySpec) -> StudySpec:
-    """``spec`` without its storage URL: a re-training needs none, and a password in it must
-    not travel to Ray's workers (trials get a `trainable.TrialJob`, which has none either)."""
-    return dataclasses.replace(spec, study=dataclasses.replace(spec.study, storage=""))
+def training_of(r: TrialRecord, seed: int, spec: StudySpec) -> Training:
+    """Trial ``r``'s recipe and model trained again with ``seed``, the study's budget, corpus
+    and per-trial resources."""
+    return Training(model_args=r.model_args_dict, recipe=r.recipe_dict, data=spec.data,
+                    token_budget=spec.budget.tokens_per_trial, seed=seed,
+                    eval_every_tokens=spec.budget.eval_every_tokens,
+                    cpus=spec.resources.cpus_per_trial, gpus=spec.resources.gpus_per_trial)
 
 
-def _run_here(r: TrialRecord, seed: int, spec: StudySpec,
-              trainer: Callable[..., Any]) -> dict[str, Any]:
-    """One re-training in this process with the trial's thread count and device."""
-    # torch and the trainer only here: the tie rules above are imported by light commands
-    # (`moetune export`'s parser), which must not load torch
-    import torch
+def retrain_run(number: int, training: Training, trainer: Callable[..., Any]) -> dict[str, Any]:
+    """One re-training of trial ``number`` (`run_training`), as a run: an exception is recorded
+    on it (val_loss NaN), not raised: the study's trials are done, and one failed re-run leaves
+    the others' spread usable."""
+    return run_record(number, training.seed, run_training(training, trainer=trainer))
 
-    device = "cuda" if spec.resources.gpus_per_trial > 0 and torch.cuda.is_available() else "cpu"
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
-    try:
-        return _one_run(r, seed, spec, trainer=trainer, data=load_data(spec.data),
-                        device=device)
-    finally:
-        torch.set_num_threads(before)
+
+def run_record(number: int, seed: int, trained: Trained) -> dict[str, Any]:
+    """The run as `records.NOISE` keeps it."""
+    run: dict[str, Any] = {"trial": number, "seed": seed}
+    if trained.status != "ok":
+        return run | {"val_loss": "nan", "error": trained.error}
+    return run | {"val_loss": json_safe(float(trained.result.val_loss))}
 
 
 def _said(run: dict[str, Any], k: int, n: int, name: str) -> str:
     """A progress line: the ``k``-th of ``n`` re-trainings of study ``name`` has ended."""
     return (f"{name}: re-training {k}/{n}: trial {run['trial']} with seed {run['seed']}: "
             f"val_loss {run['val_loss']}")
-
-
-def _one_run(r: TrialRecord, seed: int, spec: StudySpec, *, trainer: Callable[..., Any],
-             data: Any, device: str) -> dict[str, Any]:
-    """One re-training; an exception is recorded on the run (val_loss NaN), not raised: the
-    study's trials are done, and one failed re-run leaves the others' spread usable."""
-
-    run: dict[str, Any] = {"trial": r.number, "seed": seed}
-    try:
-        result = trainer(ModelArgs.from_dict(r.model_args_dict), Recipe.from_dict(r.recipe_dict),
-                         data=data, token_budget=spec.budget.tokens_per_trial, seed=seed,
-                         eval_every_tokens=spec.budget.eval_every_tokens, device=device,
-                         **gate_for(trainer))
-    except Exception as e:  # noqa: BLE001 - recorded on the run below
-        return run | {"val_loss": "nan", "error": f"{type(e).__name__}: {e}"[:300]}
-    return run | {"val_loss": json_safe(float(result.val_loss))}
 
 
 def _loss(r: TrialRecord) -> float:

@@ -35,10 +35,11 @@ from tuner.study.run.progress import StudyProgress, stderr_lines
 from tuner.study.run.samplers import make_sampler
 from tuner.study.run.schedulers import AnyOf, StopFlag, StopWhenSet, make_scheduler
 from tuner.study.run.searcher import StudySearcher, Tally
-from tuner.study.run.trainable import Trainer, TrialJob, run_trial
+from tuner.study.run.trainable import run_trial
+from tuner.study.run.training import Trainer, Training
 from tuner.study.specs.ladder_spec import RUNG_SEP
 from tuner.study.specs.law_spec import base_name
-from tuner.study.specs.spec import StudySpec, max_corpus_bytes
+from tuner.study.specs.spec import StudySpec
 from tuner.study.store import database as db
 from tuner.study.store import lease as ls
 from tuner.study.store import resume as rs
@@ -226,16 +227,12 @@ def _fit(spec: StudySpec, searcher: StudySearcher, *, run_dir: Path, trainer: Tr
     tuner.fit()
 
 
-def _job(spec: StudySpec, searcher: StudySearcher) -> TrialJob:
-    return TrialJob(model_args=searcher.model_args.to_dict(), corpus=spec.data.corpus,
-                    vocab_size=spec.data.vocab_size,
-                    max_corpus_bytes=max_corpus_bytes(spec.data),
-                    tokenizer=spec.data.tokenizer, text_field=spec.data.text_field,
-                    eod_token=spec.data.eod_token,
+def _job(spec: StudySpec, searcher: StudySearcher) -> Training:
+    """The `Training` every trial of the study shares; each trial puts in its own recipe."""
+    return Training(model_args=searcher.model_args.to_dict(), recipe={}, data=spec.data,
                     token_budget=spec.budget.tokens_per_trial,
                     eval_every_tokens=spec.budget.eval_every_tokens, seed=spec.study.seed,
-                    cpus_per_trial=spec.resources.cpus_per_trial,
-                    gpus_per_trial=spec.resources.gpus_per_trial)
+                    cpus=spec.resources.cpus_per_trial, gpus=spec.resources.gpus_per_trial)
 
 
 def _stage_base(spec: StudySpec) -> str:

@@ -9,14 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import torch
 
-from trainers import ModelArgs, Recipe, train
+from trainers import train
 from trainers.result import json_safe, to_float
 from tuner.study.results.metrics import LOAD_DEPENDENT
-from tuner.study.run.cores import gate_for
 from tuner.study.run.progress import Log, elapsed, eval_lines
-from tuner.study.specs.spec import load_data
+from tuner.study.run.training import Training, run_training
 from tuner.study.store import records
 from tuner.study.store.storage import stored_spec
 
@@ -47,7 +45,6 @@ def rerun_trial(study: optuna.Study, number: int, *, device: str | None = None,
     spec = stored_spec(study)
     say = log or (lambda line: None)
     t0 = time.monotonic()
-    data = load_data(spec.data)
     stored_hash = t.user_attrs.get(records.CORPUS_HASH)
     tokens = spec.budget.tokens_per_trial
     # the thread count the trial recorded, else what the spec gave each trial
@@ -55,25 +52,21 @@ def rerun_trial(study: optuna.Study, number: int, *, device: str | None = None,
     threads = max(1, int(env.get("threads") or spec.resources.cpus_per_trial))
     say(f"trial {number}: started, {tokens:,} tokens, {threads} torch thread(s) as the trial "
         f"had; {elapsed(t0)} elapsed")
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        result = trainer(ModelArgs.from_dict(t.user_attrs[records.MODEL_ARGS]),
-                         Recipe.from_dict(t.user_attrs[records.RECIPE]), data=data,
-                         token_budget=tokens,
-                         seed=t.user_attrs.get(records.SEED, spec.study.seed),
-                         eval_every_tokens=spec.budget.eval_every_tokens,
-                         device=device or t.user_attrs.get(records.DEVICE) or None,
-                         on_eval=eval_lines(say, f"trial {number}", tokens, t0),
-                         **gate_for(trainer))
-    finally:
-        torch.set_num_threads(before)
+    # the device asked for, else the trial's; else a GPU when this machine has one
+    training = Training(model_args=t.user_attrs[records.MODEL_ARGS],
+                        recipe=t.user_attrs[records.RECIPE], data=spec.data, token_budget=tokens,
+                        seed=t.user_attrs.get(records.SEED, spec.study.seed),
+                        eval_every_tokens=spec.budget.eval_every_tokens, cpus=threads, gpus=1,
+                        device=device or t.user_attrs.get(records.DEVICE) or "")
+    trained = run_training(training, trainer=trainer,
+                           on_eval=eval_lines(say, f"trial {number}", tokens, t0))
+    result = trained.result_or_raise()
     stored_metrics = t.user_attrs.get(records.METRICS) or {}
     stored = stored_metrics.get("val_loss")
     compared = compare_metrics(stored_metrics, result.to_dict())
     out = {"study": study.study_name, "trial": number, "stored_val_loss": stored,
            "rerun_val_loss": result.val_loss if math.isfinite(result.val_loss) else "inf",
-           "same_corpus": stored_hash in (None, data.hash), "torch_threads": threads,
+           "same_corpus": stored_hash in (None, trained.corpus_hash), "torch_threads": threads,
            "metrics": compared, "rerun": result.to_dict()}
     written = ""
     if out_dir is not None:

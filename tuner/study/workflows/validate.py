@@ -29,9 +29,9 @@ from trainers.presets import at_width
 from trainers.result import json_safe
 from tuner.modeling import scaling
 from tuner.study.results.trial_record import TrialRecord, trial_records
-from tuner.study.run.cores import gate_for
 from tuner.study.run.progress import Log, elapsed, eval_lines, stderr_lines
-from tuner.study.specs.spec import load_data
+from tuner.study.run.training import Training, run_training
+from tuner.study.specs.spec import DataSection
 from tuner.study.store import records
 from tuner.study.store.storage import stored_spec
 
@@ -113,16 +113,14 @@ def validate_study(study: optuna.Study, *, top: int, scale: float = 2.0,
                           "finite val_loss; validation needs at least 2.")
     say = log or (lambda line: None)
     t0 = time.monotonic()
-    say(f"re-training trials {', '.join(str(r.number) for r in chosen)} at {scale:g}x width "
-        f"(loading the corpus first)")
+    say(f"re-training trials {', '.join(str(r.number) for r in chosen)} at {scale:g}x width")
     spec = stored_spec(study)
     if trainer is None:
         from trainers import train  # torch loads only when a validation trains
 
         trainer = train
-    data = load_data(spec.data)
     tokens = int(spec.budget.tokens_per_trial * token_scale)
-    rows = _retrain(chosen, scale=scale, tokens=tokens, trainer=trainer, data=data,
+    rows = _retrain(chosen, scale=scale, tokens=tokens, trainer=trainer, data=spec.data,
                     device=device, say=say, t0=t0)
     scaled = [float(x["scaled_val_loss"]) for x in rows]
     best_scaled = min(range(len(rows)), key=lambda i: (scaled[i], i))
@@ -138,7 +136,8 @@ def validate_study(study: optuna.Study, *, top: int, scale: float = 2.0,
 
 
 def _retrain(chosen: list[TrialRecord], *, scale: float, tokens: int, trainer: Callable,
-             data: Any, device: str | None, say: Log, t0: float) -> list[dict[str, Any]]:
+             data: DataSection, device: str | None, say: Log,
+             t0: float) -> list[dict[str, Any]]:
     rows = []
     for i, r in enumerate(chosen, 1):
         where = f"trial {r.number} ({i}/{len(chosen)})"
@@ -146,9 +145,13 @@ def _retrain(chosen: list[TrialRecord], *, scale: float, tokens: int, trainer: C
         recipe = _scaled_recipe(r, large, tokens)
         say(f"{where}: started, {tokens:,} tokens at lr {recipe.lr:.3g}; {elapsed(t0)} "
             "elapsed")
-        res = trainer(large, recipe, data=data, token_budget=tokens, seed=r.recipe.seed,
-                      device=device, on_eval=eval_lines(say, where, tokens, t0),
-                      **gate_for(trainer))
+        # in this command's own process: its threads as they are; the device asked for, else
+        # a GPU when this machine has one
+        training = Training(model_args=large.to_dict(), recipe=recipe.to_dict(), data=data,
+                            token_budget=tokens, seed=r.recipe.seed, gpus=1,
+                            device=device or "")
+        res = run_training(training, trainer=trainer,
+                           on_eval=eval_lines(say, where, tokens, t0)).result_or_raise()
         rows.append({"trial": r.number, "proxy_val_loss": r.metric("val_loss"),
                      "scaled_val_loss": res.val_loss if math.isfinite(res.val_loss) else "inf",
                      "lr": recipe.lr, "diverged": bool(res.diverged)})
