@@ -225,3 +225,25 @@ def test_a_law_study_at_one_batch_has_no_law_in_batch_and_says_so() -> None:
     assert law is None and "1 batch(es)" in note
     text = "\n".join(lr_batch_lines({"lr_batch_law": None, "lr_batch_note": note}))
     assert "No law in tokens and batch" in text and "refuses" in text
+
+
+def test_a_study_law_that_fitted_the_batch_exports_its_lr_at_any_batch() -> None:
+    """A law study whose budgets searched the batch carries lr*(D, B) to the export: the LR at
+    the batch the export writes is that law's, not the line in D alone (which it would refuse
+    off the batches it measured)."""
+    from tuner.modeling.lr_at_batch import LawBatches, lr_at_batch
+    from tuner.modeling.power_law import StudyLaw, fit_power_law
+
+    two_d = fit_lr_batch_law(_exact_cells(noise=0.05))
+    line = fit_power_law(battery.TOKENS, [1e-3] * len(battery.TOKENS),
+                         [[1e-3] * 4 for _ in battery.TOKENS])
+    batches = LawBatches.of(battery.BATCHES)
+    far = 8 * battery.HELD_B
+    alone = lr_at_batch(StudyLaw(name="s", variable="tokens", lr=line), tokens=battery.FAR_D,
+                        batch=far, flops_per_token=1.0, batches=batches)
+    assert alone.lr is None and alone.refusal  # the line in D alone says nothing at that batch
+    got = lr_at_batch(StudyLaw(name="s", variable="tokens", lr=line, lr_batch=two_d),
+                      tokens=battery.FAR_D, batch=far, flops_per_token=1.0, batches=batches)
+    assert not got.refusal and got.valid_at_batch is None
+    assert got.lr == pytest.approx(two_d.at(battery.FAR_D, far))
+    assert got.decades_batch == pytest.approx(math.log10(32))

@@ -9,6 +9,8 @@ across the batch range. So a law carries its LR only to a batch where it measure
   ``at(tokens, batch, params)``, ``band(tokens, batch, params, level)``,
   ``decades_past(tokens, batch) -> {"tokens": ..., "batch": ...}``) gives lr*(D, B) at any
   batch, with its band and both extrapolation distances;
+- a law study whose budgets searched lr at 3 or more batches carries its two-variable law
+  (``StudyLaw.lr_batch``, fitted by `tuner.study.workflows.law_fit`), which answers as above;
 - a **law in D alone** (`tuner.modeling.power_law.StudyLaw`) whose trials all ran at one batch
   (`LawBatches.fixed`: the shipped ``search_spaces/law.toml``, 256 tokens per step) is valid at
   that batch only: elsewhere `lr_at_batch` refuses (``lr`` None, ``refusal`` naming what to
@@ -112,7 +114,10 @@ def lr_at_batch(law: StudyLaw | BatchLaw, *, tokens: float, batch: float,
     """The LR ``law`` gives for a run of ``tokens`` at ``batch`` tokens per step (module
     docstring); ``flops_per_token`` is the full run's M (a law in C = M·D), ``params`` its N
     (a two-variable law with an N term), ``batches`` where a law in D alone was fitted (None:
-    unknown, so it carries no LR but along its batch law)."""
+    unknown, so it carries no LR but along its batch law). A study's law that fitted lr*(D, B)
+    through its (budget, batch) cells (``StudyLaw.lr_batch``) answers with that law."""
+    if isinstance(law, StudyLaw) and law.lr_batch is not None:
+        law = law.lr_batch
     if not isinstance(law, StudyLaw):
         name = getattr(law, "name", "two-variable law")
         lo, hi = law.band(tokens, batch, params, level=LEVEL)
