@@ -11,12 +11,13 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
 from service_process import SPEC, Server
-from test_service_auth import Browser
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc and `ss` (Linux)")
 
@@ -39,6 +40,35 @@ def exposed(tmp_path_factory):
                               "--max-concurrent-trials", "2")).start()
     yield srv, tokens
     srv.stop()
+
+
+class Browser:
+    """Form posts and a cookie sent to the real server, as a browser sends them (redirects
+    not followed)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.cookie = ""
+
+    def request(self, method: str, path: str, form: dict[str, str] | None = None
+                ) -> tuple[int, str, dict[str, str]]:
+        data = urllib.parse.urlencode(form).encode() if form is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if form is not None:
+            req.add_header("Content-Type", "application/x-www-form-urlencoded")
+        if self.cookie:
+            req.add_header("Cookie", self.cookie)
+        opener = urllib.request.build_opener(_NoRedirect)
+        try:
+            with opener.open(req, timeout=60) as r:
+                return r.status, r.read().decode(), dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(), dict(e.headers)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return None
 
 
 def sign_in(srv: Server, token: str) -> Browser:
