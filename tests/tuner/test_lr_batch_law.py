@@ -247,3 +247,74 @@ def test_a_study_law_that_fitted_the_batch_exports_its_lr_at_any_batch() -> None
     assert not got.refusal and got.valid_at_batch is None
     assert got.lr == pytest.approx(two_d.at(battery.FAR_D, far))
     assert got.decades_batch == pytest.approx(math.log10(32))
+
+
+def _fit_table_law(tmp_path) -> tuple[LrBatchLaw, str]:
+    runs = tmp_path / "runs.csv"
+    _write_runs(runs)
+    out = tmp_path / "law"
+    assert main(["law", "fit", str(runs), "--column", "B=bs", "--batch-unit", "2048",
+                 "--vary", "smooth loss", "--out", str(out)]) == 0
+    path = out / "law.json"
+    return LrBatchLaw.from_dict(json.loads(path.read_text())["lr_batch_law"]), str(path)
+
+
+def test_an_export_takes_its_lr_from_a_table_law_at_the_batch_it_writes(tmp_path, capsys):
+    """`moetune export --law law.json`: the LR is the table law's lr*(D, B) at the full run's
+    tokens and the batch written; another batch gets another LR, each with its band."""
+    from tests.tuner.test_export import CONFIGS, _sqlite_study
+
+    law, path = _fit_table_law(tmp_path)
+    url = _sqlite_study(tmp_path)
+    lrs = []
+    for sequences in (512, 2048):
+        out = tmp_path / f"full-{sequences}.json"
+        rc = main(["export", "synthetic", "--storage", url, "--target",
+                   str(CONFIGS / "config_16B.json"), "--gpus", "64", "--tokens", "1e12",
+                   "--global-batch", str(sequences), "--law", path, "--out", str(out)])
+        assert rc == 0, capsys.readouterr().err
+        lr = json.loads(out.read_text())["lr"]
+        assert lr["for_batch_tokens"] == sequences * 4096 and lr["valid_at_batch"] is None
+        assert lr["lr"] == pytest.approx(law.at(1e12, sequences * 4096.0))
+        band = lr["band"]
+        assert band["lo"] < lr["lr"] < band["hi"]
+        assert band["decades_past_tokens"] > 5 and band["decades_past_batch"] > 1
+        lrs.append(lr["lr"])
+    assert lrs[0] != pytest.approx(lrs[1], rel=0.05)  # the coupling to the batch is carried
+
+
+@pytest.mark.parametrize("content, words", [
+    ("not json", "--law: must be a law.json written by `moetune law fit`"),
+    ('{"lr_batch_law": null}', "--law: must hold a law in tokens and batch"),
+    ('{"lr_batch_law": {"terms": ["1"]}}', "--law: its 'lr_batch_law' must be as"),
+])
+def test_a_bad_law_file_exits_2_naming_law_and_writes_nothing(tmp_path, capsys, content, words):
+    from tests.tuner.test_export import CONFIGS, _sqlite_study
+
+    url = _sqlite_study(tmp_path)
+    bad, out = tmp_path / "law.json", tmp_path / "full.json"
+    bad.write_text(content)
+    rc = main(["export", "synthetic", "--storage", url, "--target",
+               str(CONFIGS / "config_16B.json"), "--gpus", "64", "--tokens", "1e12",
+               "--law", str(bad), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and words in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_a_table_law_is_refused_for_a_study_trained_under_mup(tmp_path, capsys, monkeypatch):
+    """A table's law gives one LR for every parameter; a µP study's LR is the base LR."""
+    import dataclasses
+
+    from tests.tuner import test_export
+
+    _, path = _fit_table_law(tmp_path)
+    monkeypatch.setattr(test_export, "PROXY", dataclasses.replace(test_export.PROXY,
+                                                                  mup_base_dim=32))
+    url = test_export._sqlite_study(tmp_path)
+    out = tmp_path / "full.json"
+    rc = main(["export", "synthetic", "--storage", url, "--target",
+               str(test_export.CONFIGS / "config_16B.json"), "--gpus", "64", "--tokens",
+               "1e12", "--law", path, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--law:" in err and "trained under muP" in err and not out.exists()

@@ -26,7 +26,7 @@ from tuner.app.errors import UsageError
 from tuner.app.export_options import check_numbers, parse_target
 from tuner.app.service.studies import ACTIVE, ENDED, TransitionError, service_record, set_state
 from tuner.export import formats
-from tuner.export.answers import ladder_answer, law_answer
+from tuner.export.answers import ladder_answer, law_answer, table_law
 from tuner.export.backtest import backtest_lines
 from tuner.export.export import export_study
 from tuner.export.pick import PICKS, Pick
@@ -265,11 +265,12 @@ MESSAGES_HEADER = "X-Moetune-Messages"
 
 
 def export(study: optuna.Study, request: ExportRequest, *, run_dir: Path, storage: str,
-           file: str | None = None) -> Exported:
+           file: str | None = None, law_file: Path | None = None) -> Exported:
     """Export ``study`` as ``request`` says: a ladder answers with its top rung, a law study
     with its laws (`tuner.export.answers`); the files are `formats.export_files`'s, the launch
     config named ``file`` (default `formats.file_name`). ``run_dir`` and ``storage``: where the
-    study lives (its rungs and budgets live beside it).
+    study lives (its rungs and budgets live beside it). ``law_file`` (the command line's
+    ``--law``): a law.json of ``moetune law fit`` whose lr*(D, B) gives the LR instead.
 
     Raises:
         RequestError: the target cannot be read, nothing can be exported, or the file name does
@@ -280,6 +281,8 @@ def export(study: optuna.Study, request: ExportRequest, *, run_dir: Path, storag
         target = parse_target(request.namespace())
         study, measured_at = ladder_answer(study, run_dir, storage)
         study, law, law_said = law_answer(study, run_dir, storage)
+        if law_file is not None:
+            law, law_said = table_law(law_file, study)
         full, picked = export_study(study, request.pick_rule(), target, law=law)
         files = formats.export_files(request.format, full,
                                      file or formats.file_name(request.format))

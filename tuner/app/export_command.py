@@ -62,6 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--lr-at-fitted-batch", action="store_true",
                    help="a law study that never varied the batch: write its LR as measured at "
                         "its own batch, labelled lr.valid_at_batch (otherwise refused)")
+    p.add_argument("--law", type=Path, metavar="LAW_JSON",
+                   help="a law.json of `moetune law fit`: the LR is its lr*(D, B) at the full "
+                        "run's tokens and final batch (a study trained without muP)")
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--tp", type=int, help="fix the tensor-parallel degree")
     p.add_argument("--pp", type=int, help="fix the pipeline-parallel degree")
@@ -146,7 +149,7 @@ def run_export(args: argparse.Namespace) -> int:
             torchtitan.check_module_name(args.out.stem)
         study = open_study(args.study, Path(args.root) / args.study, args.storage)
         done = export(study, request, run_dir=Path(args.root) / args.study,
-                      storage=args.storage, file=file)
+                      storage=args.storage, file=file, law_file=args.law)
         if args.out is not None:
             # the launch config last: a file that is there is a whole export's
             for name, text in reversed(done.files.items()):

@@ -190,6 +190,9 @@ def _export(client: Client, args: argparse.Namespace) -> int:
 
     request = ExportRequest.from_namespace(args)  # refused here as locally, before sending
     check_out(args.out)
+    if getattr(args, "law", None) is not None:  # the service reads no file a request names
+        raise UsageError("--law: reads a law.json on this machine, so it works without "
+                         "--server only: export locally, or give the LR with --lr.")
     body, content_type, headers = client.response(
         "POST", f"/api/v1/studies/{_q(args.study)}/export", request.options())
     files = (_unzip(body) if content_type.startswith("application/zip")

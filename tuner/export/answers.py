@@ -1,13 +1,18 @@
 """Which study answers an export, and with what: a law study exports its laws (`law_answer`), a
 ladder its top rung (`ladder_answer`). The command line's ``moetune export`` and the service's
-export both ask these (`tuner.app.actions.export`), so the two cannot answer differently.
+export both ask these (`tuner.app.actions.export`), so the two cannot answer differently. On the
+command line a law fitted from a table of runs (``moetune law fit``'s law.json, `table_law`)
+can give the LR instead (``--law``); the service reads no file a request names.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from tuner.export.pick import finished_trials
+from tuner.modeling.lr_batch_law import LrBatchLaw
 from tuner.study.specs.ladder_spec import rung_name
 from tuner.study.specs.law_spec import base_name
 from tuner.study.store import database as db
@@ -44,6 +49,44 @@ def law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]:
                f"<= {fit.batch_below_range:.0f} tokens): the final batch is DeepSeek LLM's "
                "B_opt" if fit.batch_below_range else ""))
     return largest, law, said
+
+
+def table_law(path: Path, study: Any) -> tuple[LrBatchLaw, str]:
+    """The law in tokens and batch of a law.json written by ``moetune law fit``, to give the LR
+    of an export of ``study`` at the batch it writes (``--law``).
+
+    Such a law is fitted on runs in standard parametrization (one LR for every parameter), so
+    it is refused for a study whose trials trained under µP, whose LR is the base LR of
+    embeddings, head and norms: the two would not mean the same LR.
+
+    Raises:
+        LookupError: the file cannot be read.
+        ValueError: it holds no law in tokens and batch, or ``study`` trained under µP.
+    """
+    where = f"--law {str(path)!r}"
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise LookupError(f"--law: cannot read {where}: {e.strerror or e}.") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"--law: must be a law.json written by `moetune law fit`, but "
+                         f"{where} is not JSON ({e}).") from None
+    entry = data.get("lr_batch_law") if isinstance(data, dict) else None
+    if not isinstance(entry, dict):
+        raise ValueError(f"--law: must hold a law in tokens and batch (key 'lr_batch_law', "
+                         f"written by `moetune law fit`), but {where} has none.")
+    try:
+        law = LrBatchLaw.from_dict(entry)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise ValueError(f"--law: its 'lr_batch_law' must be as `moetune law fit` writes it, "
+                         f"but {where} lacks or mangles {e}.") from None
+    if any(t.model_args.mup_base_dim for t in finished_trials(study)):
+        raise ValueError(f"--law: a law fitted from a table of runs gives one LR for every "
+                         f"parameter (standard parametrization), but study "
+                         f"{study.study_name!r} trained under muP, where the LR is the base "
+                         f"LR: export a study trained without muP, or give --lr.")
+    return law, (f"LR from the law fitted from a table of runs ({path}, {law.n_cells} cells), "
+                 f"read at the final batch written")
 
 
 def ladder_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, str]:

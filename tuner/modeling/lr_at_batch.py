@@ -130,7 +130,8 @@ def lr_at_batch(law: StudyLaw | BatchLaw, *, tokens: float, batch: float,
                          rule=f"the study's own law ({name}) in tokens and batch: lr*(D, B) "
                               f"at D = {tokens:.4g}, B = {batch:.4g} tokens per step: {lr:.4g}, "
                               f"band [{lo:.3g}, {hi:.3g}] ({LEVEL:.0%}), {d_tokens:.1f} decades "
-                              f"past the fitted budgets in D and {d_batch:.1f} in B")
+                              f"past the fitted budgets in D and {d_batch:.1f} in B"
+                              f"{_params_said(law, params)}")
     x = law.x(tokens, flops_per_token)
     lr, (lo, hi) = law.lr.at(x), law.lr.band(x, LEVEL)
     d_tokens = law.lr.decades_past(x)
@@ -149,6 +150,16 @@ def lr_at_batch(law: StudyLaw | BatchLaw, *, tokens: float, batch: float,
     if why:
         return at
     return dataclasses.replace(at, lr=lr, rule=f"{said}; {_where(law, batch, valid)}")
+
+
+def _params_said(law: BatchLaw, params: float | None) -> str:
+    """For a law with an N term: the N it was read at and how far past its fitted sizes."""
+    fitted = getattr(law, "params_range", None)
+    if params is None or not fitted:
+        return ""
+    past = max(0.0, math.log10(params / fitted[1]), math.log10(fitted[0] / params))
+    return (f", at N = {params:.4g} non-embedding parameters ({past:.1f} decades past the "
+            f"fitted {fitted[0]:.3g}-{fitted[1]:.3g})")
 
 
 def _valid_batch(law: StudyLaw, x: float, batch: float,
