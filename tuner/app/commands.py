@@ -152,8 +152,9 @@ def _forget_stop(spec: StudySpec, run_dir: Path, storage: str, plan: Any) -> Non
         store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
     except LookupError:
         return  # no study database there yet (a new study): nothing to clear, nothing made
-    if spec.name in db.study_names(store):
-        clear_stop(st.load_study(spec.name, store))
+    study = st.find_study(spec.name, store)
+    if study is not None:
+        clear_stop(study)
 
 
 def _staged(spec: StudySpec) -> bool:
@@ -393,7 +394,7 @@ def find_study(name: str, run_dir: Path, url: str, *, where: str = "--storage") 
     except db.StorageError as e:
         raise UsageError(str(e)) from None
     try:
-        return st.load_study(name, store) if name in db.study_names(store) else None
+        return st.find_study(name, store)
     except st.SchemaError as e:
         raise UsageError(str(e)) from None
 

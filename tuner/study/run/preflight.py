@@ -147,7 +147,7 @@ def prepare_stored(name: str, *, run_dir: Path, storage: str = "",
         store = db.open_existing_storage(url, "--storage" if storage else "study.storage")
     except LookupError as e:
         raise LookupError(f"no study {name!r}: {e}") from None
-    study = st.load_study(name, store) if name in db.study_names(store) else None
+    study = st.find_study(name, store)
     if study is None:
         raise LookupError(f"no study {name!r} in {db.shown(url)}; it holds "
                           f"{sorted(db.study_names(store))}.")

@@ -14,7 +14,7 @@ import optuna
 
 from tuner.study.specs.spec import StudySpec, parse_spec
 from tuner.study.store import records
-from tuner.study.store.database import study_names
+from tuner.study.store.database import open_existing_storage, study_names
 
 
 class SchemaError(ValueError):
@@ -54,6 +54,25 @@ def finish_creation(study: optuna.Study, spec: StudySpec) -> None:
     study.set_user_attr(records.SPEC, spec.to_dict())
     study.set_user_attr(records.OBJECTIVES, [list(o) for o in spec.objectives])
     study.set_user_attr(records.CONSTRAINTS, dict(spec.constraints))
+
+
+def find_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study | None:
+    """The study ``name`` if ``storage`` holds it, else None (the one "find a study by name").
+
+    Raises:
+        SchemaError: written by a newer moetune.
+    """
+    return load_study(name, storage) if name in study_names(storage) else None
+
+
+def find_study_at(url: str, name: str) -> optuna.Study | None:
+    """The study ``name`` in the storage at ``url``, None when there is no database there or
+    it does not hold that study; creates nothing (looking leaves no file behind)."""
+    try:
+        storage = open_existing_storage(url)
+    except LookupError:
+        return None
+    return find_study(name, storage)
 
 
 def load_study(name: str, storage: optuna.storages.BaseStorage,

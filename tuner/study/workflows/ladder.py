@@ -138,7 +138,7 @@ def run_ladder(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: An
     with ray_cluster(address, spec):
         for rung, width in enumerate(spec.ladder.widths):
             rspec = rung_spec(spec, rung, promoted)
-            exists = _exists(url, rspec.name)
+            exists = st.find_study_at(url, rspec.name) is not None
             if rung and not promoted:
                 log(f"ladder {spec.name}: no feasible trial at width "
                     f"{spec.ladder.widths[rung - 1]}; nothing climbs to {width}")
@@ -157,13 +157,6 @@ def run_ladder(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: An
             promoted = promote(summary.study, spec.ladder.promote)
     return summaries
 
-
-def _exists(url: str, name: str) -> bool:
-    try:
-        store = db.open_existing_storage(url)
-    except LookupError:
-        return False
-    return name in db.study_names(store)
 
 
 def rung_trials(study: optuna.Study) -> Sequence[TrialRecord]:

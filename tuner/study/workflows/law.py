@@ -110,7 +110,7 @@ def run_law(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: Any =
     with ray_cluster(address, spec):
         for i in range(len(law.budgets)):
             name = budget_name(spec.name, law, i)
-            existing = _existing(url, name)
+            existing = st.find_study_at(url, name)
             if existing is not None:
                 bspec = st.stored_spec(existing)
             elif i == len(law.tokens):  # the held-out budget: predict, then run
@@ -166,10 +166,3 @@ def _held_out_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
         + (f", batch {prediction['batch']:.0f} tokens" if "batch" in prediction else ""))
     return budget_spec(spec, len(law.tokens), predicted=prediction, point=point)
 
-
-def _existing(url: str, name: str) -> optuna.Study | None:
-    try:
-        store = db.open_existing_storage(url)
-    except LookupError:
-        return None
-    return st.load_study(name, store) if name in db.study_names(store) else None
