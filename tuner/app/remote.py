@@ -220,7 +220,8 @@ def _messages(raw: str | None) -> list[str]:
     try:
         said = json.loads(raw) if raw else []
     except ValueError:
-        raise RemoteError(f"the service sent unreadable export messages ({(raw or "")[:80]!r}).") \
+        shown = (raw or "")[:80]
+        raise RemoteError(f"the service sent unreadable export messages ({shown!r}).") \
             from None
     if not isinstance(said, list) or not all(isinstance(x, str) for x in said):
         raise RemoteError("the service sent export messages that are not a list of lines.")
