@@ -103,7 +103,7 @@ class Scheduler:
                 queued.append((str(rec.get("submitted_at", "")), name))
         for _, name in sorted(queued)[:max(0, self._max_running - active)]:
             set_state(st.load_study(name, self._storage), "starting")
-            roots = ({"data_roots": self._data_roots, "resolve": self._resolve}
+            roots: dict[str, Any] = ({"data_roots": self._data_roots, "resolve": self._resolve}
                      if self._data_roots else {})  # none: the driver re-checks no path
             driver.start(name, storage_url=self._url, root=self._root, trainer=self._trainer,
                          **roots)
