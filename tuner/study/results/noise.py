@@ -351,7 +351,7 @@ def run_record(number: int, seed: int, trained: Trained) -> dict[str, Any]:
     run: dict[str, Any] = {"trial": number, "seed": seed}
     if trained.status != "ok":
         return run | {"val_loss": "nan", "error": trained.error}
-    return run | {"val_loss": json_safe(float(trained.result.val_loss))}
+    return run | {"val_loss": json_safe(float(trained.result_or_raise().val_loss))}
 
 
 def _said(run: dict[str, Any], k: int, n: int, name: str) -> str:

@@ -83,7 +83,7 @@ def train_and_report(config: dict[str, Any], *, job: Training, trainer: Trainer,
     if trained.status != "ok":
         return TrialReport(status=trained.status, reason=trained.reason, environment=env,
                            timing=timed or None)
-    return TrialReport(status="ok", result=trained.result.to_dict(), environment=env,
+    return TrialReport(status="ok", result=trained.result_or_raise().to_dict(), environment=env,
                        timing=timed or None)
 
 
