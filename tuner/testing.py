@@ -245,6 +245,38 @@ def law_train(model_args: ModelArgs, recipe: Recipe, *, token_budget: int,
     return make_result(recipe, token_budget=token_budget, val_loss=loss, seed=seed or 0)
 
 
+# A known law in tokens and batch: log10 lr*(D, B) = log10 3e-3 + a·u + b·v + c·u·v with
+# u = log10(D / 1e5), v = log10(B / 1024) (B tokens per step), (a, b, c) = LAW_LR_BATCH: the
+# form `tuner.modeling.lr_batch_law` fits, so a law study over a grid of budgets and batches can
+# be checked against the lr*(D, B) it should recover. The D-exponent at a fixed batch, a + c·v,
+# moves with the batch, as it does in Step Law's sweep (arXiv:2503.04715).
+LAW_LR_BATCH = (-0.2, 0.4, 0.1)
+
+
+def law_lr_batch_optimum(tokens: float, batch: float) -> float:
+    """`law_batch_train`'s true lr* at ``tokens`` trained with ``batch`` tokens per step."""
+    a, b, c = LAW_LR_BATCH
+    u, v = math.log10(tokens / 1e5), math.log10(batch / 1024.0)
+    return 3e-3 * 10 ** (a * u + b * v + c * u * v)
+
+
+def law_batch_train(model_args: ModelArgs, recipe: Recipe, *, token_budget: int,
+                    seed: int | None = None, on_eval: Any = None, **kw: Any) -> TrainResult:
+    """`law_train` whose lr bowl at each batch sits at `law_lr_batch_optimum` of its budget and
+    that batch (the batch's own optimum, and its penalty, as `law_train`'s)."""
+    _, b_star = law_optimum(token_budget)
+    batch = recipe.batch_end * recipe.seq_len
+    lr_star = law_lr_batch_optimum(token_budget, batch)
+    noise = random.Random(f"{recipe.lr!r}|{batch}|{seed}|{token_budget}").gauss(0.0,
+                                                                               LAW_NOISE_SD)
+    loss = (2.0 + 1.5 / math.log10(token_budget) + (math.log10(recipe.lr / lr_star)) ** 2
+            + 0.5 * (math.log10(batch / b_star)) ** 2 + noise)
+    if on_eval is not None:
+        on_eval(token_budget, {"val_loss": loss, "train_loss": loss + 0.1, "max_vio": 0.1,
+                               "step": 10, "tokens_per_s": 1e4})
+    return make_result(recipe, token_budget=token_budget, val_loss=loss, seed=seed or 0)
+
+
 # lr -> behaviour, so one study (with these lr values enqueued) exercises every outcome.
 BY_LR = {1e-4: nan_train, 2e-4: inf_train, 3e-4: oom_train, 4e-4: cpu_oom_train,
          5e-4: error_train, 6e-4: memory_hog_train, 7e-4: crash_train, 8e-4: hang_train}

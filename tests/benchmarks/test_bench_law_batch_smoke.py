@@ -19,6 +19,8 @@ from benchmarks.bench_law import spec_text  # noqa: E402
 
 
 def test_the_design_is_the_shipped_law_toml():
+    """Its budgets, trials and noise are the shipped law.toml's; its batch is its own (the
+    shipped grid, law.batches, is not what it measures)."""
     from tuner.study.specs.spec import load_spec
 
     shipped = load_spec(ROOT / "search_spaces" / "law.toml")
@@ -26,7 +28,6 @@ def test_the_design_is_the_shipped_law_toml():
     assert shipped.law.held_out == bench.DESIGN["held_out"]
     assert shipped.study.n_trials == bench.DESIGN["trials"]
     assert shipped.study.noise_repeats == bench.DESIGN["noise_repeats"]
-    assert [shipped.space.fixed["batch_end"]] == bench.DESIGN["batches"]
 
 
 @pytest.mark.parametrize("batches", [[2], [1, 2, 4, 8, 16], [2, 4, 8, 16, 32, 64]])

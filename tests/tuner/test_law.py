@@ -291,31 +291,88 @@ def test_a_batch_range_above_every_optimum_is_named_not_left_silent(ray_session,
 
 
 def test_the_shipped_law_spec_validates_as_documented() -> None:
+    from collections import defaultdict
     from pathlib import Path
 
     import optuna
 
     from tuner.study.run.samplers import make_sampler
     from tuner.study.specs.spec import load_spec
+    from tuner.study.workflows.law import budget_spec
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "search_spaces" / "law.toml")
     law = spec.law
     assert law.on and law.mup and law.held_out >= 5 * law.tokens[-1]
-    assert math.log10(law.tokens[-1] / law.tokens[0]) >= 1.5
-    # lr searched at one batch (on this proxy the batch's optimum lay below every range
-    # searched: benchmarks/RESULTS.md), so the lr law is pooled over every trial
-    assert spec.space.names() == ("lr",) and spec.space.fixed["batch_end"] >= 1
-    assert spec.study.n_trials >= 6  # a surface in lr alone (response_surface.MIN_TRIALS)
-    # qmc's scrambled Sobol design puts each block of 8 trials one in each eighth of the lr
-    # axis (log scale), so n a multiple of 8 covers every eighth n / 8 times
+    assert len(law.tokens) >= 4 and math.log10(law.tokens[-1] / law.tokens[0]) >= 1.5
+    # the grid: lr searched at >= 3 batches spanning >= 1 decade, at every budget; fp32 fixed
+    assert len(law.batches) >= 3 and law.batches[-1] / law.batches[0] >= 10
+    assert spec.space.names() == ("lr", "batch_end") and "batch_end" not in spec.space.fixed
+    assert spec.space.fixed["precision"] == "fp32"
+    # qmc's scrambled Sobol design within each batch's block: every (budget, batch) cell puts
+    # one trial in each eighth of the lr axis (log scale), at the held-out budget too (its
+    # enqueued predicted recipe takes no point of the design)
     n = spec.study.n_trials
-    assert spec.study.sampler == "qmc" and n % 8 == 0
+    assert spec.study.sampler == "qmc" and n == 8 * len(law.batches)
     lr = spec.space.distributions()["lr"]
     lo, hi = math.log(lr.low), math.log(lr.high)
-    study = optuna.create_study(sampler=make_sampler(spec))
-    study.optimize(lambda t: t.suggest_float("lr", lr.low, lr.high, log=True) * 0, n_trials=n)
-    eighths = [min(7, int(8 * (math.log(t.params["lr"]) - lo) / (hi - lo))) for t in study.trials]
-    assert sorted(eighths) == sorted(list(range(8)) * (n // 8))
+    for i, point in ((0, None), (len(law.tokens), {"lr": 2e-3, "batch_end": law.batches[1]})):
+        bspec = budget_spec(spec, i, predicted={"lr": 2e-3} if point else None, point=point)
+        study = optuna.create_study(sampler=make_sampler(bspec))
+        if point:
+            study.enqueue_trial(point)
+        for _ in range(bspec.study.n_trials):
+            study.tell(study.ask(bspec.space.distributions()), 0.0)
+        cells = defaultdict(list)
+        for t in study.trials[1 if point else 0:]:
+            cells[t.params["batch_end"]].append(
+                min(7, int(8 * (math.log(t.params["lr"]) - lo) / (hi - lo))))
+        assert {b: sorted(e) for b, e in cells.items()} == {
+            b: list(range(8)) for b in law.batches}, (i, dict(cells))
+
+
+@pytest.mark.parametrize("law, space, field, rule", [
+    ({"batches": [2, 8]}, None, "law.batches", "at least 3"),
+    ({"batches": [2, 8, 16]}, None, "law.batches", "1 decade"),
+    ({"batches": [2, 32, 8]}, None, "law.batches", "must increase"),
+    ({"batches": [0, 4, 16]}, None, "law.batches", "positive integer"),
+    ({"batches": "1,4,16"}, None, "law.batches", "list of at least 3"),
+    ({"batches": [1, 4, 16]}, {"fixed": {"batch_end": 2}}, "space.fixed.batch_end",
+     "must not be set"),
+    ({"batches": [1, 4, 16]}, {"batch_end": [1, 4, 32]}, "space.params.batch_end",
+     r"categorical \[1, 4, 16\]"),
+    ({"batches": [1, 4, 16]}, {"seq_len": [64, 128]}, "space.params.seq_len",
+     "must not be searched"),
+    ({"batches": [1, 4, 16], "trials": 16}, None, "law.trials", "multiple of"),
+])
+def test_bad_law_batches_name_the_field_and_rule(law, space, field, rule) -> None:
+    t = _table(**law)
+    del t["space"]["params"]["batch_end"]
+    for name, choices in (space or {}).items():
+        if name == "fixed":
+            t["space"]["fixed"] |= choices
+        else:
+            t["space"]["fixed"].pop(name, None)
+            t["space"]["params"][name] = {"type": "categorical", "choices": choices}
+    with pytest.raises(SpecError, match=rf"^{field}: .*{rule}"):
+        parse_spec(t)
+
+
+def test_law_batches_add_batch_end_to_the_space_and_the_stored_spec_reads_back() -> None:
+    t = _table(batches=[1, 4, 16], trials=12)
+    del t["space"]["params"]["batch_end"]
+    spec = parse_spec(t)
+    assert spec.space.distributions()["batch_end"] == optuna_categorical([1, 4, 16])
+    assert spec.to_dict()["law"]["batches"] == [1, 4, 16]
+    again = parse_spec(spec.to_dict())  # a stored spec searches batch_end exactly so
+    assert again.space == spec.space and again.law == spec.law
+    t["space"]["params"]["batch_end"] = {"type": "categorical", "choices": [1, 4, 16]}
+    assert parse_spec(t).space == spec.space
+
+
+def optuna_categorical(choices):
+    import optuna
+
+    return optuna.distributions.CategoricalDistribution(choices)
 
 
 def test_budget_zero_reports_say_the_answer_is_the_law(tmp_path) -> None:
@@ -345,12 +402,73 @@ def test_a_law_budget_of_few_steps_is_warned_about():
 
     table = tomllib.loads((Path(__file__).resolve().parents[2] / "search_spaces" /
                            "law.toml").read_text())
-    assert not load_warnings(parse_spec(table))  # the shipped batch: 64 steps at 16k tokens
-    # the batch searched up to 64 x 128 tokens: the 16k budget makes 2 steps, the 524k one 64
-    del table["space"]["fixed"]["batch_end"]
-    table["space"]["params"]["batch_end"] = {"type": "categorical",
-                                             "choices": [2, 4, 8, 16, 32, 64]}
+    # the shipped grid's 16 x 128-token cells: 8 steps at 16k tokens, 24 at 49k (its header
+    # says so), 72 at 147k
     lines = load_warnings(parse_spec(table))
     assert [line.split(":")[0] for line in lines] == [
-        "law.tokens[0] = 16384", "law.tokens[1] = 49152", "law.tokens[2] = 147456"], lines
-    assert "2 optimizer steps" in lines[0] and f"under {MIN_LAW_STEPS} steps" in lines[0]
+        "law.tokens[0] = 16384", "law.tokens[1] = 49152"], lines
+    assert "8 optimizer steps" in lines[0] and f"under {MIN_LAW_STEPS} steps" in lines[0]
+    # one batch of 2 x 128 tokens: 64 steps at the smallest budget, nothing to say
+    del table["law"]["batches"]
+    table["space"]["fixed"]["batch_end"] = 2
+    assert not load_warnings(parse_spec(table))
+
+
+GRID = [2, 8, 32]  # batch_end: 256, 1,024 and 4,096 tokens per step (1.2 decades)
+
+
+def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_it(
+        ray_session, tmp_path, capsys) -> None:
+    """End to end with `law_batch_train` (its lr* moves with the budget and the batch by a known
+    law, with noise): ``[law] batches`` makes every budget search lr at each batch, 8 trials per
+    cell, the law fits lr*(D, B) through the 12 cells, and `moetune export` writes, at the
+    batch it writes, that law's LR with its band as numbers (no refusal: the study varied the
+    batch)."""
+    import json
+
+    import optuna
+
+    from reports.law import law_data, law_markdown
+    from tuner import testing
+    from tuner.app.cli import main
+    from tuner.modeling.lr_batch_law import LrBatchLaw
+    from tuner.study.workflows.law import run_law
+
+    table = _table(trials=24, batches=GRID)
+    del table["space"]["params"]["batch_end"]
+    table["study"] |= {"sampler": "qmc", "max_concurrent": 4, "seed": 5}
+    spec = parse_spec(table)
+    run_dir = tmp_path / "runs" / "lw"
+    runs = run_law(spec, run_dir=run_dir, trainer=testing.law_batch_train, progress=False,
+                   log=lambda _: None)
+    assert [s.done for s in runs] == [24] * 4
+    url = f"sqlite:///{run_dir / 'study.db'}"
+    store = optuna.storages.RDBStorage(url)
+    for name in optuna.get_all_study_names(url):  # every (budget, batch) cell: 8 trials
+        trials = optuna.load_study(study_name=name, storage=store).trials
+        assert sorted(t.params["batch_end"] for t in trials) == sorted(GRID * 8)
+    data = law_data(spec, url)
+    assert data["lr_batch_law"] is not None, data["lr_batch_note"]
+    law = LrBatchLaw.from_dict(data["lr_batch_law"])
+    assert law.n_cells == 12
+    for tokens in FITTED:  # the known lr*(D, B) at every cell
+        for b in GRID:
+            truth = testing.law_lr_batch_optimum(tokens, b * 128)
+            assert abs(math.log10(law.at(tokens, b * 128) / truth)) < math.log10(1.25)
+    a, b_exp, c = testing.LAW_LR_BATCH
+    assert abs(law.batch_exponent(1e5) - b_exp) < 0.1
+    assert abs(law.tokens_exponent(1024.0) - a) < 0.1
+    assert "through 12 (budget, batch) cells" in law_markdown(data)
+    # the export: at the batch it writes, the law's LR and its band, as numbers
+    out = tmp_path / "out" / "run.json"
+    assert main(["export", "lw", "--storage", url, "--target", "deepseek-v3-671b", "--gpus",
+                 "2048", "--tokens", "14.8e12", "--format", "native", "--out", str(out)]) == 0, \
+        capsys.readouterr().err
+    lr = json.loads(out.read_text())["lr"]
+    batch = lr["for_batch_tokens"]
+    assert lr["valid_at_batch"] is None and lr["source"] == "scaled"  # any batch: no refusal
+    assert lr["lr"] == pytest.approx(law.at(14.8e12, batch), rel=1e-6)
+    assert (lr["band"]["lo"], lr["band"]["hi"]) == pytest.approx(law.band(14.8e12, batch))
+    assert lr["band"]["decades_past_batch"] == pytest.approx(math.log10(batch / 4096))
+    # the known law's lr at the full run's tokens and batch, 7.5 decades out, inside the band
+    assert lr["band"]["lo"] < testing.law_lr_batch_optimum(14.8e12, batch) < lr["band"]["hi"]

@@ -105,13 +105,70 @@ class SpaceQMCSampler(optuna.samplers.QMCSampler):
         return super().sample_relative(study, trial, search_space)
 
 
+class CellSampler(optuna.samplers.BaseSampler):
+    """``base`` with one categorical (a law's ``batch_end``, `tuner.study.specs.law_spec`) taken
+    out of its hands: the k-th proposed trial of a study (enqueued trials not counted) gets
+    ``choices[(k // per_cell) % len(choices)]``, so the choices come in blocks of ``per_cell``
+    trials and each block is a cell that ``base`` designs on its own: for QMC, a block of
+    2^m consecutive Sobol points puts one in each 1/2^m of the lr axis, so every cell covers
+    the lr range as evenly as a study of ``per_cell`` trials at one batch would. Why blocks and
+    not a categorical axis in the design: Optuna's QMC sampler draws a categorical at random,
+    so cells would get unequal counts (an 8-trial cell could get 5), and a cell needs its lr
+    bowl covered to place its optimum.
+    """
+
+    def __init__(self, base: optuna.samplers.BaseSampler, *, name: str,
+                 choices: tuple[Any, ...], per_cell: int) -> None:
+        self._base, self._name = base, name
+        self._choices, self._per_cell = tuple(choices), max(1, per_cell)
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial
+                                    ) -> dict[str, optuna.distributions.BaseDistribution]:
+        space = self._base.infer_relative_search_space(study, trial)
+        return {k: v for k, v in space.items() if k != self._name}
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
+                        search_space: dict[str, optuna.distributions.BaseDistribution]
+                        ) -> dict[str, Any]:
+        return self._base.sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: optuna.distributions.BaseDistribution) -> Any:
+        if param_name != self._name:
+            return self._base.sample_independent(study, trial, param_name, param_distribution)
+        k = sum(1 for t in study.get_trials(deepcopy=False)
+                if t.number < trial.number and not t.system_attrs.get("fixed_params"))
+        return self._choices[(k // self._per_cell) % len(self._choices)]
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self._base.before_trial(study, trial)
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: Any,
+                    values: Any) -> None:
+        self._base.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self._base.reseed_rng()
+
+
 def make_sampler(spec: StudySpec, *, n_existing: int = 0) -> optuna.samplers.BaseSampler:
     """A fresh sampler for ``spec``; same spec and seed → same proposals given the same history.
 
     ``n_existing``: trials the study already holds (on resume); see `sampler_seed`.
     TPE and GP start with `startup_trials` random trials; NSGA-II ignores that setting (its
     first generation, ``population_size`` trials, is its random start) and so does random.
+    A law with ``batches`` gets its sampler inside a `CellSampler` over ``batch_end``.
     """
+    batches = spec.law.batches
+    base = _sampler(spec, n_existing=n_existing, cells="batch_end" if batches else "")
+    if not batches:
+        return base
+    return CellSampler(base, name="batch_end", choices=batches,
+                       per_cell=spec.study.n_trials // len(batches))
+
+
+def _sampler(spec: StudySpec, *, n_existing: int, cells: str) -> optuna.samplers.BaseSampler:
+    """The sampler ``[study] sampler`` names (``cells``: a parameter a `CellSampler` sets)."""
     seed = sampler_seed(spec.study.seed, n_existing)
     n = spec.study.n_trials
     startup = startup_trials(spec)
@@ -131,7 +188,8 @@ def make_sampler(spec: StudySpec, *, n_existing: int = 0) -> optuna.samplers.Bas
             return optuna.samplers.NSGAIISampler(seed=seed,
                                                  population_size=max(4, min(50, n // 4)))
         if name == "qmc":  # a scrambled Sobol design: the space covered evenly, for a surface
-            space = None if spec.space.has_conditions() else spec.space.distributions()
+            space = None if spec.space.has_conditions() else {
+                k: v for k, v in spec.space.distributions().items() if k != cells}
             return SpaceQMCSampler(space, qmc_type="sobol",
                                    scramble=True, seed=seed, warn_independent_sampling=False,
                                    warn_asynchronous_seeding=False)

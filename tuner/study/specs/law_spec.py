@@ -7,8 +7,18 @@ budget (`tuner.study.workflows.law` runs it; `tuner.study.workflows.law_fit` fit
     held_out = 2_700_000        # predicted from the fitted budgets before it runs, then
                                 # searched on its own (0: no held-out check)
     trials = 0                  # trials per budget (0: [study] n_trials)
+    batches = [2, 8, 32]        # batch_end values (sequences per step): each budget searches
+                                # lr at each of them, n / len(batches) trials per (budget,
+                                # batch) cell; at least 3, spanning at least 1 decade
     mup = true                  # µP based at the proxy's width: the laws are in tokens D, and
                                 # the full run's hidden matrices take lr / width_mult
+
+With ``batches`` the law is in tokens and batch: the spec's space gets ``batch_end`` searched as
+a categorical over exactly those values (`tuner.study.specs.spec` adds it, and refuses a space
+that fixes ``batch_end`` or searches it otherwise), and the sampler assigns the batches in blocks
+of n / len(batches) trials while its own design places lr within each block
+(`tuner.study.run.samplers.CellSampler`), so every (budget, batch) cell searches lr over the same
+evenly covered range and `tuner.study.workflows.law_fit` fits lr*(D, B) through the cells.
 
 The budget study i is ``[study] name`` for i = 0 and ``<name>.t<tokens>`` above it (the
 held-out budget too), all in one storage. ``budget``, ``predicted`` are written by the law into
@@ -35,7 +45,9 @@ from trainers.validation import FieldError, reject_unknown, require
 BUDGET_SEP = ".t"
 MIN_BUDGETS = 4
 MIN_DECADES = 1.5
-KNOWN = ("tokens", "held_out", "trials", "mup", "budget", "predicted")
+MIN_BATCHES = 3
+MIN_BATCH_DECADES = 1.0
+KNOWN = ("tokens", "held_out", "trials", "mup", "batches", "budget", "predicted")
 
 
 class LawError(FieldError):
@@ -48,6 +60,8 @@ class LawSection:
     held_out: int = 0
     trials: int = 0
     mup: bool = True
+    batches: tuple[int, ...] = ()  # batch_end values searched at every budget (() = as the
+    # space has it)
     budget: int = 0
     # at the held-out budget: {"lr": .., "lr_band": [lo, hi], "batch": .., "batch_band": ..}
     predicted: dict[str, Any] = field(default_factory=dict)
@@ -76,6 +90,8 @@ class LawSection:
             return {}
         out: dict[str, Any] = {"tokens": list(self.tokens), "held_out": self.held_out,
                                "trials": self.trials, "mup": self.mup}
+        if self.batches:
+            out["batches"] = list(self.batches)
         if self.budget:
             out["budget"] = self.budget
         if self.predicted:
@@ -123,6 +139,7 @@ def parse_law(table: Any, *, study_name: str, name_re: Any) -> LawSection:
             "must be an integer >= 0 (0: [study] n_trials per budget)", trials, error=LawError)
     mup = table.get("mup", True)
     require(isinstance(mup, bool), "law.mup", "must be true or false", mup, error=LawError)
+    batches = _batches(table.get("batches", []))
     n = len(tokens) + (1 if held else 0)
     budget = table.get("budget", 0)
     require(_is_int(budget) and 0 <= budget < n, "law.budget",
@@ -131,12 +148,30 @@ def parse_law(table: Any, *, study_name: str, name_re: Any) -> LawSection:
     require(isinstance(predicted, Mapping), "law.predicted",
             "must be a table (written by the law)", predicted, error=LawError)
     law = LawSection(tokens=tuple(tokens), held_out=held, trials=trials, mup=mup,
-                     budget=budget, predicted=dict(predicted))
+                     batches=batches, budget=budget, predicted=dict(predicted))
     top = budget_name(base_name(study_name, law), law, n - 1)
     require(bool(name_re.fullmatch(top)), "study.name",
             f"must leave room for the budget suffix: the largest budget's study would be "
             f"{top!r}, past 64 characters", study_name, error=LawError)
     return law
+
+
+def _batches(batches: Any) -> tuple[int, ...]:
+    """``law.batches`` ([] or absent: the batch is the space's business)."""
+    if batches == []:
+        return ()
+    require(isinstance(batches, list) and len(batches) >= MIN_BATCHES
+            and all(_is_int(b) and b > 0 for b in batches), "law.batches",
+            f"must be a list of at least {MIN_BATCHES} positive integer batch_end values "
+            "(sequences per step)", batches, error=LawError)
+    require(all(a < b for a, b in zip(batches, batches[1:])), "law.batches",
+            "must increase from the smallest batch to the largest", batches, error=LawError)
+    span = math.log10(batches[-1] / batches[0])
+    require(span >= MIN_BATCH_DECADES - 1e-9, "law.batches",
+            f"must span at least {MIN_BATCH_DECADES:g} decade of tokens per step (largest/"
+            f"smallest >= {10 ** MIN_BATCH_DECADES:.3g}); these span {span:.2f}", batches,
+            error=LawError)
+    return tuple(batches)
 
 
 def _is_int(v: Any) -> bool:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import optuna
+
 from search_spaces.loader import SearchSpace, SpaceError, load_space, space_from_dict
 from trainers.blend import parse_blend
 from trainers.model_args import GROUP_SCORES, ModelArgs
@@ -411,6 +413,7 @@ def parse_spec(d: Mapping[str, Any], *, base_dir: Path | None = None) -> StudySp
     except LadderError as e:
         raise relabel(e, e.field, error=SpecError) from None
     law = _law(d.get("law", {}), study.name, ladder, space, objectives)
+    space = _law_space(law, space, study)
     return StudySpec(study=study, model=model, data=data, budget=budget, objectives=objectives,
                      constraints=constraints, pruning=pruning, resources=resources, space=space,
                      full_run=full_run, start=start, ladder=ladder, law=law)
@@ -440,6 +443,42 @@ def _law(table: Any, name: str, ladder: LadderSection, space: SearchSpace,
             f"must each hold at least one sequence of the longest seq_len the space allows "
             f"(seq_len={seq_len})", list(law.tokens), error=SpecError)
     return law
+
+
+def _law_space(law: LawSection, space: SearchSpace, study: StudySection) -> SearchSpace:
+    """The space a law with ``batches`` searches: ``batch_end`` a categorical over exactly those
+    values, added here unless the space already searches it so (a stored spec does). A space
+    that fixes ``batch_end``, searches it otherwise, or searches ``seq_len`` (the batches'
+    tokens per step would then move with it) is refused, as is a number of trials per budget
+    that the batches do not divide (every cell gets as many)."""
+    if not law.batches:
+        return space
+    choices = list(law.batches)
+    require("batch_end" not in space.fixed, "space.fixed.batch_end",
+            "must not be set with law.batches (the law searches every batch it lists)",
+            space.fixed.get("batch_end"), error=SpecError)
+    require("seq_len" not in space.names(), "space.params.seq_len",
+            "must not be searched with law.batches (fix it: the batches are sequences of one "
+            "length)", "searched", error=SpecError)
+    n = law.trials or study.n_trials
+    field = "law.trials" if law.trials else "study.n_trials"
+    require(n % len(choices) == 0, field,
+            f"must be a multiple of len(law.batches) = {len(choices)}, so every (budget, batch) "
+            "cell gets as many trials", n, error=SpecError)
+    dists = space.distributions()
+    if "batch_end" in dists:
+        d = dists["batch_end"]
+        same = (isinstance(d, optuna.distributions.CategoricalDistribution)
+                and list(d.choices) == choices)
+        require(same, "space.params.batch_end",
+                f"must be absent with law.batches (the law searches it as categorical "
+                f"{choices}) or exactly that",
+                list(getattr(d, "choices", ())) or d, error=SpecError)
+        return space
+    source = space.to_dict()
+    params = dict(source.get("params", {}))
+    params["batch_end"] = {"type": "categorical", "choices": choices}
+    return space_from_dict({**source, "params": params})
 
 
 def check_inputs(spec: StudySpec) -> None:
