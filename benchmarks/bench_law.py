@@ -57,9 +57,10 @@ def spec_text(cfg: dict[str, Any], seed: int) -> str:
     out: list[str] = []
     skip = False
     # keys written below from cfg, not copied from the shipped spec
-    # (law.toml's own grid, ``batches``, too: the benchmark fixes or searches batch_end itself)
-    written_below = {"batch_end", "batches"} | ({"precision"} if cfg.get("precision")
-                                                else set())
+    # (law.toml's own grid and held-out batch too: the benchmark fixes or searches batch_end
+    # itself)
+    written_below = {"batch_end", "batches", "held_out_batch"} | (
+        {"precision"} if cfg.get("precision") else set())
     for line in text.splitlines():
         key = line.split("=", 1)[0].strip()
         if line.startswith("["):

@@ -79,7 +79,8 @@ def law_markdown(data: dict[str, Any]) -> str:
               "|---|---|---|---|---|---|---|---|---|---|"]
     for b in data["budgets"]:
         o, best = b["optimum"], b["best"]
-        tag = " (held out)" if b["held_out"] else ""
+        tag = (" (held out)" if b["held_out"] else
+               " (held-out batch)" if b.get("held_out_batch") else "")
         if o is None:
             lines.append(f"| {b['index']}{tag} | {b['tokens']} | {num(b['compute'])} | "
                          f"{b['n_trials']} | no optimum: {b['error']} | | | | | |")
@@ -94,7 +95,8 @@ def law_markdown(data: dict[str, Any]) -> str:
             f"{num(o['lr'])} [{_span(o['lr_interval'])}]{edge} | {_span(o['near_lr'])} | "
             f"{batch} | {num(o['loss'], '.4f')} | {num(best.get('lr'))} / "
             f"{num(best.get('batch'), '.0f')} / {num(best.get('loss'), '.4f')} | {sd} |")
-    lines += [""] + _laws(data) + [""] + lr_batch_lines(data) + [""] + _held(data) + [
+    lines += [""] + _laws(data) + [""] + lr_batch_lines(data) + [""] + _held(data)
+    lines += _held_batch(data) + [
         "", "![lr* and B* against the budget]"
                                                         "(law.png)", ""]
     return "\n".join(lines)
@@ -265,6 +267,33 @@ def _held(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def _held_batch(data: dict[str, Any]) -> list[str]:
+    """law.md's held-out batch: predicted (lr*(D, B) of the fitted cells, before it ran) /
+    measured (its own search at that batch); nothing without one."""
+    hob = next((b for b in data["budgets"] if b.get("held_out_batch")), None)
+    if hob is None:
+        return []
+    out = ["", "## Held-out batch: predicted before it ran, then searched on its own", ""]
+    h = data.get("held_out_batch_check")
+    if h is None:
+        why = f"no optimum placed ({hob['error']})" if hob["error"] else "its search has not ended"
+        return out + [f"No check yet: {why}."]
+    past = h.get("decades_past") or {}
+    out += [f"At {h['tokens']} tokens (the largest fitted budget) and {h['batch']:.0f} tokens "
+            f"per step ({past.get('batch', 0):.2f} decades past the fitted batches):", "",
+            "| | predicted [band] | measured optimum [95%] | predicted / measured |",
+            "|---|---|---|---|",
+            f"| lr | {num(h['lr_predicted'])} [{_span(h['lr_band'])}] | "
+            f"{num(h['lr_measured'])} [{_span(h['lr_interval'])}] | {h['lr_ratio']:.2f} |", "",
+            ("The optimum this batch found lies inside the band predicted for it."
+             if h["lr_inside"] else "**The law in tokens and batch missed its own check**: "
+             "the optimum this batch found lies outside the band predicted for it, so the band "
+             "at the full run's batch is too narrow.")
+            + (f" Its optimum sits on the searched range's edge ({', '.join(h['at_edge'])}): "
+               "the measured value is a bound." if h["at_edge"] else "")]
+    return out
+
+
 def law_figure(data: dict[str, Any], path: Path) -> Path:
     """``law.png``: lr* and B* against the budget (module docstring)."""
     import matplotlib
@@ -276,7 +305,7 @@ def law_figure(data: dict[str, Any], path: Path) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     full = data.get("full_run")
     xs = [(b["tokens"] if data["variable"] == "tokens" else b["compute"], b)
-          for b in data["budgets"] if b["optimum"]]
+          for b in data["budgets"] if b["optimum"] and not b.get("held_out_batch")]
     for ax, key, law, unit in ((axes[0], "lr", data["lr_law"], "lr*"),
                                (axes[1], "batch", data["batch_law"], "B* (tokens)")):
         if key == "batch" and not any(b["optimum"]["batch_placed"] for _, b in xs):

@@ -306,6 +306,7 @@ def test_the_shipped_law_spec_validates_as_documented() -> None:
     assert len(law.tokens) >= 4 and math.log10(law.tokens[-1] / law.tokens[0]) >= 1.5
     # the grid: lr searched at >= 3 batches spanning >= 1 decade, at every budget; fp32 fixed
     assert len(law.batches) >= 3 and law.batches[-1] / law.batches[0] >= 10
+    assert law.held_out_batch >= 4 * law.batches[-1]
     assert spec.space.names() == ("lr", "batch_end") and "batch_end" not in spec.space.fixed
     assert spec.space.fixed["precision"] == "fp32"
     # qmc's scrambled Sobol design within each batch's block: every (budget, batch) cell puts
@@ -343,6 +344,8 @@ def test_the_shipped_law_spec_validates_as_documented() -> None:
     ({"batches": [1, 4, 16]}, {"seq_len": [64, 128]}, "space.params.seq_len",
      "must not be searched"),
     ({"batches": [1, 4, 16], "trials": 16}, None, "law.trials", "multiple of"),
+    ({"batches": [1, 4, 16], "held_out_batch": 32}, None, "law.held_out_batch", "4x"),
+    ({"held_out_batch": 64}, None, "law.held_out_batch", "with law.batches"),
 ])
 def test_bad_law_batches_name_the_field_and_rule(law, space, field, rule) -> None:
     t = _table(**law)
@@ -367,6 +370,18 @@ def test_law_batches_add_batch_end_to_the_space_and_the_stored_spec_reads_back()
     assert again.space == spec.space and again.law == spec.law
     t["space"]["params"]["batch_end"] = {"type": "categorical", "choices": [1, 4, 16]}
     assert parse_spec(t).space == spec.space
+    # the held-out batch: the last budget, at the largest fitted tokens, searching its batch
+    del t["space"]["params"]["batch_end"]
+    spec = parse_spec(t | {"law": t["law"] | {"held_out": 2_621_440, "held_out_batch": 64}})
+    assert spec.law.budgets[-2:] == (2_621_440, 524_288)
+    hob = budget_spec(spec, 5, predicted={"lr": 3e-3}, point={"lr": 3e-3, "batch_end": 64})
+    assert hob.name == "lw.t524288.b64" and hob.law.is_held_out_batch
+    assert hob.space.distributions()["batch_end"] == optuna_categorical([64])
+    assert hob.study.n_trials == 13 and hob.budget.tokens_per_trial == 524_288
+    again = parse_spec(hob.to_dict())  # its stored spec reads back
+    assert again.law.predicted == {"lr": 3e-3} and again.space == hob.space
+    held = budget_spec(spec, 4, predicted={"lr": 2e-3}, point={"lr": 2e-3, "batch_end": 4})
+    assert parse_spec(held.to_dict()).study.n_trials == 13  # 12 + its predicted trial
 
 
 def optuna_categorical(choices):
@@ -409,7 +424,7 @@ def test_a_law_budget_of_few_steps_is_warned_about():
         "law.tokens[0] = 16384", "law.tokens[1] = 49152"], lines
     assert "8 optimizer steps" in lines[0] and f"under {MIN_LAW_STEPS} steps" in lines[0]
     # one batch of 2 x 128 tokens: 64 steps at the smallest budget, nothing to say
-    del table["law"]["batches"]
+    del table["law"]["batches"], table["law"]["held_out_batch"]
     table["space"]["fixed"]["batch_end"] = 2
     assert not load_warnings(parse_spec(table))
 
@@ -434,19 +449,26 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     from tuner.modeling.lr_batch_law import LrBatchLaw
     from tuner.study.workflows.law import run_law
 
-    table = _table(trials=24, batches=GRID)
+    table = _table(trials=24, batches=GRID, held_out_batch=4 * GRID[-1])
     del table["space"]["params"]["batch_end"]
     table["study"] |= {"sampler": "qmc", "max_concurrent": 4, "seed": 5}
     spec = parse_spec(table)
     run_dir = tmp_path / "runs" / "lw"
+    said: list[str] = []
     runs = run_law(spec, run_dir=run_dir, trainer=testing.law_batch_train, progress=False,
-                   log=lambda _: None)
-    assert [s.done for s in runs] == [24] * 4
+                   log=said.append)
+    assert [s.done for s in runs] == [24] * 4 + [25]  # + the held-out batch's predicted trial
     url = f"sqlite:///{run_dir / 'study.db'}"
     store = optuna.storages.RDBStorage(url)
-    for name in optuna.get_all_study_names(url):  # every (budget, batch) cell: 8 trials
+    assert sorted(optuna.get_all_study_names(url)) == [
+        "lw", "lw.t147456", "lw.t49152", "lw.t524288", "lw.t524288.b128"]
+    for name in ("lw", "lw.t49152", "lw.t147456", "lw.t524288"):  # every cell: 8 trials
         trials = optuna.load_study(study_name=name, storage=store).trials
         assert sorted(t.params["batch_end"] for t in trials) == sorted(GRID * 8)
+    # the held-out batch, 4x the largest: predicted before it ran, then searched at 128 alone
+    assert any("predicted at 524288 tokens and 16384 tokens per step" in line for line in said)
+    trials = optuna.load_study(study_name="lw.t524288.b128", storage=store).trials
+    assert {t.params["batch_end"] for t in trials} == {128}
     data = law_data(spec, url)
     assert data["lr_batch_law"] is not None, data["lr_batch_note"]
     law = LrBatchLaw.from_dict(data["lr_batch_law"])
@@ -459,6 +481,13 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     assert abs(law.batch_exponent(1e5) - b_exp) < 0.1
     assert abs(law.tokens_exponent(1024.0) - a) < 0.1
     assert "through 12 (budget, batch) cells" in law_markdown(data)
+    hob = data["held_out_batch_check"]
+    truth = testing.law_lr_batch_optimum(524_288, 128 * 128)
+    assert hob["batch"] == 128 * 128 and hob["lr_inside"]
+    assert abs(math.log10(hob["lr_predicted"] / truth)) < math.log10(1.25)
+    assert abs(math.log10(hob["lr_measured"] / truth)) < math.log10(1.5)
+    assert hob["decades_past"]["batch"] == pytest.approx(math.log10(4))
+    assert "## Held-out batch: predicted before it ran" in law_markdown(data)
     # the export: at the batch it writes, the law's LR and its band, as numbers
     out = tmp_path / "out" / "run.json"
     assert main(["export", "lw", "--storage", url, "--target", "deepseek-v3-671b", "--gpus",

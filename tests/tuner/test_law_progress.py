@@ -20,8 +20,9 @@ def law():
 
 def test_work_counts_trials_noise_and_the_predicted_first_trial(law) -> None:
     work = law_work(law)
-    assert [w.tokens for w in work] == [16_384, 49_152, 147_456, 524_288, 2_621_440]
-    assert [w.trials for w in work] == [24, 24, 24, 24, 25]  # held out: the predicted one too
+    # the held-out budget, then the held-out batch at the largest fitted budget's tokens
+    assert [w.tokens for w in work] == [16_384, 49_152, 147_456, 524_288, 2_621_440, 524_288]
+    assert [w.trials for w in work] == [24, 24, 24, 24, 25, 25]  # held out: the predicted one
     assert {w.noise_runs for w in work} == {law.study.noise_top * law.study.noise_repeats}
     assert work[1].total == 49_152 * (24 + work[1].noise_runs)
 
@@ -30,19 +31,19 @@ def test_plan_line_says_the_whole_law_and_the_held_out_share(law) -> None:
     work = law_work(law)
     total = sum(w.total for w in work)
     line = plan_line(law)
-    assert line.startswith("law: 5 budgets, 121 trials and 20 noise re-trainings")
+    assert line.startswith("law: 6 budgets, 146 trials and 24 noise re-trainings")
     assert f"{total / 1e6:.1f}M tokens in all" in line
-    assert f"the held-out budget is {work[-1].total / total:.0%} of them" in line
+    assert f"the held-out budget is {work[4].total / total:.0%} of them" in line
 
 
 def test_budget_line_counts_budgets_from_one_and_names_the_next_budget(law) -> None:
     work = law_work(law)
     line = budget_line(law, 2, done_here=12)
-    assert line.startswith("law: budget 3/5 (147,456 tokens per trial), 12/24 trials, "
+    assert line.startswith("law: budget 3/6 (147,456 tokens per trial), 12/24 trials, "
                            "then 4 noise re-trainings")
     assert f"the next budget trains {work[3].total / work[2].total:.1f}x" in line
     assert "left" not in line  # no rate measured yet: no ETA
-    last = budget_line(law, 4)
+    last = budget_line(law, 5)
     assert "next budget" not in last and "0/25 trials" in last
 
 

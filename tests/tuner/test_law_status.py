@@ -38,7 +38,7 @@ def law_storage(root: Path) -> Path:
     the held-out budget interrupted after 1 of its 3 trials (a gap no real law leaves: every
     state shows). Returns ``root``."""
     spec = load_spec(LAW_TOML, overrides={"study.n_trials": 2, "study.sampler": "random",
-                                          "law.batches": []})  # 2 trials: no grid
+                                          "law.batches": [], "law.held_out_batch": 0})  # no grid
     (root / "law").mkdir(parents=True)
     store = db.open_storage(db.storage_url(root / "law"))
     for i, losses in ((0, [3.1, 3.0]), (1, [2.9, 2.8]), (4, [2.5])):
@@ -85,7 +85,7 @@ def test_law_md_says_an_interrupted_held_out_budget_with_its_prediction(law_root
     from reports.law import law_data, law_markdown
 
     spec = load_spec(LAW_TOML, overrides={"study.n_trials": 2, "study.sampler": "random",
-                                          "law.batches": []})  # 2 trials: no grid
+                                          "law.batches": [], "law.held_out_batch": 0})  # no grid
     md = law_markdown(law_data(spec, db.storage_url(law_root / "law")))
     held = md[md.index("## Held-out budget"):]
     assert "Not run yet" not in held

@@ -159,7 +159,7 @@ def make_sampler(spec: StudySpec, *, n_existing: int = 0) -> optuna.samplers.Bas
     first generation, ``population_size`` trials, is its random start) and so does random.
     A law with ``batches`` gets its sampler inside a `CellSampler` over ``batch_end``.
     """
-    batches = spec.law.batches
+    batches = spec.law.stage_batches
     base = _sampler(spec, n_existing=n_existing, cells="batch_end" if batches else "")
     if not batches:
         return base

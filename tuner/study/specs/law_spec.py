@@ -6,6 +6,9 @@ budget (`tuner.study.workflows.law` runs it; `tuner.study.workflows.law_fit` fit
                                 # ascending: at least 4, spanning at least 1.5 decades
     held_out = 2_700_000        # predicted from the fitted budgets before it runs, then
                                 # searched on its own (0: no held-out check)
+    held_out_batch = 128        # with batches: a batch_end >= 4x the largest, run at the
+                                # largest fitted budget, lr predicted by lr*(D, B) from the
+                                # fitted budgets before it runs, then searched (0: none)
     trials = 0                  # trials per budget (0: [study] n_trials)
     batches = [2, 8, 32]        # batch_end values (sequences per step): each budget searches
                                 # lr at each of them, n / len(batches) trials per (budget,
@@ -47,7 +50,9 @@ MIN_BUDGETS = 4
 MIN_DECADES = 1.5
 MIN_BATCHES = 3
 MIN_BATCH_DECADES = 1.0
-KNOWN = ("tokens", "held_out", "trials", "mup", "batches", "budget", "predicted")
+MIN_HELD_OUT_BATCH = 4  # x the largest fitted batch
+KNOWN = ("tokens", "held_out", "trials", "mup", "batches", "held_out_batch", "budget",
+         "predicted")
 
 
 class LawError(FieldError):
@@ -62,6 +67,7 @@ class LawSection:
     mup: bool = True
     batches: tuple[int, ...] = ()  # batch_end values searched at every budget (() = as the
     # space has it)
+    held_out_batch: int = 0  # batch_end of the held-out batch (0: none), run at tokens[-1]
     budget: int = 0
     # at the held-out budget: {"lr": .., "lr_band": [lo, hi], "batch": .., "batch_band": ..}
     predicted: dict[str, Any] = field(default_factory=dict)
@@ -72,12 +78,29 @@ class LawSection:
 
     @property
     def budgets(self) -> tuple[int, ...]:
-        """Every budget's tokens, the held-out one last (when there is one)."""
-        return self.tokens + ((self.held_out,) if self.held_out else ())
+        """Every budget's tokens: the fitted ones, the held-out one (when there is one), and
+        last the held-out batch's (the largest fitted budget's tokens, when there is one)."""
+        return (self.tokens + ((self.held_out,) if self.held_out else ())
+                + ((self.tokens[-1],) if self.held_out_batch else ()))
 
     @property
     def is_held_out(self) -> bool:
         return bool(self.held_out) and self.budget == len(self.tokens)
+
+    @property
+    def held_out_batch_index(self) -> int | None:
+        """The index of the held-out batch's budget (the last), or None without one."""
+        return len(self.budgets) - 1 if self.held_out_batch else None
+
+    @property
+    def is_held_out_batch(self) -> bool:
+        return bool(self.held_out_batch) and self.budget == self.held_out_batch_index
+
+    @property
+    def stage_batches(self) -> tuple[int, ...]:
+        """The batch_end values this budget searches: the held-out batch alone at its budget,
+        else ``batches``."""
+        return (self.held_out_batch,) if self.is_held_out_batch else self.batches
 
     @property
     def variable(self) -> str:
@@ -92,6 +115,8 @@ class LawSection:
                                "trials": self.trials, "mup": self.mup}
         if self.batches:
             out["batches"] = list(self.batches)
+        if self.held_out_batch:
+            out["held_out_batch"] = self.held_out_batch
         if self.budget:
             out["budget"] = self.budget
         if self.predicted:
@@ -100,8 +125,12 @@ class LawSection:
 
 
 def budget_name(study_name: str, law: LawSection, i: int) -> str:
-    """The study of budget ``i``: the law's own name at i = 0, ``<name>.t<tokens>`` above."""
-    return study_name if i == 0 else f"{study_name}{BUDGET_SEP}{law.budgets[i]}"
+    """The study of budget ``i``: the law's own name at i = 0, ``<name>.t<tokens>`` above,
+    ``<name>.t<tokens>.b<batch_end>`` for the held-out batch."""
+    if i == 0:
+        return study_name
+    name = f"{study_name}{BUDGET_SEP}{law.budgets[i]}"
+    return name + (f".b{law.held_out_batch}" if i == law.held_out_batch_index else "")
 
 
 def base_name(study_name: str, law: LawSection) -> str:
@@ -140,7 +169,14 @@ def parse_law(table: Any, *, study_name: str, name_re: Any) -> LawSection:
     mup = table.get("mup", True)
     require(isinstance(mup, bool), "law.mup", "must be true or false", mup, error=LawError)
     batches = _batches(table.get("batches", []))
-    n = len(tokens) + (1 if held else 0)
+    hob = table.get("held_out_batch", 0)
+    top_batch = batches[-1] if batches else 0
+    require(_is_int(hob) and (hob == 0 or (bool(batches)
+                                            and hob >= MIN_HELD_OUT_BATCH * top_batch)),
+            "law.held_out_batch", f"must be 0 (none) or, with law.batches, a batch_end at least "
+            f"{MIN_HELD_OUT_BATCH}x the largest of them ({MIN_HELD_OUT_BATCH * top_batch or '-'})",
+            hob, error=LawError)
+    n = len(tokens) + (1 if held else 0) + (1 if hob else 0)
     budget = table.get("budget", 0)
     require(_is_int(budget) and 0 <= budget < n, "law.budget",
             f"must be an integer in [0, {n - 1}] (written by the law)", budget, error=LawError)
@@ -148,7 +184,7 @@ def parse_law(table: Any, *, study_name: str, name_re: Any) -> LawSection:
     require(isinstance(predicted, Mapping), "law.predicted",
             "must be a table (written by the law)", predicted, error=LawError)
     law = LawSection(tokens=tuple(tokens), held_out=held, trials=trials, mup=mup,
-                     batches=batches, budget=budget, predicted=dict(predicted))
+                     batches=batches, held_out_batch=hob, budget=budget, predicted=dict(predicted))
     top = budget_name(base_name(study_name, law), law, n - 1)
     require(bool(name_re.fullmatch(top)), "study.name",
             f"must leave room for the budget suffix: the largest budget's study would be "

@@ -453,7 +453,7 @@ def _law_space(law: LawSection, space: SearchSpace, study: StudySection) -> Sear
     that the batches do not divide (every cell gets as many)."""
     if not law.batches:
         return space
-    choices = list(law.batches)
+    choices = list(law.stage_batches)
     require("batch_end" not in space.fixed, "space.fixed.batch_end",
             "must not be set with law.batches (the law searches every batch it lists)",
             space.fixed.get("batch_end"), error=SpecError)
@@ -462,7 +462,7 @@ def _law_space(law: LawSection, space: SearchSpace, study: StudySection) -> Sear
             "length)", "searched", error=SpecError)
     n = law.trials or study.n_trials
     field = "law.trials" if law.trials else "study.n_trials"
-    require(n % len(choices) == 0, field,
+    require(law.budget > 0 or n % len(choices) == 0, field,  # a budget's own: derived
             f"must be a multiple of len(law.batches) = {len(choices)}, so every (budget, batch) "
             "cell gets as many trials", n, error=SpecError)
     dists = space.distributions()
@@ -475,6 +475,11 @@ def _law_space(law: LawSection, space: SearchSpace, study: StudySection) -> Sear
                 f"{choices}) or exactly that",
                 list(getattr(d, "choices", ())) or d, error=SpecError)
         return space
+    return with_batches(space, choices)
+
+
+def with_batches(space: SearchSpace, choices: list[int]) -> SearchSpace:
+    """``space`` with ``batch_end`` searched as a categorical over ``choices``."""
     source = space.to_dict()
     params = dict(source.get("params", {}))
     params["batch_end"] = {"type": "categorical", "choices": choices}

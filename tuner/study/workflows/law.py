@@ -13,6 +13,11 @@ its first trial is the predicted recipe (``start.enqueue[0]``: lr and batch snap
 space, the other knobs from the largest fitted budget's best trial), then its own search of
 ``trials`` trials, from which `tuner.study.workflows.law_fit` finds its optimum without that first
 trial.
+
+The held-out batch (``held_out_batch``, with ``batches``) runs after it, at the largest fitted
+budget: before it is created, lr*(D, B) is fitted on the fitted budgets' cells alone and its lr
+at that budget and batch (with the band) is written into its spec the same way; its first trial
+is that lr at that batch, then its own search of lr at that one batch.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 import optuna
 
 from tuner.study.specs.law_spec import LawSection, budget_name
-from tuner.study.specs.spec import BudgetSection, PruningSection, StudySpec
+from tuner.study.specs.spec import BudgetSection, PruningSection, StudySpec, with_batches
 from tuner.study.specs.start_spec import StartSection
 from tuner.study.store import database as db
 from tuner.study.store import resume as rs
@@ -47,8 +52,10 @@ def budget_spec(spec: StudySpec, i: int, *, predicted: dict[str, Any] | None = N
     tokens = law.budgets[i]
     n = law.trials or spec.study.n_trials
     every = max(1, tokens // 4)
+    space = (with_batches(spec.space, [law.held_out_batch])
+             if i == law.held_out_batch_index else spec.space)
     return dataclasses.replace(
-        spec,
+        spec, space=space,
         study=dataclasses.replace(spec.study, name=budget_name(spec.name, law, i),
                                   n_trials=n + (1 if point else 0)),
         budget=BudgetSection(tokens_per_trial=tokens, eval_every_tokens=every),
@@ -113,9 +120,10 @@ def run_law(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: Any =
             existing = st.find_study_at(url, name)
             if existing is not None:
                 bspec = st.stored_spec(existing)
-            elif i == len(law.tokens):  # the held-out budget: predict, then run
+            elif i in (len(law.tokens), law.held_out_batch_index):  # predict, then run
                 try:
-                    bspec = _held_out_spec(spec, url, log)
+                    bspec = (_held_out_batch_spec if i == law.held_out_batch_index
+                             else _held_out_spec)(spec, url, log)
                 except LawUnfit as e:
                     log(str(e))
                     break
@@ -125,7 +133,7 @@ def run_law(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: Any =
             log(budget_line(spec, i, done_here=done_before, rate=rate)
                 + f"; study {name}"
                 + (", held out, predicted lr {:.3g}".format(bspec.law.predicted["lr"])
-                   if bspec.law.is_held_out else ""))
+                   if bspec.law.is_held_out or bspec.law.is_held_out_batch else ""))
             rdir = run_dir if i == 0 else run_dir.parent / name
             t0 = time.monotonic()
             summary = run_study(bspec, run_dir=rdir, storage=url, resume=existing is not None,
@@ -166,3 +174,25 @@ def _held_out_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
         + (f", batch {prediction['batch']:.0f} tokens" if "batch" in prediction else ""))
     return budget_spec(spec, len(law.tokens), predicted=prediction, point=point)
 
+
+
+def _held_out_batch_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
+    """The held-out batch's spec: the largest fitted budget at ``held_out_batch``, with lr*(D, B)
+    of the fitted budgets' cells there as its prediction (and its first trial)."""
+    law: LawSection = spec.law
+    store = db.open_existing_storage(url)
+    fit = fit_law(spec, [(i, s) for i, s in budget_studies(spec, store)
+                         if i < len(law.tokens)])
+    if fit.lr_batch is None:
+        raise LawUnfit(f"{spec.name}: no held-out batch prediction: no lr law in tokens and "
+                       f"batch ({fit.lr_batch_note})")
+    tokens, batch = law.tokens[-1], law.held_out_batch * spec.space.largest("seq_len")
+    prediction = {"tokens": tokens, "batch": float(batch), "lr": fit.lr_batch.at(tokens, batch),
+                  "lr_band": list(fit.lr_batch.band(tokens, batch)),
+                  "decades_past": fit.lr_batch.decades_past(tokens, batch)}
+    point = {"lr": snap(spec.space.distributions()["lr"], prediction["lr"]),
+             "batch_end": law.held_out_batch}
+    log(f"{spec.name}: predicted at {tokens} tokens and {batch} tokens per step from "
+        f"{fit.lr_batch.n_cells} cells: lr {prediction['lr']:.3g} (band "
+        f"{prediction['lr_band'][0]:.3g}-{prediction['lr_band'][1]:.3g})")
+    return budget_spec(spec, len(law.budgets) - 1, predicted=prediction, point=point)

@@ -23,6 +23,11 @@ For a line through the optima, an optimum on the edge of the range its budget se
 censored: the optimum lies beyond it, so that budget is left out of that law (``lr_budgets``,
 ``batch_budgets`` say which went in).
 
+The held-out batch (``held_out_batch``) is checked the same way in lr alone: its spec holds
+lr*(D, B) of the fitted budgets' cells at the largest fitted budget and that batch, made before
+it ran; its optimum comes from its own search at that one batch, its predicted trial left out
+(``held_out_batch_check``). It never joins the laws.
+
 The held-out check compares the prediction stored in the held-out budget's spec before it ran
 (``law.predicted``) with that budget's own optimum, found from its own search: the trial of the
 predicted recipe (the budget's ``start.enqueue[0]``) is left out of that surface, and its
@@ -53,7 +58,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -102,6 +107,7 @@ class BudgetResult:
     trials: tuple[tuple[float, float, float], ...] = ()
     finished: bool = False  # its study holds its n_trials counted trials (`resume.n_done`:
     # interrupted ones are re-run, so they do not count), so its search is done
+    held_out_batch: bool = False  # the held-out batch's budget: never in the laws
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "study": self.study, "tokens": self.tokens,
@@ -109,7 +115,7 @@ class BudgetResult:
                 "n_trials": self.n_trials, "error": self.error, "best": self.best,
                 "noise_sd": self.noise_sd, "predicted_trial": self.predicted_trial,
                 "optimum": self.optimum.to_dict() if self.optimum else None,
-                "finished": self.finished}
+                "finished": self.finished, "held_out_batch": self.held_out_batch}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,6 +144,8 @@ class LawFit:
     # 3 or more batches (`lr_batch_law`); else None and why
     lr_batch: LrBatchLaw | None = None
     lr_batch_note: str = ""
+    predicted_batch: dict[str, Any] = field(default_factory=dict)  # as stored in the held-out
+    # batch's spec before it ran
 
     def x(self, tokens: float, flops_per_token: float | None = None) -> float:
         """The laws' variable at ``tokens`` (C with ``flops_per_token``, default the proxy's)."""
@@ -148,7 +156,7 @@ class LawFit:
     def fitted(self) -> list[BudgetResult]:
         """The budgets the laws go through (the held-out one once its search ended)."""
         return [b for b in self.budgets if (not b.held_out or self.held_out_in_law)
-                and b.optimum is not None]
+                and not b.held_out_batch and b.optimum is not None]
 
     @property
     def held(self) -> BudgetResult | None:
@@ -234,13 +242,28 @@ class LawFit:
                         "floor_below_trials": o.loss < min(best, measured) - 2 * sd}
         return out
 
+    def held_out_batch_check(self) -> dict[str, Any] | None:
+        """Predicted / measured lr* at the held-out batch (the prediction stored in its spec
+        before it ran, from the fitted budgets' cells); None before it has an optimum."""
+        hob = next((b for b in self.budgets if b.held_out_batch), None)
+        p = self.predicted_batch
+        if hob is None or hob.optimum is None or not p:
+            return None
+        o = hob.optimum
+        return {"tokens": hob.tokens, "batch": p["batch"], "lr_predicted": p["lr"],
+                "lr_band": p["lr_band"], "lr_measured": o.lr,
+                "lr_interval": list(o.lr_interval), "lr_ratio": p["lr"] / o.lr,
+                "lr_inside": p["lr_band"][0] <= o.lr <= p["lr_band"][1],
+                "at_edge": list(o.at_edge), "decades_past": p.get("decades_past")}
+
     def compute_ratio(self) -> float | None:
         """The fitted budgets' compute (every trial) over a direct search at the held-out
         budget with as many trials as the held-out budget's own search."""
         held = self.held
         if held is None or not held.n_trials:
             return None
-        fitted = sum(b.compute * b.n_trials for b in self.budgets if not b.held_out)
+        fitted = sum(b.compute * b.n_trials for b in self.budgets
+                     if not b.held_out and not b.held_out_batch)
         return fitted / (held.compute * held.n_trials)
 
     def to_dict(self) -> dict[str, Any]:
@@ -258,6 +281,7 @@ class LawFit:
                 "held_out_in_law": self.held_out_in_law,
                 "lr_batch_law": self.lr_batch.to_dict() if self.lr_batch else None,
                 "lr_batch_note": self.lr_batch_note,
+                "held_out_batch_check": self.held_out_batch_check(),
                 "batch_below_range": self.batch_below_range}
 
 
@@ -291,7 +315,7 @@ def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
             n = float(c.active - c.embedding - c.head)
         results.append(_budget(i, study, recs, law, m, seed))
     held_in = any(b.held_out and b.finished and b.optimum is not None for b in results)
-    in_law = [b for b in results if b.index < len(law.tokens) or held_in]
+    in_law = [b for b in results if b.index < len(law.tokens) or (held_in and b.held_out)]
     fitted = [b for b in in_law if b.optimum is not None]
     variable = law.variable
 
@@ -316,18 +340,22 @@ def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
     held = next((s for i, s in studies if law.held_out and i == len(law.tokens)), None)
     if held is not None:
         predicted = dict(st.stored_spec(held).law.predicted)
+    hob = next((s for i, s in studies if i == law.held_out_batch_index), None)
+    predicted_batch = dict(st.stored_spec(hob).law.predicted) if hob is not None else {}
     if pooled is not None:
         return LawFit(name=spec.name, variable=variable, flops_per_token=m, params=n,
                       budgets=tuple(results), lr_law=pooled.law, batch_law=batch_law,
                       predicted=predicted, lr_budgets=pooled_budgets,
                       batch_budgets=tuple(b.index for b in batch_pts), lr_method="pooled",
                       pooled=pooled, lr_line=lr_law, lr_left_out=left_out,
-                      held_out_in_law=held_in, lr_batch=lr_batch, lr_batch_note=lr_batch_note)
+                      held_out_in_law=held_in, lr_batch=lr_batch, lr_batch_note=lr_batch_note,
+                      predicted_batch=predicted_batch)
     return LawFit(name=spec.name, variable=variable, flops_per_token=m, params=n,
                   budgets=tuple(results), lr_law=lr_law, batch_law=batch_law,
                   predicted=predicted, lr_budgets=tuple(b.index for b in lr_pts),
                   batch_budgets=tuple(b.index for b in batch_pts), held_out_in_law=held_in,
-                  lr_batch=lr_batch, lr_batch_note=lr_batch_note)
+                  lr_batch=lr_batch, lr_batch_note=lr_batch_note,
+                  predicted_batch=predicted_batch)
 
 
 def lr_batch_law(budgets: Sequence[BudgetResult], *, seed: int = 0
@@ -399,8 +427,9 @@ def _o(b: BudgetResult) -> Optimum:
 def _budget(i: int, study: optuna.Study, recs: list[TrialRecord], law: LawSection, m: float,
             seed: int) -> BudgetResult:
     held = bool(law.held_out) and i == len(law.tokens)
+    hob = i == law.held_out_batch_index
     tokens = law.budgets[i]
-    marked = _predicted_numbers(study) if held else set()
+    marked = _predicted_numbers(study) if held or hob else set()
     predicted = [r for r in recs if r.number in marked]
     own = [r for r in recs if r not in predicted]
     sd = noise_sd(study.user_attrs)
@@ -423,7 +452,8 @@ def _budget(i: int, study: optuna.Study, recs: list[TrialRecord], law: LawSectio
                         best=best, noise_sd=sd, predicted_trial=pt,
                         trials=tuple((r.recipe.lr, _batch(r), r.values["val_loss"])
                                      for r in own),
-                        finished=n_done(study) >= st.stored_spec(study).study.n_trials)
+                        finished=n_done(study) >= st.stored_spec(study).study.n_trials,
+                        held_out_batch=hob)
 
 
 def _batch(r: TrialRecord) -> float:

@@ -31,13 +31,17 @@ class BudgetWork:
 
 
 def law_work(spec: StudySpec) -> list[BudgetWork]:
-    """Every budget's work, smallest first (the held-out budget also runs its predicted
-    recipe as a first trial; noise: the ``noise_top`` best trials x ``noise_repeats`` seeds)."""
+    """Every budget's work, in the order they run (the held-out budget and the held-out batch
+    also run their predicted recipe as a first trial; noise: the ``noise_top`` best trials x
+    ``noise_repeats`` seeds)."""
     law, s = spec.law, spec.study
     n = law.trials or s.n_trials
     noise = s.noise_top * s.noise_repeats
+    predicted = {len(law.tokens)} if law.held_out else set()
+    if law.held_out_batch:  # its predicted recipe first too
+        predicted.add(len(law.budgets) - 1)
     return [BudgetWork(index=i, tokens=t, noise_runs=noise,
-                       trials=n + (1 if law.held_out and i == len(law.tokens) else 0))
+                       trials=n + (1 if i in predicted else 0))
             for i, t in enumerate(law.budgets)]
 
 
@@ -51,7 +55,7 @@ def plan_line(spec: StudySpec) -> str:
             + (f" and {noise} noise re-trainings" if noise else "")
             + f", {_tokens(total)} tokens in all")
     if spec.law.held_out:
-        line += f"; the held-out budget is {work[-1].total / total:.0%} of them"
+        line += f"; the held-out budget is {work[len(spec.law.tokens)].total / total:.0%} of them"
     return line + ("; an ETA for the whole law follows once a budget has run start to end "
                    "(figures for the shipped law.toml: benchmarks/RESULTS.md)")
 
