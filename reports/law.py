@@ -231,11 +231,20 @@ def _held(data: dict[str, Any]) -> list[str]:
         out.append(f"| B (tokens) | {num(h['batch_predicted'], '.0f')} "
                    f"[{_span(h['batch_band'], '.0f')}] | {num(h['batch_measured'], '.0f')} "
                    f"[{_span(h['batch_interval'], '.0f')}] | {h['batch_ratio']:.2f} |")
+    for c in h.get("cells", []):
+        measured = (f"{num(c['lr_measured'])} [{_span(c['lr_interval'])}]"
+                    + (" (at the range's edge)" if c["censored"] else "")
+                    if "lr_measured" in c else f"no optimum: {c['error']}")
+        ratio = f"{c['lr_ratio']:.2f}" if "lr_ratio" in c else "—"
+        out.append(f"| lr at B = {c['batch']:.0f} tokens (lr*(D, B)) | {num(c['lr'])} "
+                   f"[{_span(c['lr_band'])}] | {measured} | {ratio} |")
     if "lr_today_rule" in h:
         out.append(f"| lr, today's rule (smallest budget's best-of-n × (C ratio)^−0.125) | "
                    f"{num(h['lr_today_rule'])} | {num(h['lr_measured'])} | "
                    f"{h['lr_today_ratio']:.2f} |")
     missed = [k for k in ("lr", "batch") if not h.get(f"{k}_inside", True)]
+    missed += [f"lr at B = {c['batch']:.0f}" for c in h.get("cells", [])
+               if not c.get("lr_inside", True)]
     out += ["", (f"**The law missed its own check**: the {' and the '.join(missed)} optimum this "
                  "budget found lies outside the band predicted for it: the optimum does not "
                  "follow one power law that far, or the band understates its uncertainty, so "

@@ -449,7 +449,7 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     from tuner.modeling.lr_batch_law import LrBatchLaw
     from tuner.study.workflows.law import run_law
 
-    table = _table(trials=24, batches=GRID, held_out_batch=4 * GRID[-1])
+    table = _table(trials=24, batches=GRID, held_out=2_621_440, held_out_batch=4 * GRID[-1])
     del table["space"]["params"]["batch_end"]
     table["study"] |= {"sampler": "qmc", "max_concurrent": 4, "seed": 5}
     spec = parse_spec(table)
@@ -457,11 +457,11 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     said: list[str] = []
     runs = run_law(spec, run_dir=run_dir, trainer=testing.law_batch_train, progress=False,
                    log=said.append)
-    assert [s.done for s in runs] == [24] * 4 + [25]  # + the held-out batch's predicted trial
+    assert [s.done for s in runs] == [24] * 4 + [25, 25]  # + each held-out predicted trial
     url = f"sqlite:///{run_dir / 'study.db'}"
     store = optuna.storages.RDBStorage(url)
     assert sorted(optuna.get_all_study_names(url)) == [
-        "lw", "lw.t147456", "lw.t49152", "lw.t524288", "lw.t524288.b128"]
+        "lw", "lw.t147456", "lw.t2621440", "lw.t49152", "lw.t524288", "lw.t524288.b128"]
     for name in ("lw", "lw.t49152", "lw.t147456", "lw.t524288"):  # every cell: 8 trials
         trials = optuna.load_study(study_name=name, storage=store).trials
         assert sorted(t.params["batch_end"] for t in trials) == sorted(GRID * 8)
@@ -472,7 +472,7 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     data = law_data(spec, url)
     assert data["lr_batch_law"] is not None, data["lr_batch_note"]
     law = LrBatchLaw.from_dict(data["lr_batch_law"])
-    assert law.n_cells == 12
+    assert law.n_cells == 15  # the held-out budget's 3 cells joined once its check was made
     for tokens in FITTED:  # the known lr*(D, B) at every cell
         for b in GRID:
             truth = testing.law_lr_batch_optimum(tokens, b * 128)
@@ -480,7 +480,15 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     a, b_exp, c = testing.LAW_LR_BATCH
     assert abs(law.batch_exponent(1e5) - b_exp) < 0.1
     assert abs(law.tokens_exponent(1024.0) - a) < 0.1
-    assert "through 12 (budget, batch) cells" in law_markdown(data)
+    assert "through 15 (budget, batch) cells" in law_markdown(data)
+    # the held-out budget, 5x above: lr*(D, B) predicted at each of its batches before it ran
+    cells = data["held_out_check"]["cells"]
+    assert [c["batch"] for c in cells] == [b * 128 for b in GRID]
+    for c in cells:
+        truth = testing.law_lr_batch_optimum(2_621_440, c["batch"])
+        assert c["lr_inside"] and abs(math.log10(c["lr"] / truth)) < math.log10(1.25), c
+        assert abs(math.log10(c["lr_measured"] / truth)) < math.log10(1.5), c
+    assert "| lr at B = 4096 tokens (lr*(D, B)) |" in law_markdown(data)
     hob = data["held_out_batch_check"]
     truth = testing.law_lr_batch_optimum(524_288, 128 * 128)
     assert hob["batch"] == 128 * 128 and hob["lr_inside"]

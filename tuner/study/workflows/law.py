@@ -163,6 +163,12 @@ def _held_out_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
                        "have an lr optimum inside their searched range (law/law.md says which "
                        "sit on its edge); widen [space] lr and `moetune resume` the law")
     prediction = fit.predict(law.held_out)
+    if fit.lr_batch is not None and law.batches:  # lr*(D, B) at each batch it will search
+        seq_len = spec.space.largest("seq_len")
+        prediction["cells"] = [
+            {"batch": float(b * seq_len), "lr": fit.lr_batch.at(law.held_out, b * seq_len),
+             "lr_band": list(fit.lr_batch.band(law.held_out, b * seq_len))}
+            for b in law.batches]
     largest = fit.fitted[-1] if fit.fitted else None
     best = {}
     if largest is not None and largest.best:

@@ -23,6 +23,8 @@ For a line through the optima, an optimum on the edge of the range its budget se
 censored: the optimum lies beyond it, so that budget is left out of that law (``lr_budgets``,
 ``batch_budgets`` say which went in).
 
+With a law in tokens and batch, the held-out budget's prediction also holds lr*(D, B) at each
+batch it searches (``cells``), checked against the optimum of its own trials at that batch.
 The held-out batch (``held_out_batch``) is checked the same way in lr alone: its spec holds
 lr*(D, B) of the fitted budgets' cells at the largest fitted budget and that batch, made before
 it ran; its optimum comes from its own search at that one batch, its predicted trial left out
@@ -218,6 +220,8 @@ class LawFit:
                     "batch_measured": o.batch, "batch_interval": list(o.batch_interval),
                     "batch_ratio": p["batch"] / o.batch,
                     "batch_inside": p["batch_band"][0] <= o.batch <= p["batch_band"][1]}
+        if p.get("cells"):
+            out["cells"] = _held_cells(held, p["cells"])
         smallest = self.budgets[0]
         if smallest.best:
             today = smallest.best["lr"] * (held.compute / smallest.compute) ** LR_EXPONENT
@@ -383,6 +387,27 @@ def lr_batch_law(budgets: Sequence[BudgetResult], *, seed: int = 0
         return fit_lr_batch_law(cells), ""
     except LawFitError as e:
         return None, str(e)
+
+
+def _held_cells(held: BudgetResult, predicted: Sequence[dict[str, Any]]
+                ) -> list[dict[str, Any]]:
+    """The held-out budget's lr*(D, B) check, one row per batch it searched: the prediction
+    stored before it ran against the optimum of its own trials at that batch (`cell_optimum`,
+    as the law's cells are found; the predicted recipe's trial is not among them)."""
+    out = []
+    for c in predicted:
+        row = dict(c)
+        lrs = [t[0] for t in held.trials if math.isclose(t[1], c["batch"], rel_tol=1e-6)]
+        losses = [t[2] for t in held.trials if math.isclose(t[1], c["batch"], rel_tol=1e-6)]
+        try:
+            opt, censored = cell_optimum(lrs, losses, seed=held.index)
+        except SurfaceError as e:
+            out.append(row | {"error": str(e)})
+            continue
+        out.append(row | {"lr_measured": opt.lr, "lr_interval": list(opt.lr_interval),
+                          "lr_ratio": c["lr"] / opt.lr, "censored": censored,
+                          "lr_inside": c["lr_band"][0] <= opt.lr <= c["lr_band"][1]})
+    return out
 
 
 def _pooled(in_law: list[BudgetResult], x_of: Any, seed: int
