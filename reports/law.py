@@ -235,9 +235,9 @@ def _held(data: dict[str, Any]) -> list[str]:
         measured = (f"{num(c['lr_measured'])} [{_span(c['lr_interval'])}]"
                     + (" (at the range's edge)" if c["censored"] else "")
                     if "lr_measured" in c else f"no optimum: {c['error']}")
-        ratio = f"{c['lr_ratio']:.2f}" if "lr_ratio" in c else "—"
+        cell_ratio = f"{c['lr_ratio']:.2f}" if "lr_ratio" in c else "—"
         out.append(f"| lr at B = {c['batch']:.0f} tokens (lr*(D, B)) | {num(c['lr'])} "
-                   f"[{_span(c['lr_band'])}] | {measured} | {ratio} |")
+                   f"[{_span(c['lr_band'])}] | {measured} | {cell_ratio} |")
     if "lr_today_rule" in h:
         out.append(f"| lr, today's rule (smallest budget's best-of-n × (C ratio)^−0.125) | "
                    f"{num(h['lr_today_rule'])} | {num(h['lr_measured'])} | "

@@ -193,12 +193,11 @@ def _held_out_batch_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
         raise LawUnfit(f"{spec.name}: no held-out batch prediction: no lr law in tokens and "
                        f"batch ({fit.lr_batch_note})")
     tokens, batch = law.tokens[-1], law.held_out_batch * spec.space.largest("seq_len")
-    prediction = {"tokens": tokens, "batch": float(batch), "lr": fit.lr_batch.at(tokens, batch),
-                  "lr_band": list(fit.lr_batch.band(tokens, batch)),
-                  "decades_past": fit.lr_batch.decades_past(tokens, batch)}
-    point = {"lr": snap(spec.space.distributions()["lr"], prediction["lr"]),
-             "batch_end": law.held_out_batch}
+    lr, band = fit.lr_batch.at(tokens, batch), fit.lr_batch.band(tokens, batch)
+    prediction: dict[str, Any] = {"tokens": tokens, "batch": float(batch), "lr": lr,
+                                  "lr_band": list(band),
+                                  "decades_past": fit.lr_batch.decades_past(tokens, batch)}
+    point = {"lr": snap(spec.space.distributions()["lr"], lr), "batch_end": law.held_out_batch}
     log(f"{spec.name}: predicted at {tokens} tokens and {batch} tokens per step from "
-        f"{fit.lr_batch.n_cells} cells: lr {prediction['lr']:.3g} (band "
-        f"{prediction['lr_band'][0]:.3g}-{prediction['lr_band'][1]:.3g})")
+        f"{fit.lr_batch.n_cells} cells: lr {lr:.3g} (band {band[0]:.3g}-{band[1]:.3g})")
     return budget_spec(spec, len(law.budgets) - 1, predicted=prediction, point=point)
