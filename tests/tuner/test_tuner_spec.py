@@ -250,3 +250,17 @@ def test_model_group_score_reaches_the_proxy():
     spec = spec_from_dict({**base(), "model": {"preset": "proxy-s", "group_score": "sum_top2"}})
     assert resolve_model_args(spec).group_rule == "sum_top2"
     assert resolve_model_args(spec_from_dict(base())).group_score == "auto"
+
+
+
+@pytest.mark.parametrize("extra, kind", [
+    ({}, "study"),
+    ({"law": {"tokens": [1000, 4000, 16000, 64000]}}, "law"),
+    ({"law": {"tokens": [1000, 4000, 16000, 64000], "budget": 1}}, "study"),  # one budget
+    ({"ladder": {"widths": [32, 64]}}, "ladder"),
+    ({"ladder": {"widths": [32, 64], "rung": 1}}, "study"),     # one rung of a ladder
+])
+def test_a_spec_says_what_it_runs(extra, kind):
+    """`StudySpec.kind`, the one place that says whether a spec is a whole law, a whole ladder
+    or one study (the command line and the service's driver both ask it)."""
+    assert spec_from_dict({**base(), **extra}).kind == kind

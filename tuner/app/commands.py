@@ -108,7 +108,7 @@ def submit(args: argparse.Namespace) -> int:
     if not request.resume and run_dir.exists():
         raise UsageError(f"study {spec.name!r} already exists ({run_dir}); pass --resume to "
                          f"continue it, or choose another name with --name.")
-    if _staged(spec):  # a ladder or a law: each stage has its own preflight
+    if spec.kind != "study":  # a ladder or a law: each stage has its own preflight
         _check_new_or_resumable(spec, run_dir, args)
         return _run(spec, run_dir, args, trainer, plan=None)
     plan = _prepare(lambda: prepare(spec, run_dir=run_dir, storage=args.storage,
@@ -133,7 +133,7 @@ def resume(args: argparse.Namespace) -> int:
                          "(use --root or --storage to look elsewhere).")
     plan = _prepare(lambda: prepare_stored(args.study, run_dir=run_dir, storage=args.storage,
                                            check=check), args.study)
-    if _staged(plan.spec):
+    if plan.spec.kind != "study":
         plan.close()  # each stage has its own preflight
         return _run(plan.spec, run_dir, args, trainer, plan=None)
     return _run(plan.spec, run_dir, args, trainer, plan=plan)
@@ -155,11 +155,6 @@ def _forget_stop(spec: StudySpec, run_dir: Path, storage: str, plan: Any) -> Non
     study = st.find_study(spec.name, store)
     if study is not None:
         clear_stop(study)
-
-
-def _staged(spec: StudySpec) -> bool:
-    """Whether ``spec`` is a whole ladder or law (run stage by stage), not one study."""
-    return (spec.ladder.on and spec.ladder.rung == 0) or (spec.law.on and spec.law.budget == 0)
 
 
 def _prepare(make: Any, name: str) -> Any:
@@ -234,12 +229,12 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
     try:
         with signals:
             _forget_stop(spec, run_dir, args.storage, plan)
-            if spec.ladder.on and spec.ladder.rung == 0:  # the whole ladder, from its bottom
+            if spec.kind == "ladder":  # the whole ladder, from its bottom
 
                 rungs = run_ladder(spec, run_dir=run_dir, storage=args.storage,
                                    trainer=trainer, address=args.address,
                                    progress=not args.no_progress, interrupt=signals)
-            elif spec.law.on and spec.law.budget == 0:  # every budget, from the smallest
+            elif spec.kind == "law":  # every budget, from the smallest
 
                 rungs = run_law(spec, run_dir=run_dir, storage=args.storage, trainer=trainer,
                                 address=args.address, progress=not args.no_progress,
@@ -262,9 +257,9 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
         print(f"moetune: interrupted; `moetune resume {spec.name}` continues the study.",
               file=sys.stderr)
         return signals.exit_code()
-    if spec.ladder.on and spec.ladder.rung == 0:
+    if spec.kind == "ladder":
         return _report_ladder(spec, run_dir, rungs, args.storage)
-    if spec.law.on and spec.law.budget == 0:
+    if spec.kind == "law":
         return _report_law(spec, run_dir, rungs, args.storage)
     return _report_run(spec, run_dir, summary)
 

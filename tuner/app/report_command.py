@@ -110,7 +110,7 @@ def _ladder_report(study: Any, args: argparse.Namespace, out: Path) -> None:
     if not (study.user_attrs.get(records.SPEC) or {}).get("ladder"):
         return  # not a ladder (a study without a stored spec is none either)
     spec = stored_spec(study)
-    if not (spec.ladder.on and spec.ladder.rung == 0):
+    if spec.kind != "ladder":
         return
     from reports.ladder import write_ladder_report
 

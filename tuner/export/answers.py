@@ -97,7 +97,7 @@ def ladder_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, str]:
         return study, ""  # not a ladder (a study without a stored spec is none either)
     spec = st.stored_spec(study)
     lad = spec.ladder
-    if lad.rung == 0:
+    if spec.kind == "ladder":
         top = rung_name(spec.name, lad.widths, len(lad.widths) - 1)
         store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
         if top not in db.study_names(store):

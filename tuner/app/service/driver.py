@@ -128,14 +128,14 @@ def _stages(plan: Any, storage_url: str, train: Any, stop: Any) -> bool:
     storage, each stage with its own preflight); whether it reached its end (else a stop or a
     fault ended it early)."""
     spec, run_dir = plan.spec, plan.run_dir
-    if spec.law.on and spec.law.budget == 0:
+    if spec.kind == "law":
         from tuner.study.workflows.law import run_law
 
         plan.close()
         runs = run_law(spec, run_dir=run_dir, storage=storage_url, trainer=train,
                        progress=False, stop=stop, log=log.info)
         stages = len(spec.law.budgets)
-    elif spec.ladder.on and spec.ladder.rung == 0:
+    elif spec.kind == "ladder":
         from tuner.study.workflows.ladder import run_ladder
 
         plan.close()

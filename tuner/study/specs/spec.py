@@ -272,6 +272,18 @@ class StudySpec:
     def name(self) -> str:
         return self.study.name
 
+    @property
+    def kind(self) -> str:
+        """What this spec runs: ``"law"`` (a whole law: its every budget, from the smallest),
+        ``"ladder"`` (a whole ladder: its every rung, from the bottom) or ``"study"`` (one
+        study: a plain one, or one budget of a law or one rung of a ladder). The one place this
+        is decided; the command line and the service's driver both ask it."""
+        if self.law.on and self.law.budget == 0:
+            return "law"
+        if self.ladder.on and self.ladder.rung == 0:
+            return "ladder"
+        return "study"
+
     def to_dict(self) -> dict[str, Any]:
         """TOML-shaped dict with the space inline, so a stored spec needs no other file.
 
