@@ -55,9 +55,12 @@ def law_grid(study: optuna.Study, *, driven: bool | None = True) -> dict[str, An
     for i, tokens in enumerate(law.budgets):
         name = budget_name(spec.name, law, i)
         held = bool(law.held_out) and i == len(law.tokens)
+        # the held-out batch: a last budget at the largest fitted tokens, one batch, predicted
+        held_batch = law.held_out_batch_index == i
         row: dict[str, Any] = {"index": i, "study": name, "tokens": tokens, "held_out": held,
-                               "total": _total(spec, held), "done": 0, "running": 0,
-                               "state": "waiting"}
+                               "held_out_batch": law.held_out_batch if held_batch else None,
+                               "total": _total(spec, held or held_batch), "done": 0,
+                               "running": 0, "state": "waiting"}
         if name in names:
             s = study if name == study.study_name else st.load_study(name, storage)
             trials = s.get_trials(deepcopy=False)
@@ -90,8 +93,8 @@ def law_grid(study: optuna.Study, *, driven: bool | None = True) -> dict[str, An
 
 
 def _total(spec: StudySpec, held: bool) -> int:
-    """A budget's trials to finish: the law's per budget, and the held-out budget's predicted
-    recipe on top (`tuner.study.workflows.law.budget_spec`)."""
+    """A budget's trials to finish: the law's per budget, and a held-out budget's (or held-out
+    batch's) predicted recipe on top (`tuner.study.workflows.law.budget_spec`)."""
     return (spec.law.trials or spec.study.n_trials) + (1 if held else 0)
 
 

@@ -349,7 +349,9 @@ document.querySelector('#lawtable thead').innerHTML='<tr><th>tokens per trial</t
 document.querySelector('#lawtable tbody').innerHTML=bs.map(b=>{const o=b.optimum;
 const edge=o&&o.at_edge.length?`at the range's edge (${o.at_edge.join(', ')})`:'';
 const note=b.held_out?'held out'+(L.predicted?`: predicted lr ${fmt(L.predicted.lr)}`:
-''):b.left_out_p!=null?`left out of the lr law: with it one power law did not hold (p ${
+''):b.held_out_batch!=null?`held-out batch (batch_end ${b.held_out_batch}): predicted, `+
+'never in the law'
+:b.left_out_p!=null?`left out of the lr law: with it one power law did not hold (p ${
 fmt(b.left_out_p)})`:b.in_lr_law?'in the '+(L.lr_method==='pooled'?'pooled ':'')+'lr law'+
 (edge?`, ${edge}`:''):edge?edge+': left out':b.error?b.error:'';
 return `<tr><td>${fmt(b.tokens)}</td><td>${esc(b.state)}</td><td>${b.done}/${b.total}${
