@@ -26,7 +26,7 @@ from tuner.app.service.private import csrf_key, make_private
 from tuner.app.service.scheduler import Scheduler
 from tuner.app.service.studies import service_record, set_state
 from tuner.app.service.tokens import TokenStore
-from tuner.study.specs.spec import parse_spec, read_toml
+from tuner.study.specs.spec import load_spec, parse_spec, read_toml
 from tuner.study.store import database as db
 
 SPEC = """
@@ -140,6 +140,17 @@ def test_the_trainings_counted_are_those_a_real_service_ran():
     assert trainings(spec(NOISE.format(name="n", n=2, repeats=3))) == 8
     assert trainings(spec(SPEC.format(name="l", n=4)
                           + LADDER.format(widths=[64, 128, 256], proposals=2))) == 18
+
+
+def test_the_shipped_law_counts_every_budget_its_predicted_trials_and_its_noise():
+    """search_spaces/law.toml: 4 fitted budgets, the held-out budget and the held-out batch of
+    24 trials each, the last two training their predicted recipe first, and noise_repeats
+    re-trainings of the top trials at each of the six."""
+    law = load_spec(Path(__file__).resolve().parents[2] / "search_spaces" / "law.toml")
+    s = law.study
+    assert law.law.held_out and law.law.held_out_batch and len(law.law.budgets) == 6
+    noise = s.noise_repeats * s.noise_top
+    assert trainings(law) == 6 * (law.law.trials or s.n_trials) + 2 + 6 * noise
 
 
 @pytest.mark.parametrize(("text", "field"), [

@@ -6,8 +6,8 @@ re-training (``[study] noise_repeats`` re-trains the ``noise_top`` best trials o
 that measures noise; `tuner.study.results.noise`):
 
     plain   n_trials + noise
-    law     per budget: (law.trials or n_trials) trials (+1 on the held-out budget, its
-            predicted recipe) + noise
+    law     per budget: (law.trials or n_trials) trials (+1 on the held-out budget and on the
+            held-out batch: each trains its predicted recipe first) + noise
     ladder  rung 0: n_trials; rung r: promoted + ladder.proposals, where promoted is at most
             every trial of rung r-1 when ties can promote more than the share (noise measured,
             or several objectives: `tuner.study.workflows.ladder.promote`), else
@@ -49,8 +49,9 @@ def trainings(spec: StudySpec) -> int:
     if spec.law.on:
         law = spec.law
         per_budget = law.trials or s.n_trials
-        return sum(_with_noise(spec, per_budget + (1 if law.held_out and i == len(law.tokens)
-                                                   else 0))
+        # the held-out budget and the held-out batch each train their predicted recipe first
+        predicted = {len(law.tokens) if law.held_out else None, law.held_out_batch_index}
+        return sum(_with_noise(spec, per_budget + (1 if i in predicted else 0))
                    for i in range(len(law.budgets)))
     if spec.ladder.on:
         lad = spec.ladder
