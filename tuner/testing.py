@@ -233,7 +233,15 @@ def law_train(model_args: ModelArgs, recipe: Recipe, *, token_budget: int,
     """A fake whose val_loss is a bowl in log lr and log batch around `law_optimum` of its
     budget, plus noise of sd `LAW_NOISE_SD` drawn from the recipe and the seed (the same run
     always gives the same number, another seed another)."""
-    lr_star, b_star = law_optimum(token_budget)
+    lr_star, _ = law_optimum(token_budget)
+    return _law_bowl(recipe, lr_star, token_budget=token_budget, seed=seed, on_eval=on_eval)
+
+
+def _law_bowl(recipe: Recipe, lr_star: float, *, token_budget: int, seed: int | None,
+              on_eval: Any) -> TrainResult:
+    """The known-law fakes' val_loss: a bowl in log lr around ``lr_star`` and in log batch
+    around the budget's `law_optimum` batch, plus seeded noise of sd `LAW_NOISE_SD`."""
+    _, b_star = law_optimum(token_budget)
     batch = recipe.batch_end * recipe.seq_len
     noise = random.Random(f"{recipe.lr!r}|{batch}|{seed}|{token_budget}").gauss(0.0,
                                                                                LAW_NOISE_SD)
@@ -264,17 +272,8 @@ def law_batch_train(model_args: ModelArgs, recipe: Recipe, *, token_budget: int,
                     seed: int | None = None, on_eval: Any = None, **kw: Any) -> TrainResult:
     """`law_train` whose lr bowl at each batch sits at `law_lr_batch_optimum` of its budget and
     that batch (the batch's own optimum, and its penalty, as `law_train`'s)."""
-    _, b_star = law_optimum(token_budget)
-    batch = recipe.batch_end * recipe.seq_len
-    lr_star = law_lr_batch_optimum(token_budget, batch)
-    noise = random.Random(f"{recipe.lr!r}|{batch}|{seed}|{token_budget}").gauss(0.0,
-                                                                               LAW_NOISE_SD)
-    loss = (2.0 + 1.5 / math.log10(token_budget) + (math.log10(recipe.lr / lr_star)) ** 2
-            + 0.5 * (math.log10(batch / b_star)) ** 2 + noise)
-    if on_eval is not None:
-        on_eval(token_budget, {"val_loss": loss, "train_loss": loss + 0.1, "max_vio": 0.1,
-                               "step": 10, "tokens_per_s": 1e4})
-    return make_result(recipe, token_budget=token_budget, val_loss=loss, seed=seed or 0)
+    lr_star = law_lr_batch_optimum(token_budget, recipe.batch_end * recipe.seq_len)
+    return _law_bowl(recipe, lr_star, token_budget=token_budget, seed=seed, on_eval=on_eval)
 
 
 # lr -> behaviour, so one study (with these lr values enqueued) exercises every outcome.
