@@ -6,6 +6,14 @@ harness to get it."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+from pathlib import Path
+
+from tuner.app.cli import main
+
+TEAM = (("alice", False), ("bob", False), ("ops", True))  # (user, admin)
+
 SPEC = """
 [study]
 name = "{name}"
@@ -30,3 +38,15 @@ type = "float"
 low = 0.0
 high = 0.2
 """
+
+
+def create_team_tokens(root: Path) -> dict[str, str]:
+    """`moetune token create` for each user of `TEAM` under ``root``: user -> token."""
+    tokens = {}
+    for user, admin in TEAM:
+        argv = ["token", "create", user, "--root", str(root)] + (["--admin"] if admin else [])
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(argv) == 0
+        tokens[user] = out.getvalue().strip()
+    return tokens

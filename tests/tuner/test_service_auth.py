@@ -5,27 +5,18 @@ test_service_browser.py."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 import urllib.parse
 
 import pytest
 from inprocess_service import SPEC, InProcessService, inprocess_service
-
-from tuner.app.cli import main
+from service_spec import create_team_tokens
 
 
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
     root = tmp_path_factory.mktemp("team") / "root"
-    tokens = {}
-    for user, admin in (("alice", False), ("bob", False), ("ops", True)):
-        argv = ["token", "create", user, "--root", str(root)] + (["--admin"] if admin else [])
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            assert main(argv) == 0
-        tokens[user] = out.getvalue().strip()
+    tokens = create_team_tokens(root)
     with inprocess_service(root) as srv:  # the tokens made above: not open
         yield srv, tokens
 

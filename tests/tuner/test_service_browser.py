@@ -5,28 +5,19 @@ test_service_auth.py."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 
 import pytest
 from browser import Browser as BrowserSession
 from browser import find_browser
 from service_process import SPEC, Server
-
-from tuner.app.cli import main
+from service_spec import create_team_tokens
 
 
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
     root = tmp_path_factory.mktemp("team") / "root"
-    tokens = {}
-    for user, admin in (("alice", False), ("bob", False), ("ops", True)):
-        argv = ["token", "create", user, "--root", str(root)] + (["--admin"] if admin else [])
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            assert main(argv) == 0
-        tokens[user] = out.getvalue().strip()
+    tokens = create_team_tokens(root)
     srv = Server(root).start()
     yield srv, tokens
     srv.stop()
