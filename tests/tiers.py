@@ -4,8 +4,8 @@ A test is ``integration`` when it starts a process of its own: Ray, a ``moetune 
 PostgreSQL server, a browser, a ``python`` child. Everything else is the fast tier, the one to
 run on every change::
 
-    python -m pytest -q -m "not integration"     # fast tier
-    python -m pytest -q                          # both tiers (what CI runs, fast tier first)
+    python -m pytest -q -n 2 -m "not integration"   # fast tier (in process: safe on 2 workers)
+    python -m pytest -q                             # both tiers (CI: the fast tier first)
 
 No test is marked by hand. At collection a test is integration when
 
