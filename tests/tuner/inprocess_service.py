@@ -29,7 +29,6 @@ import functools
 import itertools
 import json
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,7 @@ from typing import Any
 import pytest
 import torch
 from fastapi.testclient import TestClient
-from service_spec import SPEC  # noqa: F401 - the tests import it from here too
+from service_spec import SPEC, StudyWaits  # noqa: F401 - the tests import SPEC from here
 
 from tuner import testing
 from tuner.app.serve_command import _private_root, service_url
@@ -189,8 +188,12 @@ class ThreadDrivers:
 
 
 @dataclass
-class InProcessService:
+class InProcessService(StudyWaits):
     """The app behind `TestClient`, with `service_process.Server`'s client methods."""
+
+    TRIALS_WAIT_S = 60.0
+    STATE_WAIT_S = 120.0
+    POLL_S = 0.1
 
     root: Path
     storage_url: str
@@ -213,26 +216,6 @@ class InProcessService:
         r = self.client.request(method, path, content=data, headers=sent)
         return r.status_code, _decode(r.content, r.headers.get("content-type", ""))
 
-    def wait_trials_running(self, name: str, *, timeout_s: float = 60.0) -> None:
-        """Until the study has a trial in flight."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            status, body = self.call("GET", f"/api/v1/studies/{name}")
-            if status == 200 and body["progress"]["running"] > 0:
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"study {name}: no trial started within {timeout_s} s")
-
-    def wait_state(self, name: str, states: tuple[str, ...], *, token: str = "",
-                   timeout_s: float = 120.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        last: Any = None
-        while time.monotonic() < deadline:
-            status, last = self.call("GET", f"/api/v1/studies/{name}", token=token)
-            if status == 200 and last["state"] in states:
-                return dict(last)
-            time.sleep(0.2)
-        raise AssertionError(f"study {name} never reached {states}: {last}")
 
 
 @contextlib.contextmanager

@@ -17,12 +17,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from service_spec import SPEC  # noqa: F401 - the tests import it from here too
+from service_spec import SPEC, StudyWaits  # noqa: F401 - the tests import SPEC from here
 
 STARTED = re.compile(rb"moetune service on http://[^/]*:(\d+)/")
 
 
-class Server:
+class Server(StudyWaits):
     """``moetune serve`` in a subprocess on a free loopback port.
 
     Each start passes ``--port 0`` and reads the port from the service's start line: the
@@ -99,26 +99,6 @@ class Server:
         except urllib.error.HTTPError as e:
             return e.code, _decode(e.read(), e.headers.get("content-type", ""))
 
-    def wait_trials_running(self, name: str, *, timeout_s: float = 180.0) -> None:
-        """Until the study has a trial in flight."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            status, body = self.call("GET", f"/api/v1/studies/{name}")
-            if status == 200 and body["progress"]["running"] > 0:
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"study {name}: no trial started within {timeout_s} s")
-
-    def wait_state(self, name: str, states: tuple[str, ...], *, token: str = "",
-                   timeout_s: float = 180.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        last: Any = None
-        while time.monotonic() < deadline:
-            status, last = self.call("GET", f"/api/v1/studies/{name}", token=token)
-            if status == 200 and last["state"] in states:
-                return dict(last)
-            time.sleep(0.5)
-        raise AssertionError(f"study {name} never reached {states}: {last}")
 
 
 def _decode(raw: bytes, content_type: str) -> Any:

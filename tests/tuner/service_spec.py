@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import time
 from pathlib import Path
+from typing import Any
 
 from tuner.app.cli import main
 
@@ -50,3 +52,41 @@ def create_team_tokens(root: Path) -> dict[str, str]:
             assert main(argv) == 0
         tokens[user] = out.getvalue().strip()
     return tokens
+
+
+class StudyWaits:
+    """Polls of a study's status through the harness's ``call``: shared by the in-process
+    service (`inprocess_service.InProcessService`) and the real one (`service_process.Server`),
+    each with its own patience."""
+
+    TRIALS_WAIT_S = 180.0
+    STATE_WAIT_S = 180.0
+    POLL_S = 0.2
+
+    def call(self, method: str, path: str, body: Any = None, *, token: str = "",
+             **kw: Any) -> tuple[int, Any]:
+        raise NotImplementedError
+
+    def wait_trials_running(self, name: str, *, timeout_s: float | None = None) -> None:
+        """Until the study has a trial in flight."""
+        timeout_s = timeout_s or self.TRIALS_WAIT_S
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            status, body = self.call("GET", f"/api/v1/studies/{name}")
+            if status == 200 and body["progress"]["running"] > 0:
+                return
+            time.sleep(self.POLL_S)
+        raise AssertionError(f"study {name}: no trial started within {timeout_s} s")
+
+    def wait_state(self, name: str, states: tuple[str, ...], *, token: str = "",
+                   timeout_s: float | None = None) -> dict[str, Any]:
+        """Until the study is in one of ``states``; its view then."""
+        timeout_s = timeout_s or self.STATE_WAIT_S
+        deadline = time.monotonic() + timeout_s
+        last: Any = None
+        while time.monotonic() < deadline:
+            status, last = self.call("GET", f"/api/v1/studies/{name}", token=token)
+            if status == 200 and last["state"] in states:
+                return dict(last)
+            time.sleep(self.POLL_S)
+        raise AssertionError(f"study {name} never reached {states}: {last}")
