@@ -54,7 +54,9 @@ def table_backtest(path: Path) -> None:
 
     law = LrBatchLaw.from_dict(json.loads(path.read_text())["lr_batch_law"])
     rows = backtest(law, proxy=preset("debug"))  # no µP: the one LR, as the table's runs
-    lines = [f"Command: `python benchmarks/backtest_law.py --table {path}` (the law of "
+    lines = [f"Command: `moetune law fit STEPLAW.csv --column B=bs --batch-unit 2048 --vary "
+             f"'smooth loss' --out {path.parent}`, then `python benchmarks/backtest_law.py "
+             f"--table {path}` (the law of "
              f"`moetune law fit` on Step Law's dense sweep, as in \"lr law in tokens and "
              f"batch\": {law.n_cells} cells, N {law.params_range[0]:.3g}-"
              f"{law.params_range[1]:.3g}, D {law.tokens_range[0]:.3g}-"
