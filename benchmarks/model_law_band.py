@@ -2,7 +2,7 @@
 budget: modeled, not measured.
 
 The shipped design (`search_spaces/law.toml`, batch fixed) measured bands of 2.15-2.42x at the
-held-out budget with 16 trials per fitted budget (benchmarks/bench_law_batch.py, 3 seeds). This
+held-out budget with 16 trials per fitted budget (benchmarks/bench_law.py batch, 3 seeds). This
 script refits the pooled lr law (`tuner.modeling.pooled_law.fit_pooled_law`, as the product
 does) to synthetic trials drawn like that design's: the same 4 budgets, 16/24/32 qmc-stratified
 lrs over 3e-4..6e-2, quadratic bowls of the curvatures seed 2 measured, lr* on seed 2's fitted

@@ -1,10 +1,10 @@
 """Pooled against per-budget law fits, on the same real trainings: which one predicts the
 held-out budget's lr* better, and which one's band tells the truth?
 
-Each seed runs the fitted budgets of `benchmarks/bench_law.py`'s real design (debug proxy, fp32,
+Each seed runs the fitted budgets of the one-batch mode's real design (debug proxy, fp32,
 one batch, 8 qmc trials at 4,096 / 13,312 / 40,960 / 131,072 tokens) through ``moetune submit``
 with no held-out budget; the held-out budget (655,360 tokens) was searched on its own by
-bench_law (benchmarks/law.json: its measured lr* per seed). Both fits read the same stored
+the one-batch mode (benchmarks/law.json: its measured lr* per seed). Both fits read the same stored
 trials:
 
 - per-budget: each budget's quadratic optimum, then a line through the uncensored optima
@@ -17,9 +17,9 @@ studies per noise level, the same design, quadratic bowls narrowing with the bud
 here, lr* on an exact power law: how close each fit predicts the held-out lr*, and how often its
 95% band covers it.
 
-    nice -n 15 python benchmarks/bench_law_pooled.py           # real trainings (~15-35 min)
-    nice -n 15 python benchmarks/bench_law_pooled.py --tokenizer bpe:32768  # on BPE tokens
-    python benchmarks/bench_law_pooled.py --results            # refit the stored studies
+    nice -n 15 python benchmarks/bench_law.py pooled        # real trainings (~15-35 min)
+    nice -n 15 python benchmarks/bench_law.py pooled --tokenizer bpe:32768  # on BPE tokens
+    python benchmarks/bench_law.py pooled --results         # refit the stored studies
 
 ``--results`` refits the studies found under runs/ (not committed) and keeps, from
 benchmarks/law_pooled.json, the rows of those it does not find.
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import sys
 from pathlib import Path
@@ -37,13 +36,22 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-OUT = HERE / "law_pooled.json"
-HEADING = "## Pooled law fit against per-budget optima"
+from benchmarks.law.common import (
+    BENCH,
+    ROOT,
+    add_held_out,
+    db_path,
+    pairs_inside,
+    read_json,
+    spec_text,
+    stored_law_data,
+    submit_or_resume,
+    write_json,
+)
+from benchmarks.law.one_batch import REAL
 
-from benchmarks.bench_law import REAL, spec_text, submit_or_resume  # noqa: E402
+OUT = BENCH / "law_pooled.json"
+HEADING = "## Pooled law fit against per-budget optima"
 
 CFG = REAL | {"held_out": 0}
 # each corpus' runs: ROOT + suffix (--tokenizer bpe:N runs under ROOT-bpeN)
@@ -72,41 +80,23 @@ def run_held_out(seed: int, src: Path, dst: Path, trials: int) -> None:
     the prediction, searches it and writes law.md as for any law study."""
     import shutil
 
-    import optuna
-
-    from tuner.study.store import records
-
     name = f"law-s{seed}"
-    if not (dst / "runs" / name / "study.db").exists():
+    if not db_path(dst, seed).exists():
         (dst / "runs").mkdir(parents=True, exist_ok=True)
         for folder in (src / "runs").glob(f"{name}*"):
             shutil.copytree(folder, dst / "runs" / folder.name)
         shutil.copy(src / f"{name}.toml", dst / f"{name}.toml")
-        study = optuna.load_study(study_name=name,
-                                  storage=f"sqlite:///{dst / 'runs' / name / 'study.db'}")
-        spec = dict(study.user_attrs[records.SPEC])
-        spec["law"] = {**spec["law"], "held_out": REAL["held_out"], "trials": trials}
-        study.set_user_attr(records.SPEC, spec)
+        add_held_out(db_path(dst, seed), name, REAL["held_out"], trials)
     submit_or_resume(name, None, dst)
 
 
 def held_out_rows(seeds: list[int], root: Path) -> list[dict[str, Any]]:
     """Per seed whose held-out budget ran (`run_held_out`): the product's own law data."""
-    import optuna
-
-    from reports.law import law_data
-    from tuner.study.store import storage as st
-
     rows = []
     for seed in seeds:
-        db_path = root / "runs" / f"law-s{seed}" / "study.db"
-        if not db_path.exists():
-            continue
-        url = f"sqlite:///{db_path}"
         # the stored spec: the copy's, with the held-out budget (the .toml has none)
-        spec = st.stored_spec(optuna.load_study(study_name=f"law-s{seed}", storage=url))
-        data = law_data(spec, url)
-        h = data["held_out_check"]
+        data = stored_law_data(seed, root)
+        h = data and data["held_out_check"]
         if h is None or not data.get("held_out_in_law"):
             continue
         full = data["full_run"] or {}
@@ -250,8 +240,9 @@ def _trials(seed: int, root: Path) -> tuple[list[list[float]], list[list[float]]
 
 def real(seeds: list[int], root: Path, trials: int = REAL["trials"]) -> list[dict[str, Any]]:
     """Per seed and fit (all 4 budgets, and without the 16-step smallest), the prediction at
-    the held-out budget against the lr* bench_law measured there; ``trials`` per budget."""
-    measured = json.loads((HERE / "law.json").read_text())["seeds"]
+    the held-out budget against the lr* the one-batch mode measured there; ``trials`` per
+    budget."""
+    measured = read_json(BENCH / "law.json", None)["seeds"]
     held = REAL["held_out"]
     rows = []
     for seed in seeds:
@@ -282,7 +273,7 @@ def exponents(seeds: list[int], roots: dict[str, Path]) -> list[dict[str, Any]]:
     rows = []
     for corpus, root in roots.items():
         for seed in seeds:
-            if not (root / "runs" / f"law-s{seed}" / "study.db").exists():
+            if not db_path(root, seed).exists():
                 continue
             lrs, losses = _trials(seed, root)
             if min(len(v) for v in lrs) < REAL["trials"]:
@@ -305,10 +296,9 @@ def exponents(seeds: list[int], roots: dict[str, Path]) -> list[dict[str, Any]]:
 
 def _agreement(rows: list[dict[str, Any]]) -> str:
     """Each seed's prediction inside another seed's band, and the predictions' spread."""
-    pairs = sum(o["band"][0] <= r["predicted"] <= o["band"][1]
-                for r in rows for o in rows if o is not r)
+    inside, pairs = pairs_inside([(r["predicted"], r["band"]) for r in rows])
     preds = [r["predicted"] for r in rows]
-    return (f"{pairs}/{len(rows) * (len(rows) - 1)} pairs inside, spread "
+    return (f"{inside}/{pairs} pairs inside, spread "
             f"{max(preds) / min(preds):.2f}x")
 
 
@@ -317,11 +307,11 @@ def results_lines(data: dict[str, Any]) -> list[str]:
              "surface over every budget's trials, the bowls' bottoms on the law, the smallest "
              "budget left out while one power law does not hold. Line: the line through the "
              "per-budget optima inside their ranges (the law before).", "",
-             "Commands: `nice -n 15 python benchmarks/bench_law_pooled.py` (real trainings: "
+             "Commands: `nice -n 15 python benchmarks/bench_law.py pooled` (real trainings: "
              "bench_law's design, debug proxy, fp32, batch 2 x 128 tokens, 8 qmc trials per "
              f"budget at {REAL['tokens']} tokens; the held-out lr* at {REAL['held_out']} is "
              "bench_law's measurement, benchmarks/law.json) and `python "
-             "benchmarks/bench_law_pooled.py --results` (the fits and the simulation). Both fits "
+             "benchmarks/bench_law.py pooled --results` (the fits and the simulation). Both fits "
              "read the same trials. Measured: the trainings and the held-out lr*; the rest is "
              "fitted.", "",
              "**Simulation** (a known power law, exponent -0.3, quadratic bowls with curvature "
@@ -418,8 +408,7 @@ def results_lines(data: dict[str, Any]) -> list[str]:
     return lines + [""] + ["- " + n for n in data.get("notes", [])]
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", action="store_true", help="no trainings: refit and report")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--root", type=Path, default=ROOT / "runs" / "bench_law_pooled")
@@ -433,7 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokenizer", default="", metavar="bpe:N",
                    help="the same design on the same text as BPE tokens (issue 27): runs under "
                         "ROOT-bpeN, and its exponents join the results beside the bytes'")
-    a = p.parse_args(argv)
+
+
+def run(a: argparse.Namespace) -> int:
     if a.tokenizer:
         sub = a.root.with_name(a.root.name + "-" + a.tokenizer.replace(":", ""))
         for seed in a.seeds:
@@ -452,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         for seed in a.seeds:
             print(f"seed {seed} ({a.trials} trials per budget) ...", file=sys.stderr, flush=True)
             run_seed(seed, trial_roots[a.trials], trials=a.trials)
-    old = json.loads(OUT.read_text()) if OUT.exists() else {}
+    old = read_json(OUT, {})
     # rows whose trials are not on this machine (runs/ is not committed) come from the last
     # results; rows whose trials are here are refitted
     for path in a.root.parent.glob(a.root.name + "-t*"):
@@ -461,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     real_rows = []
     for n in sorted(trial_roots.keys() | {r.get("trials", 8) for r in old.get("real", [])}):
         root = trial_roots.get(n)
-        if root and all((root / "runs" / f"law-s{s}" / "study.db").exists()
+        if root and all(db_path(root, s).exists()
                         and min(map(len, _trials(s, root)[0])) >= n for s in a.seeds):
             real_rows += real(a.seeds, root, n)
         else:
@@ -482,12 +473,8 @@ def main(argv: list[str] | None = None) -> int:
             "simulation": simulate(), "lack_of_fit": lack_of_fit_level(),
             "held_out_refit": held_out_refit(), "vocab": vocab,
             "notes": old.get("notes", [])}
-    OUT.write_text(json.dumps(data, indent=1, default=float) + "\n")
+    write_json(OUT, data)
     from benchmarks.results_md import publish
 
     publish(HEADING, results_lines(data))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

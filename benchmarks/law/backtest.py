@@ -9,8 +9,8 @@ reproduced here (the export computes it from the study itself). A law fitted at 
 refuses its LR at every published batch; the table shows its LR where it was measured (the
 fitted batch), for the hidden matrices (lr / width_mult), against the published single LR.
 
-    python benchmarks/backtest_law.py
-    python benchmarks/backtest_law.py --table DIR/law.json   # a law of `moetune law fit`
+    python benchmarks/bench_law.py backtest
+    python benchmarks/bench_law.py backtest --table DIR/law.json   # a law of `moetune law fit`
 
 With ``--table``, the law fitted from a table of runs (Step Law's released sweep, say: its
 command in RESULTS.md, "lr law in tokens and batch") is asked the same question at each
@@ -20,22 +20,24 @@ every parameter, as the table's runs trained), into its own section.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import math
-import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from benchmarks.law.common import BENCH
+from benchmarks.results_md import publish
 from trainers.presets import preset
-from tuner.export.backtest import backtest, backtest_table
-from tuner.modeling.lr_at_batch import LawBatches
-from tuner.modeling.power_law import PowerLaw, StudyLaw
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # benchmarks.results_md
+if TYPE_CHECKING:
+    from tuner.modeling.power_law import StudyLaw
 
 
 def seed_law(name: str, fit: dict) -> StudyLaw:
+    from tuner.modeling.power_law import PowerLaw, StudyLaw
+
     lr = fit["lr_law"]
     law = PowerLaw(coef=lr["coef"], exponent=lr["exponent"],
                    exponent_interval=tuple(lr["exponent_interval"]), x_min=lr["x_min"],
@@ -49,14 +51,14 @@ TABLE_HEADING = "## Backtest of a table's law against DeepSeek's published recip
 
 def table_backtest(path: Path) -> None:
     """The ``--table`` section (module docstring)."""
-    from benchmarks.results_md import publish
+    from tuner.export.backtest import backtest, backtest_table
     from tuner.modeling.lr_batch_law import LrBatchLaw
 
     law = LrBatchLaw.from_dict(json.loads(path.read_text())["lr_batch_law"])
     rows = backtest(law, proxy=preset("debug"))  # no µP: the one LR, as the table's runs
     lines = [f"Command: `moetune law fit STEPLAW.csv --column B=bs --batch-unit 2048 --vary "
-             f"'smooth loss' --out {path.parent}`, then `python benchmarks/backtest_law.py "
-             f"--table {path}` (the law of "
+             f"'smooth loss' --out {path.parent}`, then `python benchmarks/bench_law.py "
+             f"backtest --table {path}` (the law of "
              f"`moetune law fit` on Step Law's dense sweep, as in \"lr law in tokens and "
              f"batch\": {law.n_cells} cells, N {law.params_range[0]:.3g}-"
              f"{law.params_range[1]:.3g}, D {law.tokens_range[0]:.3g}-"
@@ -77,13 +79,15 @@ def table_backtest(path: Path) -> None:
     print("\n".join(lines))
 
 
-def main() -> None:
-    from benchmarks.results_md import publish
+def shipped_backtest() -> None:
+    """The default section (module docstring)."""
+    from tuner.export.backtest import backtest, backtest_table
+    from tuner.modeling.lr_at_batch import LawBatches
 
-    entry = json.loads((HERE / "law_batch.json").read_text())["b2-t24"]
+    entry = json.loads((BENCH / "law_batch.json").read_text())["b2-t24"]
     proxy = dataclasses.replace(preset("debug"), mup_base_dim=preset("debug").dim)
     batches = LawBatches.of([float(b * 128) for b in entry["batches"]])
-    lines = [f"Command: `python benchmarks/backtest_law.py` (`tuner.export.backtest`, the "
+    lines = [f"Command: `python benchmarks/bench_law.py backtest` (`tuner.export.backtest`, the "
              f"export's own hook, on each seed's lr law as benchmarks/law_batch.json stores it: "
              f"`search_spaces/law.toml` at 24 trials per budget, measured 2026-12-03, the batch "
              f"fixed at {batches.fixed:.0f} tokens per step, µP at base width {proxy.dim}). "
@@ -109,10 +113,15 @@ def main() -> None:
     publish(HEADING, lines)
 
 
-if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--table":
-        table_backtest(Path(sys.argv[2]))
-    elif len(sys.argv) == 1:
-        main()
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--table", type=Path, metavar="LAW_JSON",
+                   help="a law of `moetune law fit` (its law.json), into its own section")
+
+
+def run(a: argparse.Namespace) -> int:
+    if a.table:
+        table_backtest(a.table)
     else:
-        sys.exit("usage: backtest_law.py [--table LAW_JSON]")
+        shipped_backtest()
+    return 0

@@ -11,9 +11,9 @@ benchmark does not run); several search it with the lr at random.
 Each seed runs through ``moetune submit`` (``resume`` when its study exists), so the product
 predicts the held-out budget from the fitted ones and stores the prediction before searching it.
 
-    nice -n 5 python benchmarks/bench_law_batch.py --seeds 0 1 --held-out-trials 8   # ~55 min/seed
-    nice -n 5 python benchmarks/bench_law_batch.py --seeds 0 --batches 2 4 8 16 32 64
-    python benchmarks/bench_law_batch.py --results --seeds 0 1        # refit stored studies
+    nice -n 5 python benchmarks/bench_law.py batch --seeds 0 1 --held-out-trials 8  # ~55 min/seed
+    nice -n 5 python benchmarks/bench_law.py batch --seeds 0 --batches 2 4 8 16 32 64
+    python benchmarks/bench_law.py batch --results --seeds 0 1       # refit stored studies
 
 Per budget: the surface's optimum (lr*, B* with their bootstrap intervals, and the edge of the
 searched box they sit on), the best trial (best of n), the best val_loss at each batch, the
@@ -24,19 +24,25 @@ and the 671B extrapolation, with Step Law's fixed-N batch law beside them.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-OUT = HERE / "law_batch.json"
-HEADING = "## The product's law design: the batch searched or fixed (real trainings)"
+from benchmarks.law.common import (
+    BENCH,
+    ROOT,
+    add_held_out,
+    db_path,
+    read_json,
+    spec_text,
+    stored_law_data,
+    submit_or_resume,
+    write_json,
+)
 
-from benchmarks.bench_law import spec_text, submit_or_resume  # noqa: E402
+OUT = BENCH / "law_batch.json"
+HEADING = "## The product's law design: the batch searched or fixed (real trainings)"
 
 # law.toml's own sizes (tests/benchmarks/test_bench_law_batch_smoke.py checks them)
 DESIGN = {"tokens": [16_384, 49_152, 147_456, 524_288], "held_out": 2_621_440, "trials": 24,
@@ -113,31 +119,16 @@ NOTES = [  # the measurement's reading
 def run_seed(seed: int, root: Path, design: dict[str, Any], held_out_trials: int = 0) -> None:
     """The seed's law study through ``moetune submit`` (``resume`` when it exists). With
     ``held_out_trials``, the fitted budgets run first without the held-out budget, which then
-    joins the stored spec with that many trials (`_with_held_out`) and runs on ``resume``."""
+    joins the stored spec with that many trials (`common.add_held_out`) and runs on
+    ``resume``."""
     root.mkdir(parents=True, exist_ok=True)
     name = f"law-s{seed}"
-    db_path = root / "runs" / name / "study.db"
     spec_path = root / f"{name}.toml"
     spec_path.write_text(spec_text(design | ({"held_out": 0} if held_out_trials else {}), seed))
     for _ in range(2 if held_out_trials else 1):
-        if db_path.exists():
-            _with_held_out(db_path, name, design["held_out"], held_out_trials)
+        if db_path(root, seed).exists():
+            add_held_out(db_path(root, seed), name, design["held_out"], held_out_trials)
         submit_or_resume(name, spec_path, root)
-
-
-def _with_held_out(db_path: Path, name: str, tokens: int, trials: int) -> None:
-    """A seed whose fitted budgets ran without the held-out budget gains it in its stored spec
-    (``trials`` trials there when > 0: ``law.trials`` reaches only budgets not yet created), as
-    `bench_law_pooled.run_held_out` does, so ``resume`` predicts it before running it."""
-    import optuna
-
-    from tuner.study.store import records
-
-    study = optuna.load_study(study_name=name, storage=f"sqlite:///{db_path}")
-    spec = dict(study.user_attrs[records.SPEC])
-    if not spec["law"].get("held_out"):
-        spec["law"] = {**spec["law"], "held_out": tokens} | ({"trials": trials} if trials else {})
-        study.set_user_attr(records.SPEC, spec)
 
 
 def seed_data(seed: int, root: Path) -> dict[str, Any] | None:
@@ -146,17 +137,15 @@ def seed_data(seed: int, root: Path) -> dict[str, Any] | None:
     profile, read off the trials)."""
     import optuna
 
-    from reports.law import law_data
     from tuner.study.store import database as db
     from tuner.study.store import storage as st
     from tuner.study.workflows.law_fit import budget_studies, fit_law, law_fit_at
 
-    db_path = root / "runs" / f"law-s{seed}" / "study.db"
-    if not db_path.exists():
+    data = stored_law_data(seed, root)
+    if data is None:
         return None
-    url = f"sqlite:///{db_path}"
+    url = f"sqlite:///{db_path(root, seed)}"
     spec = st.stored_spec(optuna.load_study(study_name=f"law-s{seed}", storage=url))
-    data = law_data(spec, url)
     fit = law_fit_at(spec, url)
     if fit.held_out_in_law:  # the law the prediction came from: the fitted budgets alone
         store = db.open_existing_storage(url)
@@ -186,7 +175,7 @@ def results_lines(entry: dict[str, Any]) -> list[str]:
             if len(batches) == 1 else f"with batch_end {batches} searched")
     lines = [f"### batch_end {batches[0] if len(batches) == 1 else batches}"
              + (f", {trials} trials per budget" if trials != DESIGN["trials"] else ""), "",
-             f"Command: `nice -n 5 python benchmarks/bench_law_batch.py{opts}` (`search_spaces/"
+             f"Command: `nice -n 5 python benchmarks/bench_law.py batch{opts}` (`search_spaces/"
              f"law.toml` {what}, precision fixed at fp32: debug proxy, µP, budgets "
              f"{DESIGN['tokens']} tokens and held-out {DESIGN['held_out']}, {trials} "
              f"qmc trials per fitted budget ({entry['held_out_trials']} at the held-out one), "
@@ -271,8 +260,7 @@ def _measured_gap(d: dict[str, Any]) -> str:
     return out + (f" (fitted minimum {floor:.1f} sd below every trial)" if floor > 2 else "")
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", action="store_true", help="no trainings: refit and report")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--root", type=Path, default=ROOT / "runs" / "bench_law_batch")
@@ -285,12 +273,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=DESIGN["trials"],
                    help="trials per fitted budget (default law.toml's); other than "
                    f"{UNTAGGED_TRIALS}, the runs and the JSON entry are tagged -t<N>")
-    a = p.parse_args(argv)
+
+
+def run(a: argparse.Namespace) -> int:
     design = DESIGN | {"batches": a.batches, "trials": a.trials}
     tag = "b" + "-".join(map(str, a.batches)) + (
         f"-t{a.trials}" if a.trials != UNTAGGED_TRIALS else "")
     a.root = a.root.with_name(f"{a.root.name}-{tag}")
-    data: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {}
+    data: dict[str, Any] = read_json(OUT, {})
     entry = data.setdefault(tag, {"batches": a.batches, "seeds": {}, "trials": a.trials})
     if not a.results or "held_out_trials" not in entry:  # --results keeps what ran
         entry["held_out_trials"] = a.held_out_trials or a.trials
@@ -301,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         d = seed_data(seed, a.root)
         if d is not None:
             entry["seeds"][str(seed)] = d
-            OUT.write_text(json.dumps(data, indent=1, default=float) + "\n")
+            write_json(OUT, data)
     from benchmarks.results_md import publish
 
     lines = []
@@ -309,7 +299,3 @@ def main(argv: list[str] | None = None) -> int:
         lines += results_lines(e) + [""]
     publish(HEADING, lines + ["- " + n for n in NOTES])
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,21 +17,23 @@ N, a line in log D through that N's cells at one fixed batch (the smallest batch
 its D searched, and, as a range, each other such batch), predicting the left-out D at all of
 its batches with that one value; its band is `fit_power_law`'s.
 
-    python benchmarks/bench_law_table.py /tmp/steplaw_dense.csv
-    python benchmarks/bench_law_table.py /tmp/steplaw_dense.csv --loss "smooth loss"
+    python benchmarks/bench_law.py table /tmp/steplaw_dense.csv
+    python benchmarks/bench_law.py table /tmp/steplaw_dense.csv --loss "smooth loss"
+
+It prints its figures (no RESULTS.md section of its own: the "lr law in tokens and batch"
+section quotes them).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reports.run_table import read_runs, table_cells
-from tuner.modeling.lr_batch_law import Cell, fit_lr_batch_law
-from tuner.modeling.power_law import fit_power_law
+if TYPE_CHECKING:
+    from tuner.modeling.lr_batch_law import Cell
 
 TARGETS = {"median": 1.25, "p90": 1.8, "coverage": 0.90}
 
@@ -39,6 +41,8 @@ TARGETS = {"median": 1.25, "p90": 1.8, "coverage": 0.90}
 def held_out(cells: list[Cell], largest: dict[float, float]) -> dict[str, Any]:
     """Every model size's largest D in the table (``largest``: N -> D) left out in turn: the
     law's and the baseline's misses."""
+    from tuner.modeling.lr_batch_law import fit_lr_batch_law
+
     law_rows: list[dict[str, Any]] = []
     base_rows: dict[float, list[float]] = {}
     notes = []
@@ -66,6 +70,8 @@ def _baseline(cells: list[Cell], n: float, d_max: float, test: list[Cell]
               ) -> dict[float, list[float]]:
     """Per fixed batch (searched at every fitted D of this N): a power law in D at that batch,
     its prediction applied at every batch of the left-out D (the misses, as ratios)."""
+    from tuner.modeling.power_law import fit_power_law
+
     own = [c for c in cells if c.params == n and c.tokens != d_max and not c.censored]
     ds = {c.tokens for c in own}
     out = {}
@@ -91,11 +97,14 @@ def summary(misses: list[float]) -> dict[str, float]:
             "worst": float(e.max())}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("csv", help="Step Law's data/dense_lr_bs_loss.csv")
-    ap.add_argument("--loss", default="loss", help="the loss column (loss or 'smooth loss')")
-    args = ap.parse_args()
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("csv", help="Step Law's data/dense_lr_bs_loss.csv")
+    p.add_argument("--loss", default="loss", help="the loss column (loss or 'smooth loss')")
+
+
+def run(args: argparse.Namespace) -> int:
+    from reports.run_table import read_runs, table_cells
+
     other = "smooth loss" if args.loss == "loss" else "loss"
     table = read_runs(args.csv, columns={"B": "bs", "loss": args.loss}, batch_unit=2048,
                       vary=[other])
@@ -130,7 +139,4 @@ def main() -> None:
         print(f"  N {r['N']:.3g} D {r['D']:.3g} B {r['B']:>9.4g}: measured {r['measured']:.3g}"
               f" predicted {r['predicted']:.3g} ({_ratio(r['predicted'], r['measured']):.2f}x)"
               f" band x/{r['band_x']:.2f} {'in' if r['inside'] else 'OUT'}")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -1,0 +1,176 @@
+"""The law benchmark (`benchmarks/bench_law.py MODE`, one module per mode in benchmarks/law/):
+its parts that need no trainings (the specs it writes from the shipped `search_spaces/law.toml`,
+the pooled simulation at toy size, the RESULTS sections rendered from the committed JSON), and
+the grid mode end to end on the known-law fake."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import bench_law  # noqa: E402
+from benchmarks.law import MODES, grid, pooled  # noqa: E402
+from benchmarks.law import batch as bench  # noqa: E402
+from benchmarks.law.common import spec_text  # noqa: E402
+
+
+def test_every_mode_is_a_subcommand_of_the_one_entry_point(capsys):
+    assert set(MODES) == {"one-batch", "batch", "pooled", "table", "backtest", "grid"}
+    for mode in MODES:
+        with pytest.raises(SystemExit) as e:
+            bench_law.main([mode, "--help"])
+        assert e.value.code == 0
+        assert f"python benchmarks/bench_law.py {mode}" in capsys.readouterr().out
+    old = ["bench_law_batch.py", "bench_law_pooled.py", "bench_law_table.py", "backtest_law.py"]
+    assert not [name for name in old if (ROOT / "benchmarks" / name).exists()]
+
+
+# --- batch: law.toml's design with the batch fixed or searched -------------------------------
+
+def test_the_design_is_the_shipped_law_toml():
+    """Its budgets, trials and noise are the shipped law.toml's; its batch is its own (the
+    shipped grid, law.batches, is not what it measures)."""
+    from tuner.study.specs.spec import load_spec
+
+    shipped = load_spec(ROOT / "search_spaces" / "law.toml")
+    assert list(shipped.law.tokens) == bench.DESIGN["tokens"]
+    assert shipped.law.held_out == bench.DESIGN["held_out"]
+    assert shipped.study.n_trials == bench.DESIGN["trials"]
+    assert shipped.study.noise_repeats == bench.DESIGN["noise_repeats"]
+
+
+@pytest.mark.parametrize("batches", [[2], [1, 2, 4, 8, 16], [2, 4, 8, 16, 32, 64]])
+def test_the_written_specs_fix_or_search_the_batch_as_asked(batches):
+    from tuner.study.specs.spec import parse_spec
+
+    spec = parse_spec(tomllib.loads(spec_text(bench.DESIGN | {"batches": batches}, 5)))
+    assert spec.name == "law-s5" and spec.study.seed == 5
+    assert list(spec.law.tokens) == bench.DESIGN["tokens"]
+    assert spec.study.n_trials == bench.DESIGN["trials"]
+    if len(batches) == 1:
+        assert spec.space.names() == ("lr",)
+        assert spec.space.fixed["batch_end"] == batches[0]
+    else:
+        assert set(spec.space.names()) == {"lr", "batch_end"}
+        assert "batch_end" not in spec.space.fixed
+        assert spec.space.largest("batch_end") == batches[-1]
+    assert spec.space.fixed["precision"] == "fp32"
+
+
+def test_the_committed_results_render_every_design():
+    data = json.loads(bench.OUT.read_text())
+    assert len(data) >= 2  # the batch fixed (as law.toml ships it) and searched
+    for entry in data.values():
+        text = "\n".join(bench.results_lines(entry))
+        assert text.startswith("### batch_end ") and "| seed | budget (tokens) |" in text
+        for d in entry["seeds"].values():
+            assert len(d["budgets"]) >= 4
+            assert all(b["best_by_batch"] for b in d["budgets"] if b["n_trials"])
+
+
+def test_the_measured_gap_is_read_off_the_held_out_budget():
+    """The predicted recipe against the best searched trial, both measured, in the budget's
+    noise sd; the fitted minimum named when it lies over 2 sd below every trial."""
+    budget = {"held_out": True, "noise_sd": 0.01, "best": {"loss": 1.50},
+              "predicted_trial": {"loss": 1.49},
+              "optimum": {"loss": 1.40, "tolerance": 0.02}}
+    assert bench._measured_gap({"budgets": [budget]}) == (
+        "-1.00 sd, -0.67% (fitted minimum 9.0 sd below every trial)")
+    budget["optimum"]["loss"] = 1.485
+    assert bench._measured_gap({"budgets": [budget]}) == "-1.00 sd, -0.67%"
+    assert bench._measured_gap({"budgets": [budget | {"predicted_trial": {}}]}) == "—"
+
+
+# --- pooled: pooled against per-budget fits ---------------------------------------------------
+
+def test_the_simulation_and_the_level_run_at_toy_size():
+    rows = pooled.simulate(n=2)
+    assert {(r["sd"], r["fit"]) for r in rows} == {(sd, fit) for sd in (0.03, 0.07)
+                                                   for fit in ("pooled", "line")}
+    assert all(0 <= r["coverage"] <= 1 and r["mean_error_x"] >= 1 for r in rows)
+    level = pooled.lack_of_fit_level(n=3)
+    assert len(level) == 6 and all(0 <= r["rejected"] <= 1 for r in level)
+
+
+def test_the_committed_pooled_results_render_every_table():
+    data = json.loads(pooled.OUT.read_text())
+    text = "\n".join(pooled.results_lines(data))
+    assert "| noise sd | fit | studies |" in text and "Lack-of-fit test" in text
+    assert "**Real trainings**" in text and "**Bytes against BPE**" in text
+    # every real seed has both fits, and the pooled rows say what they left out
+    for seed in (0, 1, 2):
+        rows = [r for r in data["real"] if r["seed"] == seed and r["budgets"] == "all 4 budgets"]
+        assert {r["fit"] for r in rows} == {"pooled", "line"}
+        assert next(r for r in rows if r["fit"] == "pooled")["left_out"] is not None
+
+
+# --- grid: law.toml as shipped, over seeds -----------------------------------------------------
+
+def _changed(text: str) -> list[str]:
+    """The lines ``text`` changes from the shipped law.toml (removed and added)."""
+    shipped = (ROOT / "search_spaces" / "law.toml").read_text().splitlines()
+    return [d for d in difflib.unified_diff(shipped, text.splitlines(), lineterm="", n=0)
+            if d[:1] in "+-" and d[:3] not in ("+++", "---")]
+
+
+def test_the_grid_spec_is_law_toml_with_only_its_name_and_seed_set():
+    assert _changed(grid.spec_text(3)) == ['-name = "law"', '+name = "law-s3"', '-seed = 0',
+                                           '+seed = 3']
+    assert _changed(grid.spec_text(0)) == ['-name = "law"', '+name = "law-s0"']
+    assert grid.spec_text(0).endswith("\n")
+
+
+def test_the_grid_section_says_what_a_seed_has_not_reached():
+    """A seed whose study has not placed its law or run its held-out budget and batch prints
+    "not reached yet", never fails."""
+    data = {"config": {"tokens": [1, 2], "held_out": 3, "batches": [1, 4], "held_out_batch": 8,
+                       "trials": 6, "trainer": "fake"},
+            "seeds": {"0": grid.NOT_STARTED,
+                      "1": {"lr_batch_law": None, "lr_batch_note": "cells: too few",
+                            "held_out_check": None, "held_out_batch_check": None,
+                            "wall_s": 90.0, "wall_complete": False}}}
+    text = "\n".join(grid.results_lines(data))
+    assert ("not fitted yet (study not started)" in text
+            and "not fitted yet (cells: too few)" in text)
+    assert text.count("| not reached yet |") == 4
+    assert "- held-out budget: not reached yet (0 of 2 seeds)." in text
+    assert "- held-out batch: not reached yet (0 of 2 seeds)." in text
+    assert "1.5 min (partial: resumed" in text and "unknown (not run by this benchmark)" in text
+
+
+def test_the_grid_mode_runs_the_shipped_design_end_to_end_on_the_fake(tmp_path):
+    """``grid --smoke``: law.toml with its budgets and trials made small, trained by the
+    known-law fake over its grid: the JSON and the section carry the held-out budget's and the
+    held-out batch's predicted / measured lr* with their bands, and the cross-seed targets."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_law.py"), "grid",
+                           "--smoke", "--seeds", "0", "--root", str(tmp_path)],
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "law-s0.toml").read_text() == grid.spec_text(0, grid.SMOKE)
+    data = json.loads((tmp_path / "law_grid.json").read_text())
+    d = data["seeds"]["0"]
+    assert d["lr_batch_law"] is not None, d["lr_batch_note"]
+    assert d["wall_complete"] and d["wall_s"] > 0
+    for key in ("held_out_check", "held_out_batch_check"):
+        h = d[key]
+        assert h["lr_band"][0] < h["lr_predicted"] < h["lr_band"][1]
+        assert h["lr_measured"] > 0 and h["lr_ratio"] == pytest.approx(
+            h["lr_predicted"] / h["lr_measured"])
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("| 0 |"))
+    assert "log10 lr* = 1: " in row and "not reached yet" not in row
+    held, _, batch = row.split(" | ")[2:5]
+    assert " / " in held and " = " in held and " / " in batch and " = " in batch
+    assert f"= {d['held_out_check']['lr_ratio']:.2f}" in held
+    assert f"= {d['held_out_batch_check']['lr_ratio']:.2f}" in batch
+    assert "- held-out budget: lr* predicted within 1.5x of the measured in " in proc.stdout
+    assert "- held-out batch: lr* predicted within 1.5x of the measured in " in proc.stdout
+    assert "Measured: " in proc.stdout and "Modeled: " in proc.stdout
