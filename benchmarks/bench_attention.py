@@ -4,9 +4,9 @@ One MLA layer's causal attention, forward + backward, at proxy-s head shapes (18
 dim 24, v head dim 16), 2048 tokens per call (batch = 2048 / seq_len), in four versions run
 alternately in one process:
 
-- fused: `trainers.fused_attention.FusedCausalAttention`, the C++ kernel the proxy runs on CPU
+- fused: `trainers.nn.fused_attention.FusedCausalAttention`, the C++ kernel the proxy runs on CPU
   up to `FUSED_MAX_SEQ` tokens;
-- blocked: `trainers.attention.BlockedCausalAttention`, the PyTorch-ops kernel it falls back to
+- blocked: `trainers.nn.attention.BlockedCausalAttention`, the PyTorch-ops kernel it falls back to
   without a compiler (up to `BLOCKED_MAX_SEQ`);
 - sdpa (flash): v zero-padded to the q/k head dim so SDPA takes its CPU flash kernel (what the
   proxy runs past those lengths);
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from trainers import Recipe, attention, preset, train  # noqa: E402
-from trainers.fused_attention import FusedCausalAttention  # noqa: E402
+from trainers.nn.fused_attention import FusedCausalAttention  # noqa: E402
 
 HEADS, QK_DIM, V_DIM, TOKENS = 18, 24, 16, 2048
 SCALE = QK_DIM ** -0.5
@@ -126,8 +126,8 @@ def render(rows: list[dict], e2e: list[dict], threads: int, cmd: str) -> str:
         f"torch {torch.__version__}, a shared 2-core machine. Command: `{cmd}`.", "",
         "One MLA layer's causal attention, forward + backward, proxy-s heads (18 heads, q/k "
         "head dim 24, v 16), 2048 tokens per call; medians of alternating runs. fused = "
-        "`trainers.fused_attention.FusedCausalAttention` (the C++ kernel built for this CPU); "
-        "blocked = `trainers.attention.BlockedCausalAttention` (PyTorch ops, the fallback "
+        "`trainers.nn.fused_attention.FusedCausalAttention` (the C++ kernel built for this CPU); "
+        "blocked = `trainers.nn.attention.BlockedCausalAttention` (PyTorch ops, the fallback "
         "without a compiler); both compute in fp32 whatever the input dtype. sdpa (flash) = v "
         "zero-padded so SDPA takes the CPU flash kernel; sdpa (math) = unpadded, SDPA's bmm + "
         f"softmax fallback (transformers' DeepseekV3). Past {LONG_ROWS} tokens only fused and "

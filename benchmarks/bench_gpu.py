@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpu_sections import run_section  # noqa: E402  (benchmarks/ is sys.path[0])
 
 from trainers import Recipe, preset, train  # noqa: E402
-from trainers.fp8 import fp8_backend, fp8_linear  # noqa: E402
-from trainers.moe import RoutedExperts  # noqa: E402
+from trainers.nn.fp8 import fp8_backend, fp8_linear  # noqa: E402
+from trainers.nn.moe import RoutedExperts  # noqa: E402
 from tuner.modeling.cost_model import flops_per_token  # noqa: E402  (torch-only: no Ray, no Optuna)
 
 DEVICE = "cuda"

@@ -125,7 +125,7 @@ def main() -> None:
 
 def _in_env(fusion: str, fn):
     os.environ["MOETUNE_FUSION"] = fusion
-    from trainers import fusion as fusion_mod
+    from trainers.nn import fusion as fusion_mod
     fusion_mod.mode.cache_clear()
     return fn()
 

@@ -4,7 +4,7 @@
 
 One training step of the debug proxy (the quickstart's: seq 128, fp32, one torch thread, as a
 trial with cpus_per_trial = 1 runs) at each vocabulary, through `train`'s own loop
-(`trainers.loop.StepTimer`), with the sliced loss (trainers.head_loss, what a vocabulary of
+(`trainers.loop.StepTimer`), with the sliced loss (trainers.nn.head_loss, what a vocabulary of
 FUSED_MIN_VOCAB or more now uses) and with the plain `F.cross_entropy` over whole logits. The two
 alternate step by step in one process, so a busy machine slows both alike; the figure is the
 ratio of their median thread CPU seconds per step. Memory: the bytes autograd saved in one step
@@ -25,12 +25,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import trainers.model as model_module  # noqa: E402
+import trainers.nn.model as model_module  # noqa: E402
 from benchmarks.results_md import publish  # noqa: E402
 from trainers import Recipe, preset, train  # noqa: E402
 from trainers.data import Corpus  # noqa: E402
-from trainers.head_loss import FUSED_MIN_VOCAB  # noqa: E402
 from trainers.loop import StepTimer  # noqa: E402
+from trainers.nn.head_loss import FUSED_MIN_VOCAB  # noqa: E402
 
 HEADING = "## The head's loss a slice at a time (subword vocabularies)"
 

@@ -1,5 +1,5 @@
-"""What the importance bootstrap costs a report: `reports.importance.param_importances` with its
-default resample count (`resample_count(n)`, each resample refitting PED-ANOVA once per
+"""What the importance bootstrap costs a report: `reports.analysis.importance.param_importances`
+with its default resample count (`resample_count(n)`, each resample refitting PED-ANOVA once per
 objective) against one plain fit on all trials (what the report computed before: the reference).
 
 Synthetic studies without training (val_loss a bowl in lr plus noise, peak memory from
@@ -32,7 +32,7 @@ from results_md import write_section  # noqa: E402 - benchmarks/ is this script'
 from synthetic_studies import add, new_study  # noqa: E402
 
 import reports  # noqa: E402
-from reports.importance import param_importances, resample_count  # noqa: E402
+from reports.analysis.importance import param_importances, resample_count  # noqa: E402
 
 SIZES = (25, 100, 200, 500, 1000)
 REPEATS = 3

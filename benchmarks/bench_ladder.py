@@ -7,13 +7,13 @@
 
 A. Per seed: a ladder (`[ladder] widths = 32, 64, 128` of the ``debug`` proxy, µP on, 12
    candidates drawn at random at the bottom, promote 0.25: 12 -> 3 -> 1) through the product's
-   own path (`tuner.study.workflows.ladder.run_ladder`, Ray Tune, the real trainer), and "all at
-   the top": the same 12 candidates trained at width 128 with the same model (µP base 32), as the
-   top rung's study would train them (`rung_spec` with every candidate enqueued), its best recipe
-   re-trained with 2 more seeds for the noise. Compute = Σ 6 × active parameters × tokens over the
-   trainings each spent (modeled from counts; the noise re-runs are not counted). The ladder
-   reaches the top quality when its answer's val_loss is within the noise of the best of all 12 at
-   the top.
+   own path (`tuner.study.workflows.stage_runner.run_stages`, Ray Tune, the real trainer), and "all
+   at the top": the same 12 candidates trained at width 128 with the same model (µP base 32), as
+   the top rung's study would train them (`rung_spec` with every candidate enqueued), its best
+   recipe re-trained with 2 more seeds for the noise. Compute = Σ 6 × active parameters × tokens
+   over the trainings each spent (modeled from counts; the noise re-runs are not counted). The
+   ladder reaches the top quality when its answer's val_loss is within the noise of the best of all
+   12 at the top.
 B. µP vs standard parametrization: the same 6 learning rates trained at widths 32, 64, 128 with
    µP (base 32) and without, seed 0: where the best lr sits per width, how far it moves from 32
    to 128, and Spearman's ρ of the lr ranking between widths; the figure val_loss vs lr per width.
@@ -95,12 +95,13 @@ def run_seed(cfg: dict[str, Any], seed: int, root: Path) -> dict[str, Any]:
     from tuner.study.run.runner import run_study
     from tuner.study.specs.start_spec import StartSection
     from tuner.study.store import records
-    from tuner.study.workflows.ladder import promote, run_ladder, rung_spec
+    from tuner.study.workflows.ladder import promote, rung_spec
+    from tuner.study.workflows.stage_runner import run_stages
 
     spec = ladder_spec(cfg, seed, f"lad-s{seed}")
     run_dir = root / spec.name
     t0 = time.time()
-    rungs = run_ladder(spec, run_dir=run_dir, trainer=train, progress=False, log=print)
+    rungs = run_stages(spec, run_dir=run_dir, trainer=train, progress=False, log=print)
     ladder_s = time.time() - t0
     studies = [s.study for s in rungs]
     used = []
@@ -153,10 +154,10 @@ def run_noise_ladder(cfg: dict[str, Any], seed: int, root: Path) -> dict[str, An
     from trainers import train
     from tuner.study.results.trial_record import trial_records
     from tuner.study.store import records
-    from tuner.study.workflows.ladder import run_ladder
+    from tuner.study.workflows.stage_runner import run_stages
 
     spec = ladder_spec(cfg, seed, f"ladn-s{seed}", noise=True)
-    rungs = run_ladder(spec, run_dir=root / spec.name, trainer=train, progress=False, log=print)
+    rungs = run_stages(spec, run_dir=root / spec.name, trainer=train, progress=False, log=print)
     studies = [r.study for r in rungs]
     used = []
     for i, st in enumerate(studies):

@@ -29,7 +29,7 @@ import ray
 from results_md import publish  # benchmarks/ (this script's folder) is on sys.path
 
 from trainers import train
-from tuner.study.results.noise import measure_noise
+from tuner.study.run.noise_retrain import measure_noise
 from tuner.study.run.runner import run_study
 from tuner.study.specs.spec import spec_from_dict
 from tuner.study.store import records

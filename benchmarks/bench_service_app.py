@@ -28,10 +28,10 @@ def build(tmp: Path) -> tuple[Any, Any, str]:
     """(app, service, token) over a fresh database holding the study ``bench``."""
     import optuna
 
-    from tuner.app.service.api import create_app
-    from tuner.app.service.auth import Auth
+    from tuner.app.service.access.auth import Auth
+    from tuner.app.service.access.tokens import TokenStore
     from tuner.app.service.context import Service, ServiceConfig
-    from tuner.app.service.tokens import TokenStore
+    from tuner.app.service.web.api import create_app
     from tuner.study.store.database import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -24,9 +24,10 @@ import optuna
 
 
 def build_app() -> Any:
-    from tuner.app.service import api, context
-    from tuner.app.service.auth import Auth
-    from tuner.app.service.tokens import TokenStore
+    from tuner.app.service import context
+    from tuner.app.service.access.auth import Auth
+    from tuner.app.service.access.tokens import TokenStore
+    from tuner.app.service.web import api
     from tuner.study.store import database as db
     from tuner.study.store import records
     root = Path(tempfile.mkdtemp(prefix="moetune-asgi-"))

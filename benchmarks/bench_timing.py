@@ -4,7 +4,7 @@ Each round: a "third study" trains on the machine the whole time (two processes,
 thread each, `trainers.train` with every step holding the cores shared, as a study's trials
 do). Meanwhile study A, then study B (each its own process, as a study's trial worker runs it,
 each with its own timing scope, so neither reuses the other's timing) do what a trial of a timed
-study does: `tuner.study.run.timing.measure` (the probe, holding the cores exclusive: the third
+study does: `tuner.study.trial.timing.measure` (the probe, holding the cores exclusive: the third
 study's trials pause at a step boundary) and then train the recipe with the gate, which gives
 the trial's own tokens_per_s. A and B run one after the other while the third study runs, so
 their own tokens/s see the machine as trials see it; the ratio A / B of the timed median
@@ -67,7 +67,7 @@ def background(stop: Any) -> None:
     """Trials of the third study (50k tokens each), one after another, until ``stop`` is set."""
     _setup()
     from trainers import load_corpus, preset, train
-    from tuner.study.run.cores import machine_lock
+    from tuner.study.trial.cores import machine_lock
 
     data, lock = load_corpus("stdlib"), machine_lock()
     while not stop.is_set():
@@ -81,8 +81,8 @@ def study_trial(knobs: dict[str, Any], tokens: int, out: Any) -> None:
     _setup()
     from trainers import load_corpus, preset, train
     from trainers.loop import StepTimer
-    from tuner.study.run import timing
-    from tuner.study.run.cores import machine_lock
+    from tuner.study.trial import timing
+    from tuner.study.trial.cores import machine_lock
 
     data, recipe, args = load_corpus("stdlib"), _recipe(knobs), preset("debug")
     t0 = time.monotonic()
@@ -105,7 +105,7 @@ def sweep(tokens: int) -> list[dict[str, Any]]:
     _setup()
     from trainers import Recipe, load_corpus, preset
     from trainers.loop import StepTimer
-    from tuner.study.run import timing
+    from tuner.study.trial import timing
     data, rows = load_corpus("stdlib"), []
     for precision in ("fp32", "bf16"):
         for n in SWEEP_BATCHES:
@@ -160,7 +160,7 @@ def run(rounds: int, tokens: int, *, with_sweep: bool) -> dict[str, Any]:
 
 
 def _machine() -> str:
-    from tuner.study.run.timing import cpu_model
+    from tuner.study.trial.timing import cpu_model
 
     return f"{cpu_model()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
@@ -192,7 +192,7 @@ def markdown(res: dict[str, Any], command: str) -> str:
              f"Per row: a third study's two trials train the `debug` proxy on the machine the "
              f"whole time (every step holding the cores shared); study A, then study B, each "
              f"run one trial of the signature ({res['tokens']:,} tokens, linear ramp from 8, one "
-             "torch thread): the probe (`tuner.study.run.timing.measure`, a new scope each: no "
+             "torch thread): the probe (`tuner.study.trial.timing.measure`, a new scope each: no "
              "reuse), then the trial's own training. **timed** = the probe's median tokens/s "
              "(CPU clock at one thread), with its spread ((max − min) / median of the repeats); "
              "**own** = the trial's own tokens_per_s, the noisy reference.", "",

@@ -44,10 +44,10 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
              log_to_driver=False)
     from tuner.app.cli import main as cli
-    from tuner.app.service import driver
+    from tuner.app.requests.studies import set_state
+    from tuner.app.service.access.tokens import User
     from tuner.app.service.context import Service, ServiceConfig
-    from tuner.app.service.studies import set_state
-    from tuner.app.service.tokens import User
+    from tuner.app.service.running import driver
 
     db = _first("tuner.study.store.database", "tuner.study.database")
     st = _first("tuner.study.store.storage", "tuner.study.storage")
@@ -75,7 +75,7 @@ def main() -> None:
                                     trainer="tuner.testing:quick_train"),
                       storage, None, NoScheduler())
     try:  # a submit is a typed request since the one-preflight work; a plain spec text before
-        from tuner.app.submit import SubmitRequest
+        from tuner.app.requests.submit import SubmitRequest
         submitted: object = SubmitRequest(spec=SPEC.format(n=2))
     except ImportError:
         submitted = SPEC.format(n=2)

@@ -144,8 +144,8 @@ def _step_ms(timer: StepTimer, batch: int, n: int = 10, warm: int = 3) -> float:
 def levers(name: str) -> dict:
     """Cumulative in-process patches; each row the median step time with it and all above."""
     import trainers.loop as loop
-    import trainers.model as model_mod
-    import trainers.moe as moe
+    import trainers.nn.model as model_mod
+    import trainers.nn.moe as moe
     out: dict = {}
     timer, batch = timer_for(name)
     run = timer._run
@@ -195,7 +195,7 @@ def levers(name: str) -> dict:
 
 
 def quantizer() -> dict:
-    from trainers.fp8 import _quantize
+    from trainers.nn.fp8 import _quantize
     m, k = (32768, 1024) if DEVICE == "cuda" else (512, 256)
     x = torch.randn(m, k, device=DEVICE, dtype=torch.bfloat16)
     out: dict = {"shape": [m, k]}

@@ -3,7 +3,7 @@ budget: modeled, not measured.
 
 The shipped design (`search_spaces/law.toml`, batch fixed) measured bands of 2.15-2.42x at the
 held-out budget with 16 trials per fitted budget (benchmarks/bench_law.py batch, 3 seeds). This
-script refits the pooled lr law (`tuner.modeling.pooled_law.fit_pooled_law`, as the product
+script refits the pooled lr law (`tuner.modeling.laws.pooled_law.fit_pooled_law`, as the product
 does) to synthetic trials drawn like that design's: the same 4 budgets, 16/24/32 qmc-stratified
 lrs over 3e-4..6e-2, quadratic bowls of the curvatures seed 2 measured, lr* on seed 2's fitted
 law, and Gaussian scatter of ``sd``. The scatter is calibrated, not measured: the real bowls are
@@ -35,7 +35,7 @@ LAW = (0.3668, -0.354)  # seed 2's fitted-budget law: lr* = a·D^α
 def band_widths(n: int, sd: float, reps: int, seed: int = 0) -> list[float]:
     """The pooled law's 95% band (hi/lo) at the held-out budget over ``reps`` synthetic
     studies of ``n`` trials per fitted budget."""
-    from tuner.modeling.pooled_law import fit_pooled_law
+    from tuner.modeling.laws.pooled_law import fit_pooled_law
 
     rng = np.random.default_rng(seed)
     lo, hi = math.log10(3e-4), math.log10(6e-2)

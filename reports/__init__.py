@@ -8,12 +8,12 @@ Example:
 
 from __future__ import annotations
 
+from reports.analysis.frame import trials_frame
+from reports.analysis.hypervolume import hypervolume
+from reports.analysis.snapshot import Snapshot, take_snapshot
 from reports.build import build, write_report
 from reports.compare import compare
-from reports.frame import trials_frame
-from reports.hypervolume import hypervolume
 from reports.ranked import top_table
-from reports.snapshot import Snapshot, take_snapshot
 from tuner.study.results.ranking import crowding_distance, nondominated_ranks
 
 __all__ = ["Snapshot", "build", "compare", "crowding_distance", "hypervolume",

@@ -8,13 +8,13 @@ from pathlib import Path
 import optuna
 import pandas as pd
 
-from reports.fp8_gap import fp8_gaps
+from reports.analysis.importance import param_importances
+from reports.analysis.progress import progress
+from reports.analysis.snapshot import Snapshot, take_snapshot
 from reports.html import render_html
-from reports.importance import param_importances
 from reports.png import write_pngs
-from reports.progress import progress
 from reports.ranked import render_ranked
-from reports.snapshot import Snapshot, take_snapshot
+from reports.sections.fp8_gap import fp8_gaps
 
 
 def build(study: optuna.Study, out_dir: str | Path, *, snapshot_note: str | None = None,

@@ -1,11 +1,11 @@
 """Two studies side by side: both Pareto fronts on one plot, hypervolumes under one reference.
 
 Typical use: the same search space searched by two samplers. The studies are compared at equal
-budgets (`reports.verdict.equal_budgets`: same tokens per trial, the larger cut to the smaller's
-first N finished trials), the reference point is derived once from the union of both studies'
-feasible points (or given), so the two hypervolumes are comparable; it is stated in every output.
-The verdict names a winner only when the difference is larger than the measured run-to-run noise
-(`reports.verdict.judge`), and says which noise and n it used.
+budgets (`reports.sections.verdict.equal_budgets`: same tokens per trial, the larger cut to the
+smaller's first N finished trials), the reference point is derived once from the union of both
+studies' feasible points (or given), so the two hypervolumes are comparable; it is stated in every
+output. The verdict names a winner only when the difference is larger than the measured run-to-run
+noise (`reports.sections.verdict.judge`), and says which noise and n it used.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import plotly.graph_objects as go
 import plotly.offline
 from matplotlib.figure import Figure
 
-from reports import labels
-from reports.hypervolume import hypervolume
-from reports.progress import feasible_points, pinned_reference
-from reports.snapshot import Snapshot, take_snapshot
-from reports.verdict import Verdict, equal_budgets, judge
+from reports.analysis.hypervolume import hypervolume
+from reports.analysis.progress import feasible_points, pinned_reference
+from reports.analysis.snapshot import Snapshot, take_snapshot
+from reports.sections import labels
+from reports.sections.verdict import Verdict, equal_budgets, judge
 from tuner.study.results.ranking import to_minimization
 from tuner.study.store import records
 
@@ -89,7 +89,7 @@ def _markdown(snaps: list[Snapshot], hvs: list[float], ref: str, budget: list[st
 def setup_differences(snaps: list[Snapshot]) -> list[str]:
     """What differs between the two studies' setups besides the search: the rest of the
     budget, the model, the data (the tokens per trial and the trial counts are made equal by
-    `reports.verdict.equal_budgets`).
+    `reports.sections.verdict.equal_budgets`).
 
     Fronts trained on different proxies are not comparable point for point.
     """

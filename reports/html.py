@@ -13,17 +13,18 @@ import plotly.graph_objects as go
 import plotly.offline
 from plotly.subplots import make_subplots
 
-from reports import labels, series
-from reports.constraints import bound
-from reports.fp8_gap import DEEPSEEK_V3_BAR, Fp8Gap
-from reports.frame import ranked
-from reports.importance import Importances
-from reports.progress import Progress
+from reports import series
+from reports.analysis.frame import ranked
+from reports.analysis.importance import Importances
+from reports.analysis.progress import Progress
+from reports.analysis.snapshot import Snapshot
 from reports.ranked import emphasis, lowest_loss, ranking_table, tie_legend
-from reports.recommend import Recommendation, recommend
-from reports.snapshot import Snapshot
-from reports.start import html as start_html
-from reports.transfer import validation_lines
+from reports.sections import labels
+from reports.sections.constraints import bound
+from reports.sections.fp8_gap import DEEPSEEK_V3_BAR, Fp8Gap
+from reports.sections.recommend import Recommendation, recommend
+from reports.sections.start import html as start_html
+from reports.sections.transfer import validation_lines
 
 CONFIG = {"displaylogo": False, "responsive": True}
 FEASIBLE, INFEASIBLE, PARETO = "#1f77b4", "#999999", "#d62728"

@@ -10,10 +10,11 @@ import numpy as np
 # A Figure of its own (no pyplot): no global backend or figure registry is touched.
 from matplotlib.figure import Figure
 
-from reports import labels, series
-from reports.importance import LEVEL, Importances
-from reports.progress import Progress
-from reports.snapshot import Snapshot
+from reports import series
+from reports.analysis.importance import LEVEL, Importances
+from reports.analysis.progress import Progress
+from reports.analysis.snapshot import Snapshot
+from reports.sections import labels
 
 DPI = 110
 

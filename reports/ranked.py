@@ -12,21 +12,21 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from reports import labels
-from reports.constraints import bound
-from reports.fp8_gap import DEEPSEEK_V3_BAR, Fp8Gap
-from reports.frame import objective_columns, ranked
-from reports.importance import Importances
-from reports.markdown import md_table, md_text
-from reports.progress import Progress
-from reports.recommend import markdown as recommend_md
-from reports.recommend import recommend
-from reports.snapshot import Snapshot
-from reports.start import markdown as start_md
-from reports.transfer import validation_lines
+from reports.analysis.frame import objective_columns, ranked
+from reports.analysis.importance import Importances
+from reports.analysis.progress import Progress
+from reports.analysis.snapshot import Snapshot
+from reports.sections import labels
+from reports.sections.constraints import bound
+from reports.sections.fp8_gap import DEEPSEEK_V3_BAR, Fp8Gap
+from reports.sections.markdown import md_table, md_text
+from reports.sections.recommend import markdown as recommend_md
+from reports.sections.recommend import recommend
+from reports.sections.start import markdown as start_md
+from reports.sections.transfer import validation_lines
 from tuner.modeling.vocab_share import vocab_share
-from tuner.study.results.metrics import TIMED
 from tuner.study.results.reasons import group_of
+from tuner.study.specs.metrics import TIMED
 
 # Objective values these may hold are stand-ins (worst case) or partial, so they are not shown.
 GROUPS = (("infeasible", "Infeasible"), ("pruned", "Pruned"), ("fail", "Failed"),

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from reports.frame import ranked
+from reports.analysis.frame import ranked
+from reports.analysis.snapshot import Snapshot
 from reports.ranked import recipe_line
-from reports.snapshot import Snapshot
 from tuner.study.store import records
 
 MAX_CURVES = 8  # more lines than this are unreadable

@@ -39,8 +39,8 @@ from typing import Any
 
 import optuna
 
-from trainers.recipe import Recipe, field_names
-from trainers.validation import FieldError, reject_unknown, require
+from trainers.config.recipe import Recipe, field_names
+from trainers.config.validation import FieldError, reject_unknown, require
 
 KINDS = ("float", "int", "categorical")
 PARAM_KEYS = {

@@ -104,6 +104,67 @@ def test_the_table_catches_an_upward_import(tmp_path):
     assert line == 2 and floor_of(target, table) > floor_of("tuner.study.specs.spec", table)
 
 
+MAX_MODULES = 12  # modules in one folder (its __init__ not counted): split a bigger one by concept
+
+
+def rooms(importer: str, target: str, packages: set[str]) -> tuple[str, str] | None:
+    """The rooms of two modules inside their nearest common package: the sub-package each lies
+    in, or ``"P (own modules)"`` for a module directly in that package P. None when they share
+    no package below the top level (the top-level packages are ordered by the floor table)."""
+    a, b = importer.split("."), target.split(".")
+    i = 0
+    while i < min(len(a), len(b)) - 1 and a[i] == b[i]:
+        i += 1
+    if i == 0:
+        return None
+    parent = ".".join(a[:i])
+
+    def room(parts: list[str]) -> str:
+        child = ".".join(parts[:i + 1])
+        return child if child in packages else f"{parent} (own modules)"
+
+    ra, rb = room(a), room(b)
+    return None if ra == rb else (ra, rb)
+
+
+def two_way_pairs(imports: dict[str, list[str]], packages: set[str]) -> list[str]:
+    edges: dict[tuple[str, str], list[str]] = {}
+    for importer, targets in imports.items():
+        for target in targets:
+            pair = rooms(importer, target, packages)
+            if pair:
+                edges.setdefault(pair, []).append(f"{importer} -> {target}")
+    return [f"{a} <-> {b}: {edges[a, b][0]}; {edges[b, a][0]}"
+            for a, b in sorted(edges) if a < b and (b, a) in edges]
+
+
+def test_no_two_rooms_import_each_other():
+    """Inside every package, its sub-packages and its own modules are ordered: if one imports
+    from another, the other imports nothing from it (the floor table orders the rooms)."""
+    known = modules()
+    packages = {m for m, p in known.items() if p.name == "__init__.py"}
+    imports: dict[str, list[str]] = {}
+    for module, path in known.items():
+        for _, target in project_imports(path):
+            if target not in known and target.rsplit(".", 1)[0] in known:
+                target = target.rsplit(".", 1)[0]
+            if target in known:
+                imports.setdefault(module, []).append(target)
+    pairs = two_way_pairs(imports, packages)
+    assert not pairs, "rooms that import each other:\n" + "\n".join(pairs)
+    # the check itself: two sibling rooms importing each other, and a package's own modules
+    # and its sub-package, are both reported
+    fake = {"p.a.x": ["p.b.y"], "p.b.y": ["p.a.z"], "p.m": ["p.c.w"], "p.c.w": ["p.m"]}
+    assert len(two_way_pairs(fake, {"p", "p.a", "p.b", "p.c"})) == 2
+
+
+def test_no_folder_holds_more_than_twelve_modules():
+    folders = {path.parent for path in modules().values()}
+    big = {str(f.relative_to(ROOT)): n for f in sorted(folders)
+           if (n := sum(p.name != "__init__.py" for p in f.glob("*.py"))) > MAX_MODULES}
+    assert not big, f"folders over {MAX_MODULES} modules (split them by concept): {big}"
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["list", "--root", "{tmp}"]])
 def test_light_commands_import_no_heavy_library(argv, tmp_path):
     """Run the CLI with torch, Ray, pandas, plotly and matplotlib made unimportable."""
@@ -121,10 +182,11 @@ def test_light_commands_import_no_heavy_library(argv, tmp_path):
 
 
 def test_one_require_and_one_unknown_key_check(tmp_path):
-    """`trainers.validation` holds the project's one rule check (`require`) and one unknown-key
-    check (`reject_unknown`): no other module defines (or binds) a helper of those names."""
+    """`trainers.config.validation` holds the project's one rule check (`require`) and one
+    unknown-key check (`reject_unknown`): no other module defines (or binds) a helper of those
+    names."""
     names = {"require", "_require", "reject_unknown", "_reject_unknown"}
-    home = ROOT / "trainers" / "validation.py"
+    home = ROOT / "trainers" / "config" / "validation.py"
 
     def helpers(path: Path) -> list[tuple[int, str]]:
         found = []
@@ -142,7 +204,8 @@ def test_one_require_and_one_unknown_key_check(tmp_path):
     copies = [f"{path.relative_to(ROOT)}:{line}: {name}"
               for path in modules().values() if path != home
               for line, name in helpers(path)]
-    assert not copies, "use trainers.validation's require/reject_unknown:\n" + "\n".join(copies)
+    assert not copies, ("use trainers.config.validation's require/reject_unknown:\n"
+                        + "\n".join(copies))
     assert {n for _, n in helpers(home)} == {"require", "reject_unknown"}
     # the scan itself: a module-level copy, a nested one and a bound alias are all reported
     fake = tmp_path / "m.py"
@@ -159,7 +222,7 @@ def test_one_require_and_one_unknown_key_check(tmp_path):
 # an import of a project module may sit inside a function (docs/architecture.md, "Imports").
 DEFERRED = (*HEAVY, "optuna", "tokenizers", "pyarrow", "fastapi", "uvicorn")
 # The one module that imports both Ray and Optuna: the Ray Tune ⇄ Optuna searcher.
-RAY_AND_OPTUNA = "tuner.study.run.searcher"
+RAY_AND_OPTUNA = "tuner.study.trial.searcher"
 
 
 def lazy_exports(package: str) -> dict[str, str]:

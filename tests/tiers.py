@@ -19,7 +19,7 @@ The rule is kept honest at run time: in a test the rule put in the fast tier, st
 program (``subprocess.Popen`` of an interpreter, Ray, a server, a browser) fails that test at
 teardown naming the program, so a test cannot sit in the fast tier by slipping past the rule.
 Allowed there: the C++ toolchain (the CPU attention kernel is compiled once per machine at first
-use, `trainers.attention`) and forked workers (``multiprocessing``), which start in
+use, `trainers.nn.attention`) and forked workers (``multiprocessing``), which start in
 milliseconds and import nothing.
 """
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "Corpus": "trainers.data", "load_corpus": "trainers.data", "stdlib_corpus": "trainers.data",
-    "Transformer": "trainers.model", "ModelArgs": "trainers.model_args",
+    "Transformer": "trainers.nn.model", "ModelArgs": "trainers.config.model_args",
     "DEEPSEEK_V3_671B": "trainers.presets", "count_params": "trainers.presets",
     "preset": "trainers.presets", "preset_names": "trainers.presets", "shrink": "trainers.presets",
-    "Recipe": "trainers.recipe", "TrainResult": "trainers.result", "train": "trainers.loop",
+    "Recipe": "trainers.config.recipe", "TrainResult": "trainers.result", "train": "trainers.loop",
 }
 
 __all__ = [
@@ -30,12 +30,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from trainers.config.model_args import ModelArgs
+    from trainers.config.recipe import Recipe
     from trainers.data import Corpus, load_corpus, stdlib_corpus
     from trainers.loop import train
-    from trainers.model import Transformer
-    from trainers.model_args import ModelArgs
+    from trainers.nn.model import Transformer
     from trainers.presets import DEEPSEEK_V3_671B, count_params, preset, preset_names, shrink
-    from trainers.recipe import Recipe
     from trainers.result import TrainResult
 
 

@@ -16,11 +16,11 @@ import json
 import sys
 import time
 
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe, field_names
 from trainers.data import load_corpus
 from trainers.loop import train
-from trainers.model_args import ModelArgs
 from trainers.presets import preset, preset_names, shrink
-from trainers.recipe import Recipe, field_names
 
 
 def _parse_set(items: list[str]) -> dict:

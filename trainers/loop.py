@@ -25,18 +25,18 @@ from typing import Any, NamedTuple
 
 import torch
 
-from trainers import attention, fusion
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe
+from trainers.config.schedules import batch_size_at, lr_at
 from trainers.data import Blend, Corpus, Data, TrainStream, load_corpus, validation_batches
-from trainers.fp8 import Backend, fp8_backend
 from trainers.memory import SavedActivationMeter, training_state_bytes
-from trainers.model import ModelOutput, Transformer
-from trainers.model_args import ModelArgs
-from trainers.moe import max_vio, max_vio_tensor
-from trainers.mup import param_groups
+from trainers.nn import attention, fusion
+from trainers.nn.fp8 import Backend, fp8_backend
+from trainers.nn.model import ModelOutput, Transformer
+from trainers.nn.moe import max_vio, max_vio_tensor
+from trainers.nn.mup import param_groups
 from trainers.presets import count_params
-from trainers.recipe import Recipe
 from trainers.result import MemoryMethod, TrainResult, thin_curve
-from trainers.schedules import batch_size_at, lr_at
 
 OnEval = Callable[[int, dict[str, float]], Any]
 # entered around every optimizer step and every evaluation's computation (not around on_eval)

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
 
 # DeepSeek's published configs (16B, 236B, 671B), shipped unchanged; see configs/README.md.
 PUBLISHED_CONFIGS = Path(__file__).resolve().parent / "configs"
@@ -133,8 +133,8 @@ def count_params(args: ModelArgs) -> tuple[int, int]:
     """
     import torch
 
-    from trainers.model import Transformer
-    from trainers.moe import RoutedExperts
+    from trainers.nn.model import Transformer
+    from trainers.nn.moe import RoutedExperts
 
     with torch.device("meta"):
         model = Transformer(args)

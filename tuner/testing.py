@@ -8,8 +8,9 @@ tuner.testing:shaped_train`` (``moetune serve --trainer ...`` alike). `shaped_tr
 ``debug`` proxy's peak memory; `quick_train` reports 1 GiB for every recipe, above quickstart's
 ``max_peak_memory_gb``, so every quickstart trial would end infeasible with it.
 
-`StepTimer` is their step timer (`tuner.study.run.timing.step_timer_for` finds it in this module):
-a study with a timed metric run with these trainers gets timings at once, from `step_seconds`.
+`StepTimer` is their step timer (`tuner.study.trial.timing.step_timer_for` finds it in this
+module): a study with a timed metric run with these trainers gets timings at once, from
+`step_seconds`.
 """
 
 from __future__ import annotations
@@ -255,8 +256,8 @@ def _law_bowl(recipe: Recipe, lr_star: float, *, token_budget: int, seed: int | 
 
 # A known law in tokens and batch: log10 lr*(D, B) = log10 3e-3 + a·u + b·v + c·u·v with
 # u = log10(D / 1e5), v = log10(B / 1024) (B tokens per step), (a, b, c) = LAW_LR_BATCH: the
-# form `tuner.modeling.lr_batch_law` fits, so a law study over a grid of budgets and batches can
-# be checked against the lr*(D, B) it should recover. The D-exponent at a fixed batch, a + c·v,
+# form `tuner.modeling.laws.lr_batch_law` fits, so a law study over a grid of budgets and batches
+# can be checked against the lr*(D, B) it should recover. The D-exponent at a fixed batch, a + c·v,
 # moves with the batch, as it does in Step Law's sweep (arXiv:2503.04715).
 LAW_LR_BATCH = (-0.2, 0.4, 0.1)
 

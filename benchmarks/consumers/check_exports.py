@@ -58,8 +58,8 @@ from unittest import mock
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from trainers.model_args import ModelArgs  # noqa: E402
-from trainers.recipe import Recipe  # noqa: E402
+from trainers.config.model_args import ModelArgs  # noqa: E402
+from trainers.config.recipe import Recipe  # noqa: E402
 from tuner.export import formats  # noqa: E402
 from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run, load_target  # noqa: E402
 from tuner.modeling.hardware import get_hardware  # noqa: E402

@@ -32,11 +32,11 @@ from benchmarks.results_md import publish
 from trainers.presets import preset
 
 if TYPE_CHECKING:
-    from tuner.modeling.power_law import StudyLaw
+    from tuner.modeling.laws.power_law import StudyLaw
 
 
 def seed_law(name: str, fit: dict) -> StudyLaw:
-    from tuner.modeling.power_law import PowerLaw, StudyLaw
+    from tuner.modeling.laws.power_law import PowerLaw, StudyLaw
 
     lr = fit["lr_law"]
     law = PowerLaw(coef=lr["coef"], exponent=lr["exponent"],
@@ -52,7 +52,7 @@ TABLE_HEADING = "## Backtest of a table's law against DeepSeek's published recip
 def table_backtest(path: Path) -> None:
     """The ``--table`` section (module docstring)."""
     from tuner.export.backtest import backtest, backtest_table
-    from tuner.modeling.lr_batch_law import LrBatchLaw
+    from tuner.modeling.laws.lr_batch_law import LrBatchLaw
 
     law = LrBatchLaw.from_dict(json.loads(path.read_text())["lr_batch_law"])
     rows = backtest(law, proxy=preset("debug"))  # no µP: the one LR, as the table's runs
@@ -82,7 +82,7 @@ def table_backtest(path: Path) -> None:
 def shipped_backtest() -> None:
     """The default section (module docstring)."""
     from tuner.export.backtest import backtest, backtest_table
-    from tuner.modeling.lr_at_batch import LawBatches
+    from tuner.modeling.laws.lr_at_batch import LawBatches
 
     entry = json.loads((BENCH / "law_batch.json").read_text())["b2-t24"]
     proxy = dataclasses.replace(preset("debug"), mup_base_dim=preset("debug").dim)

@@ -44,7 +44,7 @@ from benchmarks.law.common import (
 OUT = BENCH / "law_batch.json"
 HEADING = "## The product's law design: the batch searched or fixed (real trainings)"
 
-# law.toml's own sizes (tests/benchmarks/test_bench_law_batch_smoke.py checks them)
+# law.toml's own sizes (tests/benchmarks/test_bench_law_smoke.py checks them)
 DESIGN = {"tokens": [16_384, 49_152, 147_456, 524_288], "held_out": 2_621_440, "trials": 24,
           "batches": [2], "precision": "fp32", "noise_repeats": 2, "trainer": None}
 UNTAGGED_TRIALS = 16  # law.toml's count when the first campaigns ran: their runs and JSON
@@ -133,7 +133,7 @@ def run_seed(seed: int, root: Path, design: dict[str, Any], held_out_trials: int
 
 def seed_data(seed: int, root: Path) -> dict[str, Any] | None:
     """One seed's law data from its stored studies (None before it has any): the product's
-    `reports.law.law_data`, plus per budget the best val_loss at each batch (the batch's
+    `reports.laws.law.law_data`, plus per budget the best val_loss at each batch (the batch's
     profile, read off the trials)."""
     import optuna
 
@@ -162,7 +162,7 @@ def seed_data(seed: int, root: Path) -> dict[str, Any] | None:
 
 def results_lines(entry: dict[str, Any]) -> list[str]:
     """One design's tables (``entry``: its batch choices, held-out trials and seeds' data)."""
-    from reports.law import num
+    from reports.laws.law import num
 
     seeds, batches = entry["seeds"], entry["batches"]
     trials = entry.get("trials", UNTAGGED_TRIALS)

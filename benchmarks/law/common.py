@@ -78,7 +78,7 @@ def submit_or_resume(name: str, spec_path: Path | None, root: Path,
 def refit(seed: int, root: Path) -> dict[str, Any]:
     """One seed's law data recomputed from its stored studies (no trainings), with the spec
     file it was submitted from (``root``/law-s{seed}.toml)."""
-    from reports.law import law_data
+    from reports.laws.law import law_data
     from tuner.study.specs.spec import load_spec
 
     spec = load_spec(root / f"law-s{seed}.toml")
@@ -90,7 +90,7 @@ def stored_law_data(seed: int, root: Path) -> dict[str, Any] | None:
     budget since its .toml was written, `add_held_out`); None before the study exists."""
     import optuna
 
-    from reports.law import law_data
+    from reports.laws.law import law_data
     from tuner.study.store import storage as st
 
     path = db_path(root, seed)
@@ -132,7 +132,7 @@ def within(ratio: float, factor: float) -> bool:
 
 def g(v: Any, fmt: str = ".3g") -> str:
     """The law report's one number format ("—" for none)."""
-    from reports.law import num
+    from reports.laws.law import num
 
     return num(v, fmt)
 

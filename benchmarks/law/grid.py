@@ -7,7 +7,7 @@ Each seed's spec is law.toml's text with two lines changed, ``name = "law-s{seed
 ``seed = {seed}`` (`spec_text`; ``moetune resume`` refuses a spec that differs from the stored
 one, so the rule is fixed). It runs through ``moetune submit`` (``resume`` when its study
 exists: resumable), then its law is read back from the stored studies
-(`reports.law.law_data`) into benchmarks/law_grid.json with the wall seconds this invocation
+(`reports.laws.law.law_data`) into benchmarks/law_grid.json with the wall seconds this invocation
 ran it for (a resumed seed's wall is partial: earlier runs' time is not known), and
 benchmarks/RESULTS.md's section "The shipped law design on real trainings" is written: per seed
 the lr*(D, B) coefficients, the held-out budget's and the held-out batch's predicted / measured
@@ -134,7 +134,7 @@ def campaign(seeds: list[int], root: Path, out: Path, *, train: bool,
 
 def _coefficients(d: dict[str, Any]) -> str:
     """lr*(D, B)'s coefficients and exponents at the fitted ranges' ends."""
-    from tuner.modeling.lr_batch_law import LrBatchLaw
+    from tuner.modeling.laws.lr_batch_law import LrBatchLaw
 
     if not d.get("lr_batch_law"):
         return f"not fitted yet ({d.get('lr_batch_note') or 'no cells'})"

@@ -3,7 +3,7 @@ predict a held-out budget, better than today's rule, and do the seeds agree?
 
 Each seed runs `search_spaces/law.toml`'s design at the sizes below (one batch) through the
 product's own path, ``moetune submit`` (resumable: a seed whose folder exists is resumed), then
-reads each law's report data (`reports.law.law_data`) into benchmarks/law.json and writes
+reads each law's report data (`reports.laws.law.law_data`) into benchmarks/law.json and writes
 benchmarks/RESULTS.md's section "Scaling laws on real trainings": per seed the fitted exponents
 with their intervals, the held-out budget's predicted / measured lr* and B*, the predicted
 recipe's val_loss against that budget's optimum (noise sd, %), today's rule (the smallest

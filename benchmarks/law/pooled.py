@@ -8,9 +8,9 @@ the one-batch mode (benchmarks/law.json: its measured lr* per seed). Both fits r
 trials:
 
 - per-budget: each budget's quadratic optimum, then a line through the uncensored optima
-  (`tuner.modeling.power_law.fit_power_law`);
+  (`tuner.modeling.laws.power_law.fit_power_law`);
 - pooled: one surface over every budget's trials whose bowls' bottoms lie on the line
-  (`tuner.modeling.pooled_law.fit_pooled_law`).
+  (`tuner.modeling.laws.pooled_law.fit_pooled_law`).
 
 Beside the real trainings, a simulation with a known law (``--simulate``): 40 synthetic law
 studies per noise level, the same design, quadratic bowls narrowing with the budget as measured
@@ -113,9 +113,9 @@ def _fits(lrs: list[Any], losses: list[Any], tokens: list[int], seed: int = 0,
           n_boot: int = 200) -> dict[str, Any]:
     """Both laws through the same trials: the pooled one, and the line through the per-budget
     optima whose lr lies inside the searched range (as `law_fit` draws it)."""
-    from tuner.modeling.pooled_law import fit_pooled_law
-    from tuner.modeling.power_law import fit_power_law
-    from tuner.modeling.response_surface import fit_optimum
+    from tuner.modeling.laws.pooled_law import fit_pooled_law
+    from tuner.modeling.laws.power_law import fit_power_law
+    from tuner.modeling.laws.response_surface import fit_optimum
 
     pooled = fit_pooled_law(tokens, lrs, losses, seed=seed, n_boot=n_boot)
     kept = [(t, o) for i, (t, lr, z) in enumerate(zip(tokens, lrs, losses))
@@ -170,7 +170,7 @@ def held_out_refit(n: int = 40) -> list[dict[str, Any]]:
     sys.path.insert(0, str(ROOT / "tests" / "tuner"))
     from test_pooled_law import CURVATURES, HELD, TOKENS, trials, true_lr
 
-    from tuner.modeling.pooled_law import fit_pooled_law
+    from tuner.modeling.laws.pooled_law import fit_pooled_law
 
     tokens, curv = TOKENS + [HELD], CURVATURES + [0.1]
     far = HELD * 10 ** FAR_DECADES
@@ -205,7 +205,7 @@ def lack_of_fit_level(n: int = 150) -> list[dict[str, Any]]:
     sys.path.insert(0, str(ROOT / "tests" / "tuner"))
     from test_pooled_law import TOKENS, trials
 
-    from tuner.modeling.pooled_law import fit_pooled_law
+    from tuner.modeling.laws.pooled_law import fit_pooled_law
 
     rows = []
     for sd in (0.03, 0.07):
@@ -303,10 +303,10 @@ def _agreement(rows: list[dict[str, Any]]) -> str:
 
 
 def results_lines(data: dict[str, Any]) -> list[str]:
-    lines = ["Pooled (`tuner.modeling.pooled_law`, what a law study at one batch now fits): one "
-             "surface over every budget's trials, the bowls' bottoms on the law, the smallest "
-             "budget left out while one power law does not hold. Line: the line through the "
-             "per-budget optima inside their ranges (the law before).", "",
+    lines = ["Pooled (`tuner.modeling.laws.pooled_law`, what a law study at one batch now "
+             "fits): one surface over every budget's trials, the bowls' bottoms on the law, the "
+             "smallest budget left out while one power law does not hold. Line: the line "
+             "through the per-budget optima inside their ranges (the law before).", "",
              "Commands: `nice -n 15 python benchmarks/bench_law.py pooled` (real trainings: "
              "bench_law's design, debug proxy, fp32, batch 2 x 128 tokens, 8 qmc trials per "
              f"budget at {REAL['tokens']} tokens; the held-out lr* at {REAL['held_out']} is "

@@ -4,13 +4,13 @@ largest D left out and predicted at each of its batches.
 Step Law (arXiv:2503.04715) released its dense sweep (github.com/step-law/steplaw at
 32a8f4cc50247695fb56cc6c9117abdf67c97763, ``data/dense_lr_bs_loss.csv``: 1,911 runs, columns
 N, D, bs in sequences of 2,048 tokens, lr, loss, smooth loss). It is read as it is, through the
-same code as ``moetune law fit`` (`reports.run_table.read_runs`, `table_cells`) and fitted with
-`tuner.modeling.lr_batch_law.fit_lr_batch_law`. For each model size N: the cells of its
+same code as ``moetune law fit`` (`reports.laws.run_table.read_runs`, `table_cells`) and fitted
+with `tuner.modeling.laws.lr_batch_law.fit_lr_batch_law`. For each model size N: the cells of its
 largest D are left out, the law is fitted on every other cell (every N), and lr* is predicted at
 each of the left-out cells' batches; the error is max(pred/meas, meas/pred) against the cell's
 measured optimum (its quadratic in log lr), and the band covers when the measured optimum lies
-inside the law's 95% band. A model size whose largest D has no cell with an optimum (too few
-runs per cell) is reported, not scored.
+inside the law's 95% band. A model size whose largest D has no cell with an optimum (too few runs
+per cell) is reported, not scored.
 
 Beside it, the design shipped before (one batch, a power law in D, applied at every batch): per
 N, a line in log D through that N's cells at one fixed batch (the smallest batch every one of
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from tuner.modeling.lr_batch_law import Cell
+    from tuner.modeling.laws.lr_batch_law import Cell
 
 TARGETS = {"median": 1.25, "p90": 1.8, "coverage": 0.90}
 
@@ -41,7 +41,7 @@ TARGETS = {"median": 1.25, "p90": 1.8, "coverage": 0.90}
 def held_out(cells: list[Cell], largest: dict[float, float]) -> dict[str, Any]:
     """Every model size's largest D in the table (``largest``: N -> D) left out in turn: the
     law's and the baseline's misses."""
-    from tuner.modeling.lr_batch_law import fit_lr_batch_law
+    from tuner.modeling.laws.lr_batch_law import fit_lr_batch_law
 
     law_rows: list[dict[str, Any]] = []
     base_rows: dict[float, list[float]] = {}
@@ -70,7 +70,7 @@ def _baseline(cells: list[Cell], n: float, d_max: float, test: list[Cell]
               ) -> dict[float, list[float]]:
     """Per fixed batch (searched at every fitted D of this N): a power law in D at that batch,
     its prediction applied at every batch of the left-out D (the misses, as ratios)."""
-    from tuner.modeling.power_law import fit_power_law
+    from tuner.modeling.laws.power_law import fit_power_law
 
     own = [c for c in cells if c.params == n and c.tokens != d_max and not c.censored]
     ds = {c.tokens for c in own}
@@ -103,7 +103,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from reports.run_table import read_runs, table_cells
+    from reports.laws.run_table import read_runs, table_cells
 
     other = "smooth loss" if args.loss == "loss" else "loss"
     table = read_runs(args.csv, columns={"B": "bs", "loss": args.loss}, batch_unit=2048,

@@ -134,7 +134,7 @@ def _init_worker(surrogate: Surrogate) -> None:
 
 
 def _one_task(task: tuple) -> dict:
-    from tuner.study.run.samplers import resolve_sampler_name, startup_trials
+    from tuner.study.trial.samplers import resolve_sampler_name, startup_trials
 
     (key, _label, sampler, scheduler, extra), seed, token_budget, noise, spec_kw = task
     t0 = time.perf_counter()

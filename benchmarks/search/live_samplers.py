@@ -121,9 +121,9 @@ def run_one(space: str, method: str, seed: int, cfg: dict[str, Any], root: Path,
     from trainers.result import to_float
     from tuner.study.results.trial_record import trial_records
     from tuner.study.run.runner import run_study
-    from tuner.study.run.samplers import resolve_sampler_name, startup_trials
     from tuner.study.specs.spec import spec_from_dict
     from tuner.study.store import records
+    from tuner.study.trial.samplers import resolve_sampler_name, startup_trials
 
     table, base = spec_table(space, method, seed, cfg, pinned)
     spec = spec_from_dict(table, base_dir=base)

@@ -1,9 +1,9 @@
 """Replay a tuning study on the surrogate: Optuna ask/tell + an ASHA rule, in simulated time.
 
 What is the same as a live ``moetune`` study: the sampler is built by
-``tuner.study.run.samplers.make_sampler`` from a real `StudySpec` (so the default is exactly what
+``tuner.study.trial.samplers.make_sampler`` from a real `StudySpec` (so the default is exactly what
 the service runs), parameters are suggested by the spec's `SearchSpace`, trials are told exactly as
-``tuner.study.run.searcher`` tells them (COMPLETE with values and the diverged/out_of_memory
+``tuner.study.trial.searcher`` tells them (COMPLETE with values and the diverged/out_of_memory
 constraints, PRUNED without values), and ``max_concurrent`` trials run at once, asked when a slot
 frees (so TPE's constant liar matters).
 
@@ -111,7 +111,7 @@ def replay(spec: Any, surrogate: Surrogate, *, method: str,
             different training seed would shift it); 0 = the surrogate's noise-free landscape.
     """
     from tuner.study.results.outcome import constraint_names
-    from tuner.study.run.samplers import make_sampler
+    from tuner.study.trial.samplers import make_sampler
 
     study = optuna.create_study(directions=[d for _, d in spec.objectives],
                                 sampler=make_sampler(spec))
@@ -205,7 +205,7 @@ def _push(events: list, r: _Running) -> None:
 
 def hypervolume_curve(rep: Replay) -> list[tuple[int, float, float]]:
     """(trials ended, tokens spent, hypervolume of the complete trials so far) after each end."""
-    from reports import hypervolume
+    from reports.analysis import hypervolume
 
     sign = {"val_loss": 1.0, "tokens_per_s": -1.0}  # as minimisation
     ref = [sign[n] * REFERENCE[n] for n in rep.objectives]

@@ -147,7 +147,7 @@ def compare_intro(c: dict[str, Any]) -> list[str]:
         f"Replayed {c['date']} on the **{c['label']}** — no new trainings. "
         f"{c['seeds']} seeds per method, samplers configured for {c['n_trials']}-trial studies, "
         f"{c['max_concurrent']} trials at once (the spec default), 60k tokens per trial. "
-        "Samplers are built by `tuner.study.run.samplers.make_sampler` from a real `StudySpec`, "
+        "Samplers are built by `tuner.study.trial.samplers.make_sampler` from a real `StudySpec`, "
         "so each "
         "default row is exactly what the service ran at the time: \"default before "
         "2026-11-30\" is TPE multivariate with "

@@ -10,8 +10,8 @@ import pytest
 from synthetic_studies import MEMORY_LIMIT, add, new_study, random_study
 
 import reports
-from reports.fp8_gap import fp8_gaps
-from reports.snapshot import take_snapshot
+from reports.analysis.snapshot import take_snapshot
+from reports.sections.fp8_gap import fp8_gaps
 from tuner.study.store import records
 
 ARTIFACTS = ("trials_csv", "trials_parquet", "ranked_md", "report_html")
@@ -211,7 +211,7 @@ def test_importances_name_the_parameter_that_drives_the_loss() -> None:
         loss = 3.0 + 4 * abs(math.log10(lr) + 3)  # only lr matters
         add(study, values=[loss, 1.0], val_loss=loss,
             params={"lr": lr, "warmup_fraction": (i * 7 % 30) / 150, "precision": "bf16"})
-    imp = reports.importance.param_importances(take_snapshot(study))
+    imp = reports.analysis.importance.param_importances(take_snapshot(study))
     assert max(imp.values["val_loss"], key=imp.values["val_loss"].get) == "lr"
 
 
@@ -287,7 +287,7 @@ def test_constraints_are_shown_with_the_side_the_runner_applies(tmp_path, key, s
 
 
 def test_markdown_text_keeps_comparisons_and_escapes_only_what_could_be_markup() -> None:
-    from reports.markdown import md_text
+    from reports.sections.markdown import md_text
     assert md_text("constraint max_vio: 2.1 violates <= 2 & 5.0 > 4.0") == \
         "constraint max_vio: 2.1 violates <= 2 & 5.0 > 4.0"
     assert md_text("<b>x</b> &amp; <!-- c -->") == "&lt;b>x&lt;/b> &amp;amp; &lt;!-- c -->"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from synthetic_studies import add, new_study, random_study
 
-from reports.hypervolume import hypervolume
+from reports.analysis.hypervolume import hypervolume
 from tuner.app import report_command
 from tuner.study.store import database as db
 

@@ -9,7 +9,7 @@ import numpy as np
 from synthetic_studies import add, new_study
 
 import reports
-from reports.hypervolume import hypervolume
+from reports.analysis.hypervolume import hypervolume
 from tuner.study.store import records
 
 SINGLE = [["val_loss", "minimize"]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reports.hypervolume import hypervolume, hypervolume_history, reference_from_data
+from reports.analysis.hypervolume import hypervolume, hypervolume_history, reference_from_data
 
 
 def test_two_objectives_hand_computed() -> None:

@@ -10,7 +10,7 @@ import pytest
 from synthetic_studies import add, new_study
 
 import reports
-from reports.importance import param_importances, resample_count
+from reports.analysis.importance import param_importances, resample_count
 
 SINGLE = [["val_loss", "minimize"]]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from synthetic_studies import add, new_study, random_study
 
 import reports
-from reports.recommend import markdown, recommend
+from reports.sections.recommend import markdown, recommend
 from tuner.export.pick import Pick, pick_trial
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from synthetic_studies import add, new_study
 
 import reports
-from reports.recommend import recommend
+from reports.sections.recommend import recommend
 from tuner.export.pick import Pick, pick_trial
 from tuner.study.store import records
 
@@ -117,7 +117,7 @@ def test_without_noise_ties_with_the_knee_cannot_be_judged(tmp_path):
 def test_the_service_study_page_carries_the_same_ties():
     """The service's study data (what its page draws) names the trials tied with the knee, by the
     rule ranked.md uses, with the reports' sentence; no ties are claimed without noise."""
-    from tuner.app.service import studies
+    from tuner.app.requests import studies
 
     data = studies.detail(front_study(sd=0.02))
     assert data["knee"] == 1 and data["knee_ties"]["knee"] == 1
@@ -150,7 +150,7 @@ def test_a_trial_the_knee_dominates_within_the_noise_is_tied_and_its_knobs_left_
 
 
 def test_the_export_line_carries_the_tie_sentence_without_a_doubled_stop(tmp_path):
-    from tuner.app.actions import ExportRequest, export
+    from tuner.app.requests.actions import ExportRequest, export
 
     request = ExportRequest.from_options("front", {
         "pick": "knee", "target": "deepseek-v3-671b", "hardware": "h800", "gpus": 2048,

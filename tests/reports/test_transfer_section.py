@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reports.transfer import validation_lines
+from reports.sections.transfer import validation_lines
 from tuner.study.store import records
 
 RECORD = {"label": "measured", "top": 3, "scale": 2, "tokens": 400000, "date": "2026-11-29",

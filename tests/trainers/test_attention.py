@@ -7,9 +7,9 @@ import warnings
 import pytest
 import torch
 
-from trainers import attention, fused_attention
-from trainers.attention import causal_attention
-from trainers.fused_attention import FusedCausalAttention
+from trainers.nn import attention, fused_attention
+from trainers.nn.attention import causal_attention
+from trainers.nn.fused_attention import FusedCausalAttention
 
 
 def _reference(q, k, v, scale):

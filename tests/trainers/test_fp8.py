@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainers import fp8
-from trainers.fp8 import E4M3_MAX, fp8_linear, quantize_tiles
+from trainers.nn import fp8
+from trainers.nn.fp8 import E4M3_MAX, fp8_linear, quantize_tiles
 
 
 @pytest.mark.parametrize(("tile_m", "tile_k"), [(1, 128), (128, 128), (128, 1)])

@@ -1,6 +1,6 @@
 """The GPU's own code paths, checked on the CPU against the CPU's: same values, same gradients.
 
-On CUDA the model runs fused RMSNorm/rope/SwiGLU (trainers.fusion) and a permutation-based MoE
+On CUDA the model runs fused RMSNorm/rope/SwiGLU (trainers.nn.fusion) and a permutation-based MoE
 dispatch; a CPU machine never takes those branches, so each is called here directly on CPU
 tensors (eager, uncompiled: the compiled kernel runs the same function).
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from trainers import fusion
-from trainers.model import RMSNorm, apply_rope, rope_frequencies
-from trainers.model_args import ModelArgs
-from trainers.moe import MoE, bincount_free_counts, expert_counts, max_vio, max_vio_tensor
+from trainers.config.model_args import ModelArgs
+from trainers.nn import fusion
+from trainers.nn.model import RMSNorm, apply_rope, rope_frequencies
+from trainers.nn.moe import MoE, bincount_free_counts, expert_counts, max_vio, max_vio_tensor
 
 
 def small_args(**kw) -> ModelArgs:

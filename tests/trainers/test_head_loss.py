@@ -1,5 +1,5 @@
 """The head's cross-entropy a slice at a time: the plain path's loss and gradients, without the
-logits held whole (trainers.head_loss)."""
+logits held whole (trainers.nn.head_loss)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import trainers.head_loss as head_loss
+import trainers.nn.head_loss as head_loss
 from trainers import Recipe, preset, train
 from trainers.data import Corpus
-from trainers.head_loss import linear_cross_entropy
+from trainers.nn.head_loss import linear_cross_entropy
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_a_subword_proxy_trains_the_same_without_holding_its_logits(monkeypatch)
     data = subword_corpus(vocab)
     sliced = train(args, recipe, data=data, token_budget=4 * batch * seq, eval_sequences=8,
                    device="cpu")
-    monkeypatch.setattr("trainers.model.FUSED_MIN_VOCAB", vocab + 1)  # the plain path
+    monkeypatch.setattr("trainers.nn.model.FUSED_MIN_VOCAB", vocab + 1)  # the plain path
     whole = train(args, recipe, data=data, token_budget=4 * batch * seq, eval_sequences=8,
                   device="cpu")
     assert sliced.val_loss == pytest.approx(whole.val_loss, rel=1e-4)

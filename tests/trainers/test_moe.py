@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainers.model import Transformer
-from trainers.moe import MoE, max_vio, sequence_balance_loss
+from trainers.nn.model import Transformer
+from trainers.nn.moe import MoE, max_vio, sequence_balance_loss
 
 
 def brute_force_route(gate, x):

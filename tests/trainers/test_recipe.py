@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from trainers import Recipe
-from trainers.schedules import batch_size_at, lr_at
+from trainers.config.schedules import batch_size_at, lr_at
 
 BUDGET = 1_000_000
 

@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
-from trainers import Recipe, Transformer, attention, preset, train
-from trainers.mup import param_groups
+from trainers import Recipe, Transformer, preset, train
+from trainers.nn import attention
+from trainers.nn.mup import param_groups
 
 BUDGET = 8192  # 64 sequences of 128 tokens: a couple of seconds on one core
 
@@ -194,8 +195,8 @@ def test_command_line_run_and_bad_input(tmp_path, capsys):
 
 def test_cpu_attention_kernel_is_ready_before_the_timed_steps(debug_args):
     """A first-use build of the fused kernel must not count against a trial's tokens/s."""
-    from trainers import fused_attention
     from trainers.loop import _Run
+    from trainers.nn import fused_attention
 
     fused_attention.library.cache_clear()
     try:

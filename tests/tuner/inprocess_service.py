@@ -41,16 +41,17 @@ from service_spec import SPEC, StudyWaits  # noqa: F401 - the tests import SPEC 
 
 from tuner import testing
 from tuner.app.serve_command import _private_root, service_url
-from tuner.app.service import driver
-from tuner.app.service import scheduler as scheduler_module
-from tuner.app.service.api import create_app
-from tuner.app.service.auth import Auth
+from tuner.app.service.access.auth import Auth
+from tuner.app.service.access.private import csrf_key
+from tuner.app.service.access.tokens import TokenStore
 from tuner.app.service.context import Service, ServiceConfig
-from tuner.app.service.private import csrf_key
-from tuner.app.service.scheduler import Scheduler
-from tuner.app.service.tokens import TokenStore
-from tuner.study.run import cluster, runner, trainable
+from tuner.app.service.running import driver
+from tuner.app.service.running import scheduler as scheduler_module
+from tuner.app.service.running.scheduler import Scheduler
+from tuner.app.service.web.api import create_app
+from tuner.study.run import runner
 from tuner.study.store import database as db
+from tuner.study.trial import cluster, trainable
 
 BASE_URL = "http://127.0.0.1:8470"  # a loopback Host: an open service answers only those
 

@@ -3,10 +3,10 @@
 Each draw is one law study on a known truth: 4 budgets D over 1.5 decades × 3 batches B over one
 decade (the shipped grid's minimum), 11 trials per cell at lr 0.15 decades apart around a guess
 off the true lr* by up to ±0.3 decades, loss = the cell's bowl + Gaussian noise of ``noise`` sd.
-The law is fitted on the cells' optima (`tuner.modeling.lr_batch_law`) and its 95% band checked
-against the true lr* at: the held-out budget (5x above the largest fitted, each fitted batch),
-the held-out batch (4x above the largest fitted, at the largest fitted budget), and two decades
-past the largest fitted budget (each fitted batch and the held-out batch).
+The law is fitted on the cells' optima (`tuner.modeling.laws.lr_batch_law`) and its 95% band
+checked against the true lr* at: the held-out budget (5x above the largest fitted, each fitted
+batch), the held-out batch (4x above the largest fitted, at the largest fitted budget), and two
+decades past the largest fitted budget (each fitted batch and the held-out batch).
 
 Truth families (log10 lr*, u = log10(D / 2e5), v = log10(B / 800)):
 
@@ -26,14 +26,14 @@ import math
 
 import numpy as np
 
-from tuner.modeling.lr_batch_law import (
+from tuner.modeling.laws.lr_batch_law import (
     Cell,
     cell_from_optimum,
     cell_optimum,
     fit_lr_batch_law,
     skew_shift,
 )
-from tuner.modeling.response_surface import SurfaceError
+from tuner.modeling.laws.response_surface import SurfaceError
 
 TOKENS = (2e4, 6.3e4, 2e5, 6.3e5)
 BATCHES = (256.0, 810.0, 2560.0)

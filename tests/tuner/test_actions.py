@@ -1,7 +1,7 @@
-"""The typed requests both front ends build (`tuner.app.actions`): a bad value is refused when
-the request is made, with the field named, whether it came from the command line's flags or a
-service's JSON body; the format registry names every file an export writes; the ``--server``
-client dispatches from its table."""
+"""The typed requests both front ends build (`tuner.app.requests.actions`): a bad value is refused
+when the request is made, with the field named, whether it came from the command line's flags or a
+service's JSON body; the format registry names every file an export writes; the ``--server`` client
+dispatches from its table."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import pytest
 
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app import remote
-from tuner.app.actions import (
+from tuner.app.cli import build_parser, main
+from tuner.app.requests.actions import (
     CancelRequest,
     DeleteRequest,
     ExportRequest,
     RequestError,
     ResumeRequest,
 )
-from tuner.app.cli import build_parser, main
 from tuner.export import formats
 
 TARGET = str(PUBLISHED_CONFIGS / "config_16B.json")
@@ -132,8 +132,8 @@ def test_the_command_line_refuses_the_same_names(tmp_path, capsys):
 def test_the_command_line_writes_every_file_the_registry_names(tmp_path, capsys, fmt):
     from test_export import _sqlite_study
 
-    from tuner.app.actions import export
     from tuner.app.commands import open_study
+    from tuner.app.requests.actions import export
 
     url = _sqlite_study(tmp_path)
     out = tmp_path / "out" / formats.file_name(fmt, "run")

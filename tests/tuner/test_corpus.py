@@ -181,9 +181,9 @@ def test_a_trial_of_a_tokenizer_study_trains_on_the_tokenized_corpus(tmp_path):
 
     from trainers import Recipe
     from tuner.study.run.runner import _job
-    from tuner.study.run.trainable import train_and_report
     from tuner.study.specs.proxy import resolve_model_args
     from tuner.study.specs.spec import parse_spec
+    from tuner.study.trial.trainable import train_and_report
     from tuner.testing import make_result
 
     (tmp_path / "t.txt").write_text("the quick brown fox jumps over the lazy dog. " * 400)

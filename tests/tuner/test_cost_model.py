@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.modeling import cost_model as cm
 from tuner.modeling.hardware import HARDWARE, get_hardware

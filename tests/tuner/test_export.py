@@ -10,9 +10,9 @@ import optuna
 import pytest
 from optuna.distributions import FloatDistribution
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe
 from trainers.presets import PUBLISHED_CONFIGS
-from trainers.recipe import Recipe
 from tuner.app.cli import main
 from tuner.export import export_study
 from tuner.export.pick import Pick, finished_trials, pick_trial
@@ -309,7 +309,7 @@ def test_full_run_metrics_are_registered_and_trade_precision_for_cost():
     import dataclasses
     from types import SimpleNamespace
 
-    from tuner.study.results.metrics import MetricContext, get_metric
+    from tuner.study.specs.metrics import MetricContext, get_metric
     from tuner.study.specs.spec import parse_spec
 
     hours, mem = get_metric("full_gpu_hours"), get_metric("full_peak_memory_gb")

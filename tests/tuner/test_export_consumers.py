@@ -26,8 +26,8 @@ import pytest
 import torch
 from optuna.distributions import FloatDistribution
 
-from trainers.model_args import ModelArgs
-from trainers.recipe import Recipe
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe
 from tuner.app.cli import main
 from tuner.export import formats
 from tuner.export.formats import deepseek

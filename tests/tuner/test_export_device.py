@@ -6,9 +6,9 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe
 from trainers.presets import PUBLISHED_CONFIGS
-from trainers.recipe import Recipe
 from tuner.export import export_study
 from tuner.export.pick import Pick
 from tuner.modeling.full_run import FullRunTarget, load_target

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe
 from trainers.presets import PUBLISHED_CONFIGS
-from trainers.recipe import Recipe
 from tuner.export import formats
 from tuner.export.formats import deepseek, hf, megatron, torchtitan, torchtitan_toml
 from tuner.modeling.full_run import FullRunTarget, build_full_run, load_target

@@ -1,5 +1,5 @@
 """The export decides the batch first, then the LR a law gives at that batch
-(`tuner.modeling.lr_at_batch`): a law fitted at one batch carries no LR to another."""
+(`tuner.modeling.laws.lr_at_batch`): a law fitted at one batch carries no LR to another."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from trainers.model_args import ModelArgs
-from trainers.recipe import Recipe
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe
 from tuner.export import formats
 from tuner.export.export import law_warnings
 from tuner.modeling.full_run import ExportError, FullRunTarget, build_full_run, load_target
 from tuner.modeling.hardware import get_hardware
-from tuner.modeling.lr_at_batch import BatchLaw, LawBatches, lr_at_batch
-from tuner.modeling.power_law import PowerLaw, StudyLaw
+from tuner.modeling.laws.lr_at_batch import BatchLaw, LawBatches, lr_at_batch
+from tuner.modeling.laws.power_law import PowerLaw, StudyLaw
 
 PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,
                   vocab_size=256, n_routed_experts=8, n_activated_experts=2, kv_lora_rank=32,

@@ -16,10 +16,10 @@ import tomllib
 
 import pytest
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe
+from trainers.config.schedules import batch_size_at
 from trainers.presets import PUBLISHED_CONFIGS
-from trainers.recipe import Recipe
-from trainers.schedules import batch_size_at
 from tuner.export import formats
 from tuner.modeling import scaling
 from tuner.modeling.full_run import FullRunTarget, build_full_run, constant_batch_steps

@@ -8,8 +8,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from trainers.model_args import ModelArgs
-from trainers.recipe import Recipe
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe
 from tuner.app.cli import main
 from tuner.export import export_study
 from tuner.export.pick import Pick

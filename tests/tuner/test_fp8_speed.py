@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.modeling import cost_model as cm
 from tuner.modeling import fp8_speed as fs
@@ -111,7 +111,7 @@ def test_bad_pass_and_precision_are_refused():
 
 
 def test_an_fp8_export_says_where_its_speed_comes_from():
-    from trainers.recipe import Recipe
+    from trainers.config.recipe import Recipe
     from tuner.modeling.full_run import FullRunTarget, build_full_run
 
     proxy = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,

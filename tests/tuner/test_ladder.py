@@ -12,7 +12,8 @@ from tuner import testing
 from tuner.study.specs.ladder_spec import rung_name
 from tuner.study.specs.spec import SpecError, spec_from_dict
 from tuner.study.store import records
-from tuner.study.workflows.ladder import promote, run_ladder, rung_spec
+from tuner.study.workflows.ladder import promote, rung_spec
+from tuner.study.workflows.stage_runner import run_stages
 
 SPACE = {"params": {
     "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
@@ -114,7 +115,7 @@ def test_a_ladder_runs_its_rungs_in_one_storage_and_resumes(ray_session, tmp_pat
     run_study(rung_spec(spec, 0, []), run_dir=run_dir, trainer=testing.width_train,
               progress=False)
     # ... then the ladder: the bottom is resumed, not re-run; the rest climbs
-    rungs = run_ladder(spec, run_dir=run_dir, trainer=testing.width_train, progress=False)
+    rungs = run_stages(spec, run_dir=run_dir, trainer=testing.width_train, progress=False)
     assert [s.name for s in rungs] == ["lad", "lad.w64", "lad.w128"]
     assert [s.done for s in rungs] == [9, 3, 1]
     url = f"sqlite:///{run_dir / 'study.db'}"
@@ -134,7 +135,7 @@ def test_a_ladder_runs_its_rungs_in_one_storage_and_resumes(ray_session, tmp_pat
     top = optuna.load_study(study_name="lad.w128", storage=url)
     assert top.best_value < min(t.values[0] for t in low.trials)
 
-    from reports.ladder import ladder_data, write_ladder_report
+    from reports.laws.ladder import ladder_data, write_ladder_report
     data = ladder_data(spec, url)
     assert [r["width"] for r in data["rungs"]] == [32, 64, 128]
     assert [r["trials"] for r in data["rungs"]] == [9, 3, 1]
@@ -154,7 +155,7 @@ def test_upper_rung_proposals_change_with_lower_rung_results(ray_session, tmp_pa
         spec = spec_from_dict(ladder_table(n=8, widths=[32, 64], proposals=1) | {
             "study": {"name": "prop", "n_trials": 8, "max_concurrent": 1, "sampler": "tpe",
                       "seed": 0, "startup_trials": 2}})
-        run_ladder(spec, run_dir=tmp_path / folder / "prop", trainer=trainer, progress=False)
+        run_stages(spec, run_dir=tmp_path / folder / "prop", trainer=trainer, progress=False)
         upper = optuna.load_study(study_name="prop.w64",
                                   storage=f"sqlite:///{tmp_path / folder / 'prop' / 'study.db'}")
         fresh = [t for t in upper.trials if not t.user_attrs.get(records.ORIGIN)]

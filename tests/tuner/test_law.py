@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tuner.modeling.power_law import fit_power_law
-from tuner.modeling.response_surface import SurfaceError, fit_optimum
+from tuner.modeling.laws.power_law import fit_power_law
+from tuner.modeling.laws.response_surface import SurfaceError, fit_optimum
 from tuner.study.specs.spec import SpecError, parse_spec
 from tuner.study.workflows.law import budget_spec, predicted_point, snap
 from tuner.testing import LAW_BATCH_EXPONENT, LAW_LR_EXPONENT, law_optimum
@@ -113,7 +113,7 @@ def _held_out_fit(lrs, losses, predicted_loss: float):
 
 def _held_lines(h: dict) -> list[str]:
     """The law report's held-out section for the check ``h``."""
-    from reports.law import _held
+    from reports.laws.law import _held
     return _held({"held_out_check": h})
 
 
@@ -193,21 +193,21 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
 
     import optuna
 
-    from reports.law import law_data, law_markdown
+    from reports.laws.law import law_data, law_markdown
     from tuner import testing
     from tuner.export.export import export_study
     from tuner.export.pick import Pick
     from tuner.modeling.full_run import ExportError, FullRunTarget, load_target
     from tuner.modeling.hardware import get_hardware
-    from tuner.study.workflows.law import run_law
     from tuner.study.workflows.law_fit import budget_studies, fit_law
+    from tuner.study.workflows.stage_runner import run_stages
 
     table = _table(held_out=2_621_440, trials=10)
     table["study"] |= {"sampler": "random", "max_concurrent": 4, "seed": 3}
     spec = parse_spec(table)
     run_dir = tmp_path / "runs" / "lw"
     said: list[str] = []
-    runs = run_law(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
+    runs = run_stages(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
                    log=said.append)
     assert [s.done for s in runs] == [10, 10, 10, 10, 11]
     url = f"sqlite:///{run_dir / 'study.db'}"
@@ -236,7 +236,7 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
     assert 0 < data["compute_ratio"] < 1 / 3
     assert "Held-out budget" in law_markdown(data)
     # resuming a finished law adds nothing
-    again = run_law(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
+    again = run_stages(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
                     log=said.append)
     assert [s.done for s in again] == [10, 10, 10, 10, 11]
     # the export: LR and final batch from the law at the full run
@@ -270,9 +270,9 @@ def test_a_batch_range_above_every_optimum_is_named_not_left_silent(ray_session,
     """Real trainings here put every budget's batch optimum at the smallest batch searched
     (benchmarks/RESULTS.md): a law whose batch range lies above the optimum at every budget
     places no batch law, and law.md says why and what to do, rather than 'not searched'."""
-    from reports.law import law_data, law_markdown
+    from reports.laws.law import law_data, law_markdown
     from tuner import testing
-    from tuner.study.workflows.law import run_law
+    from tuner.study.workflows.stage_runner import run_stages
 
     table = _table(trials=10)
     # law_train's B* is 600-1700 tokens over FITTED: 32-128 sequences of 128 lie above it
@@ -280,7 +280,7 @@ def test_a_batch_range_above_every_optimum_is_named_not_left_silent(ray_session,
     table["study"] |= {"sampler": "random", "max_concurrent": 4, "seed": 1}
     spec = parse_spec(table)
     run_dir = tmp_path / "runs" / "lw"
-    run_law(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
+    run_stages(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
             log=lambda _: None)
     data = law_data(spec, f"sqlite:///{run_dir / 'study.db'}")
     assert data["batch_law"] is None
@@ -296,8 +296,8 @@ def test_the_shipped_law_spec_validates_as_documented() -> None:
 
     import optuna
 
-    from tuner.study.run.samplers import make_sampler
     from tuner.study.specs.spec import load_spec
+    from tuner.study.trial.samplers import make_sampler
     from tuner.study.workflows.law import budget_spec
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "search_spaces" / "law.toml")
@@ -391,7 +391,7 @@ def optuna_categorical(choices):
 
 
 def test_budget_zero_reports_say_the_answer_is_the_law(tmp_path) -> None:
-    from reports.law import annotate_budget_report
+    from reports.laws.law import annotate_budget_report
 
     (tmp_path / "ranked.md").write_text("# Study `lw`: ranked trials\n\n## Recommendation\n")
     (tmp_path / "report.html").write_text("<html><body><h1>Study</h1><h2>Recommendation</h2>")
@@ -443,11 +443,11 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
 
     import optuna
 
-    from reports.law import law_data, law_markdown
+    from reports.laws.law import law_data, law_markdown
     from tuner import testing
     from tuner.app.cli import main
-    from tuner.modeling.lr_batch_law import LrBatchLaw
-    from tuner.study.workflows.law import run_law
+    from tuner.modeling.laws.lr_batch_law import LrBatchLaw
+    from tuner.study.workflows.stage_runner import run_stages
 
     table = _table(trials=24, batches=GRID, held_out=2_621_440, held_out_batch=4 * GRID[-1])
     del table["space"]["params"]["batch_end"]
@@ -455,7 +455,7 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     spec = parse_spec(table)
     run_dir = tmp_path / "runs" / "lw"
     said: list[str] = []
-    runs = run_law(spec, run_dir=run_dir, trainer=testing.law_batch_train, progress=False,
+    runs = run_stages(spec, run_dir=run_dir, trainer=testing.law_batch_train, progress=False,
                    log=said.append)
     assert [s.done for s in runs] == [24] * 4 + [25, 25]  # + each held-out predicted trial
     url = f"sqlite:///{run_dir / 'study.db'}"

@@ -1,4 +1,4 @@
-"""The service page's law grid (`tuner.app.service.law_grid`) for the shipped law design."""
+"""The service page's law grid (`tuner.app.requests.law_grid`) for the shipped law design."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import optuna
 
-from tuner.app.service.law_grid import law_grid
+from tuner.app.requests.law_grid import law_grid
 from tuner.study.specs.spec import load_spec
 from tuner.study.store import storage as st
 

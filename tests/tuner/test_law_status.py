@@ -10,11 +10,11 @@ import pytest
 
 from tuner.app.cli import main
 from tuner.app.export_command import unfinished_hint
-from tuner.study.run.samplers import make_sampler
 from tuner.study.specs.spec import load_spec
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
+from tuner.study.trial.samplers import make_sampler
 from tuner.study.workflows.law import budget_spec
 
 LAW_TOML = Path(__file__).resolve().parents[2] / "search_spaces" / "law.toml"
@@ -82,7 +82,7 @@ def test_export_of_an_unfinished_law_says_to_resume_it(law_root, capsys):
 
 
 def test_law_md_says_an_interrupted_held_out_budget_with_its_prediction(law_root):
-    from reports.law import law_data, law_markdown
+    from reports.laws.law import law_data, law_markdown
 
     spec = load_spec(LAW_TOML, overrides={"study.n_trials": 2, "study.sampler": "random",
                                           "law.batches": [], "law.held_out_batch": 0})  # no grid

@@ -11,7 +11,7 @@ import pytest
 
 from tests.tuner import lr_batch_battery as battery
 from tuner.app.cli import main
-from tuner.modeling.lr_batch_law import (
+from tuner.modeling.laws.lr_batch_law import (
     Cell,
     LawFitError,
     LrBatchLaw,
@@ -177,7 +177,7 @@ def test_bad_tables_exit_2_naming_the_column_and_write_nothing(tmp_path, capsys,
 
 
 def test_the_export_reads_the_law_at_its_batch_through_lr_at_batch() -> None:
-    from tuner.modeling.lr_at_batch import BatchLaw, lr_at_batch
+    from tuner.modeling.laws.lr_at_batch import BatchLaw, lr_at_batch
 
     law = fit_lr_batch_law(_exact_cells(noise=0.05))
     assert isinstance(law, BatchLaw)
@@ -202,7 +202,7 @@ def _budget(i: int, tokens: float, batches: tuple[float, ...], rng: np.random.Ge
 
 
 def test_a_law_study_whose_budgets_searched_three_batches_fits_the_law_in_both() -> None:
-    from reports.law import lr_batch_lines
+    from reports.laws.law import lr_batch_lines
     from tuner.study.workflows.law_fit import lr_batch_law
 
     rng = np.random.default_rng(0)
@@ -216,7 +216,7 @@ def test_a_law_study_whose_budgets_searched_three_batches_fits_the_law_in_both()
 
 
 def test_a_law_study_at_one_batch_has_no_law_in_batch_and_says_so() -> None:
-    from reports.law import lr_batch_lines
+    from reports.laws.law import lr_batch_lines
     from tuner.study.workflows.law_fit import lr_batch_law
 
     rng = np.random.default_rng(0)
@@ -231,8 +231,8 @@ def test_a_study_law_that_fitted_the_batch_exports_its_lr_at_any_batch() -> None
     """A law study whose budgets searched the batch carries lr*(D, B) to the export: the LR at
     the batch the export writes is that law's, not the line in D alone (which it would refuse
     off the batches it measured)."""
-    from tuner.modeling.lr_at_batch import LawBatches, lr_at_batch
-    from tuner.modeling.power_law import StudyLaw, fit_power_law
+    from tuner.modeling.laws.lr_at_batch import LawBatches, lr_at_batch
+    from tuner.modeling.laws.power_law import StudyLaw, fit_power_law
 
     two_d = fit_lr_batch_law(_exact_cells(noise=0.05))
     line = fit_power_law(battery.TOKENS, [1e-3] * len(battery.TOKENS),

@@ -7,11 +7,12 @@ import dataclasses
 
 import pytest
 
+from trainers.config.recipe import Recipe
 from trainers.presets import preset
-from trainers.recipe import Recipe
 from tuner.modeling.full_run import modeled_cost, target_of
-from tuner.study.results import metrics
-from tuner.study.run.timing import SYSTEMS_FIELDS, what_key
+from tuner.study.specs import metrics
+from tuner.study.specs.metrics import SYSTEMS_FIELDS
+from tuner.study.trial.timing import what_key
 
 BASE = Recipe(batch_schedule="linear", batch_start=8, batch_end=32, seq_len=128, lr=2e-3)
 BUDGET = 200_000

@@ -17,12 +17,12 @@ from tuner import testing
 from tuner.study.results.noise import (
     combined_noise,
     knee_ties,
-    measure_noise,
     pooled_sd,
     tied,
     top_trials,
 )
 from tuner.study.results.trial_record import Objective, TrialRecord, trial_records
+from tuner.study.run.noise_retrain import measure_noise
 from tuner.study.run.runner import run_study
 from tuner.study.specs.spec import SpecError, spec_from_dict
 from tuner.study.store import records
@@ -274,8 +274,8 @@ class _Ref:
 
 
 class _RecordingRay:
-    """Stands in for ``ray`` in `noise._retrain_on_ray`: each task's arguments are pickled as
-    Ray would send them, kept, unpickled and run here."""
+    """Stands in for ``ray`` in `noise_retrain._retrain_on_ray`: each task's arguments are
+    pickled as Ray would send them, kept, unpickled and run here."""
 
     def __init__(self):
         self.sent: list[bytes] = []
@@ -302,8 +302,8 @@ class _RecordingRay:
 def test_a_re_training_task_receives_a_training_and_never_the_storage_url(monkeypatch):
     """What a noise re-training's Ray task receives: the trial's number, one `Training` and
     the trainer; a password in the study's storage URL is in none of it."""
-    from tuner.study.results import noise
-    from tuner.study.run.training import Training
+    from tuner.study.run import noise_retrain as noise
+    from tuner.study.trial.training import Training
 
     s = spec(noise_repeats=2, max_concurrent=2,
              storage="postgresql://ops:s3cret@db.example:5432/moetune")

@@ -1,5 +1,5 @@
 """The pooled lr law: one surface over every budget's trials whose bowls' bottoms lie on a power
-law (`tuner.modeling.pooled_law`), against a known law, against the line through per-budget
+law (`tuner.modeling.laws.pooled_law`), against a known law, against the line through per-budget
 optima, and inside a whole law study run at one batch."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from tuner.modeling.pooled_law import PooledLawError, fit_pooled_law
-from tuner.modeling.power_law import fit_power_law
-from tuner.modeling.response_surface import fit_optimum
+from tuner.modeling.laws.pooled_law import PooledLawError, fit_pooled_law
+from tuner.modeling.laws.power_law import fit_power_law
+from tuner.modeling.laws.response_surface import fit_optimum
 
 TOKENS = [4_096, 13_312, 40_960, 131_072]
 HELD = 655_360
@@ -140,7 +140,7 @@ def law_at_one_batch(ray_session, tmp_path_factory):
     storage url), run once for the tests below (~100 s)."""
     from tuner import testing
     from tuner.study.specs.spec import parse_spec
-    from tuner.study.workflows.law import run_law
+    from tuner.study.workflows.stage_runner import run_stages
 
     spec = parse_spec({
         "study": {"name": "pool", "sampler": "qmc", "max_concurrent": 4, "seed": 1},
@@ -149,7 +149,7 @@ def law_at_one_batch(ray_session, tmp_path_factory):
         "space": {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
                   "fixed": {"seq_len": 128, "batch_schedule": "constant", "batch_end": 8}}})
     run_dir = tmp_path_factory.mktemp("law") / "runs" / "pool"
-    run_law(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
+    run_stages(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
             log=lambda _: None)
     return spec, f"sqlite:///{run_dir / 'study.db'}"
 
@@ -162,7 +162,7 @@ def test_a_law_study_at_one_batch_pools_its_lr_law_and_says_so(law_at_one_batch)
 
     import optuna
 
-    from reports.law import law_data, law_markdown
+    from reports.laws.law import law_data, law_markdown
     from tuner import testing
     from tuner.export.export import export_study
     from tuner.export.pick import Pick
@@ -206,7 +206,7 @@ def test_the_held_out_budget_joins_the_law_only_once_its_search_has_ended(law_at
     them; a check the law misses is said in law.md and warned at export."""
     import optuna
 
-    from reports.law import law_markdown
+    from reports.laws.law import law_markdown
     from tuner.export.export import missed_check_warnings
     from tuner.study.workflows.law_fit import budget_studies, fit_law
 
@@ -223,8 +223,8 @@ def test_the_held_out_budget_joins_the_law_only_once_its_search_has_ended(law_at
 
     # the held-out study with 5 of its 9 trials, or with its last one killed mid-run (a FAIL
     # marked interrupted, which resume re-runs): not ended, so not in the law, checked anyway
+    from tuner.study.run.resume import INTERRUPTED
     from tuner.study.store import records
-    from tuner.study.store.resume import INTERRUPTED
 
     last = studies[4][1].trials[8]
     killed = optuna.trial.create_trial(

@@ -11,11 +11,11 @@ from call_counter import counting
 from test_tuner_resume import QT, SPEC  # the two-trial random-search spec of the resume tests
 
 from tuner.app.cli import main
-from tuner.app.service import driver
+from tuner.app.requests.studies import service_record, set_state
+from tuner.app.requests.submit import SubmitRequest
+from tuner.app.service.access.tokens import User
 from tuner.app.service.context import Service, ServiceConfig, SubmitError
-from tuner.app.service.studies import service_record, set_state
-from tuner.app.service.tokens import User
-from tuner.app.submit import SubmitRequest
+from tuner.app.service.running import driver
 from tuner.study.run.preflight import prepare
 from tuner.study.specs.spec import load_spec
 from tuner.study.store import database as db

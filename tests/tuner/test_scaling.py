@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe
 from trainers.presets import PUBLISHED_CONFIGS
-from trainers.recipe import Recipe
 from tuner.modeling import cost_model as cm
 from tuner.modeling import scaling
 from tuner.modeling.hardware import get_hardware
@@ -89,7 +89,7 @@ def test_step_counts_follow_the_linear_ramp():
 
 def _walk_one_step_at_a_time(r: Recipe, tokens: int) -> scaling.StepCounts:
     """The definition `step_counts` must match: every step's batch from the schedule."""
-    from trainers.schedules import batch_size_at
+    from trainers.config.schedules import batch_size_at
 
     marks = {"warmup": r.warmup_fraction, "ramp": r.batch_ramp_fraction,
              "decay": 1 - r.decay_fraction if r.decay == "wsd" else r.warmup_fraction}

@@ -162,7 +162,7 @@ def test_bad_export_and_cancel_requests_name_the_field(service):
 def test_the_dashboard_shows_infeasible_trials_as_infeasible(service):
     """optuna-dashboard reads one `constraints` list; Optuna 5 stores a key per constraint. The
     dashboard's read-only view adds the list; the stored trial (what samplers read) is as was."""
-    from tuner.app.service.dashboard import DashboardStorage, ReadOnlyStorage
+    from tuner.app.service.web.dashboard import DashboardStorage, ReadOnlyStorage
 
     storage = optuna.storages.RDBStorage(f"sqlite:///{service.root / 'service.db'}")
     study = optuna.create_study(study_name="dash-constraints", storage=storage)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from fastapi import HTTPException
 
-from tuner.app.actions import CancelRequest, DeleteRequest, ExportRequest, ResumeRequest
+from tuner.app.requests.actions import CancelRequest, DeleteRequest, ExportRequest, ResumeRequest
+from tuner.app.service.access.tokens import User
 from tuner.app.service.context import Service, ServiceConfig
-from tuner.app.service.tokens import User
 from tuner.study.store import database as db
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reports"))
@@ -73,8 +73,8 @@ def test_a_cli_study_is_listed_and_shown_read_only(service_with_a_cli_study):
 
 
 def test_a_name_of_a_cli_study_is_not_a_new_name(service_with_a_cli_study):
+    from tuner.app.requests.submit import SubmitRequest
     from tuner.app.service.context import SubmitError
-    from tuner.app.submit import SubmitRequest
 
     service, _ = service_with_a_cli_study
     with pytest.raises(SubmitError) as e:

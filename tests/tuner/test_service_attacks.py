@@ -270,11 +270,11 @@ def test_a_password_in_the_specs_storage_is_not_pickled(tmp_path):
     import pickle
 
     from trainers import ModelArgs
-    from tuner.study.run.samplers import make_sampler
-    from tuner.study.run.searcher import StudySearcher
     from tuner.study.specs.spec import spec_from_dict
     from tuner.study.store import database as db
     from tuner.study.store import storage as st
+    from tuner.study.trial.samplers import make_sampler
+    from tuner.study.trial.searcher import StudySearcher
 
     secret = "Pw-in-the-spec-71c2"
     spec = spec_from_dict({

@@ -32,7 +32,7 @@ def _budget(i: int, tokens: int, state: str, lr: float | None) -> dict:
             "in_batch_law": False}
 
 
-# a law grid as `tuner.app.service.law_grid` sends it: two budgets placed, the held-out waiting;
+# a law grid as `tuner.app.requests.law_grid` sends it: two budgets placed, the held-out waiting;
 # a pooled lr law that left budget 0 out (one power law did not hold with it)
 LAW_VIEW = {"law": {
     "variable": "tokens", "lr_law": {"coef": 0.1, "exponent": -0.2,
@@ -46,7 +46,7 @@ LAW_VIEW = {"law": {
                 _budget(1, 13312, "searching", 0.008), _budget(2, 65536, "waiting", None)]}}
 
 
-# a ladder's rungs as `tuner.app.service.ladder_rungs` sends them (test_service checks a real one)
+# a ladder's rungs as `tuner.app.requests.ladder_rungs` sends them (test_service checks a real one)
 LADDER_VIEW = {"ladder": {"rungs": [
     {"rung": 0, "width": 32, "state": "done", "done": 4, "total": 4, "running": 0,
      "best": {"number": 2, "lr": 0.003, "objective": "val_loss", "value": 2.5}},

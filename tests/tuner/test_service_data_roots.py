@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.app.service.data_roots import OutsideDataRoots, check_path, spec_paths
+from tuner.app.service.access.data_roots import OutsideDataRoots, check_path, spec_paths
 
 
 def test_only_paths_under_a_root_pass(tmp_path):

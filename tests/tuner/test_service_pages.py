@@ -9,7 +9,8 @@ import optuna
 from inprocess_service import SPEC, inprocess_service
 from test_law_status import law_storage
 
-from tuner.app.service import pages, studies
+from tuner.app.requests import studies
+from tuner.app.service.web import pages
 from tuner.study.store import database as db
 
 

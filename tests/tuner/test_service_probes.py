@@ -17,15 +17,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from trainers.presets import PUBLISHED_CONFIGS
-from tuner.app.service import driver
-from tuner.app.service.api import create_app
-from tuner.app.service.auth import CACHE_S, Auth
-from tuner.app.service.caps import trainings
+from tuner.app.requests.studies import service_record, set_state
+from tuner.app.service.access.auth import CACHE_S, Auth
+from tuner.app.service.access.caps import trainings
+from tuner.app.service.access.private import csrf_key, make_private
+from tuner.app.service.access.tokens import TokenStore
 from tuner.app.service.context import Service, ServiceConfig
-from tuner.app.service.private import csrf_key, make_private
-from tuner.app.service.scheduler import Scheduler
-from tuner.app.service.studies import service_record, set_state
-from tuner.app.service.tokens import TokenStore
+from tuner.app.service.running import driver
+from tuner.app.service.running.scheduler import Scheduler
+from tuner.app.service.web.api import create_app
 from tuner.study.specs.spec import load_spec, parse_spec, read_toml
 from tuner.study.store import database as db
 

@@ -12,8 +12,8 @@ import pytest
 from fastapi import HTTPException
 from starlette.requests import Request
 
-from tuner.app.service.auth import CACHE_S, LOCAL, Auth
-from tuner.app.service.tokens import TokenStore
+from tuner.app.service.access.auth import CACHE_S, LOCAL, Auth
+from tuner.app.service.access.tokens import TokenStore
 from tuner.app.service.views import IDLE_S, MAX_AGE_S, TTL_S, ViewCache
 
 KEY = bytes(32)  # the CSRF key: these tests post no form

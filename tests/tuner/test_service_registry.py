@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import ray
 
-from tuner.app.service.driver import isolate_tune_registry
+from tuner.app.service.running.driver import isolate_tune_registry
 
 
 @ray.remote(num_cpus=0)

@@ -11,9 +11,7 @@ import optuna
 import pytest
 import sqlalchemy.exc
 
-from tuner.app.service import scheduler as sched
-from tuner.app.service.faults import storage_down
-from tuner.app.service.studies import (
+from tuner.app.requests.studies import (
     ACTIVE,
     ENDED,
     STATES,
@@ -24,6 +22,8 @@ from tuner.app.service.studies import (
     service_record,
     set_state,
 )
+from tuner.app.service.running import scheduler as sched
+from tuner.app.service.running.faults import storage_down
 
 
 def new_study(name: str = "s") -> optuna.Study:

@@ -14,9 +14,9 @@ import pytest
 import sqlalchemy as sa
 from fastapi import HTTPException, Request
 
-from tuner.app.service.auth import CACHE_S, COOKIE, CSRF_HEADER, LOCAL, SESSION_S, Auth
-from tuner.app.service.private import csrf_key, make_private, ray_temp_dir
-from tuner.app.service.tokens import MAX_SESSIONS_PER_TOKEN, TokenStore, digest
+from tuner.app.service.access.auth import CACHE_S, COOKIE, CSRF_HEADER, LOCAL, SESSION_S, Auth
+from tuner.app.service.access.private import csrf_key, make_private, ray_temp_dir
+from tuner.app.service.access.tokens import MAX_SESSIONS_PER_TOKEN, TokenStore, digest
 
 KEY = b"k" * 32
 HOST = "127.0.0.1:8470"

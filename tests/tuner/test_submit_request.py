@@ -1,6 +1,7 @@
-"""The submit action, typed (`tuner.app.submit`): a bad value is refused when the request is made,
-naming the field; the command line's file and a service's JSON body give the same spec; the TOML
-limits hold on both front ends; what a service submit does not do is refused, not ignored."""
+"""The submit action, typed (`tuner.app.requests.submit`): a bad value is refused when the request
+is made, naming the field; the command line's file and a service's JSON body give the same spec;
+the TOML limits hold on both front ends; what a service submit does not do is refused, not
+ignored."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import pytest
 from test_tuner_resume import QT
 from test_tuner_resume import SPEC as RESUME_SPEC
 
-from tuner.app.actions import RequestError
 from tuner.app.cli import main
+from tuner.app.requests.actions import RequestError
+from tuner.app.requests.submit import SubmitRequest, read_toml, submitted_spec
+from tuner.app.service.access.tokens import User
 from tuner.app.service.context import Service, ServiceConfig, SubmitError
-from tuner.app.service.tokens import User
-from tuner.app.submit import SubmitRequest, read_toml, submitted_spec
 from tuner.study.specs.spec import MAX_KEY_PARTS
 from tuner.study.store import database as db
 

@@ -15,8 +15,8 @@ import pytest
 from trainers import Recipe, preset
 from trainers.loop import StepTime
 from tuner import testing
-from tuner.study.run import timing
-from tuner.study.run.cores import CoreLock
+from tuner.study.trial import timing
+from tuner.study.trial.cores import CoreLock
 
 ARGS = preset("debug")
 BUDGET = 200_000
@@ -78,7 +78,7 @@ def test_run_steps_are_the_steps_train_takes(schedule):
 @pytest.mark.parametrize("schedule", ["constant", "linear", "step"])
 @pytest.mark.parametrize("budget", [128, 5_000, 200_000, 1_234_567])
 def test_run_steps_matches_the_loop_step_by_step(schedule, budget):
-    from trainers.schedules import batch_size_at
+    from trainers.config.schedules import batch_size_at
 
     r = Recipe(batch_schedule=schedule, batch_start=3, batch_end=40, batch_ramp_fraction=0.3,
                batch_multiple=1)
@@ -203,7 +203,7 @@ def test_step_timer_for_a_trainer():
 _HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from tuner.study.run.cores import CoreLock
+    from tuner.study.trial.cores import CoreLock
     base, mode, log, ready, hold = sys.argv[1:6]
     lock = CoreLock(Path(base))
     def say(word):
@@ -345,7 +345,7 @@ def sig_of(recipe: Recipe, entry: dict) -> str:
 
 
 def test_a_trainer_without_the_step_gate_still_runs():
-    from tuner.study.run.cores import takes as _takes
+    from tuner.study.trial.cores import takes as _takes
 
     def old(model_args, recipe, *, token_budget, seed=None, on_eval=None):
         return None
@@ -371,9 +371,9 @@ def test_every_training_moetune_runs_shares_the_cores_with_a_probe():
     # a probe of another study pauses them too; a trainer without the keyword runs ungated
     import types
 
-    from tuner.study.results import noise
-    from tuner.study.run import cores
+    from tuner.study.run import noise_retrain as noise
     from tuner.study.specs.spec import spec_from_dict
+    from tuner.study.trial import cores
 
     seen = []
 

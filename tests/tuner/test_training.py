@@ -15,8 +15,8 @@ import torch
 from trainers import Recipe, preset
 from tuner import testing
 from tuner.study.run.runner import _job
-from tuner.study.run.training import Training, device_for, run_training
 from tuner.study.specs.spec import DataSection, spec_from_dict
+from tuner.study.trial.training import Training, device_for, run_training
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_URL = "postgresql://ops:s3cret@db.example:5432/moetune"
@@ -133,7 +133,7 @@ def test_only_the_training_call_assembles_a_training():
                 name = ast.unparse(node.func).rsplit(".", 1)[-1]
                 if name in {"gate_for", "set_num_threads", "load_data"}:
                     calls.setdefault(name, set()).add(str(path.relative_to(ROOT)))
-    home = "tuner/study/run/training.py"
+    home = "tuner/study/trial/training.py"
     assert calls["gate_for"] == {home}
     assert calls["set_num_threads"] == {home}
     assert calls["load_data"] == {home, "tuner/study/specs/spec.py"}

@@ -109,7 +109,7 @@ def test_an_extreme_finite_objective_counts_as_non_finite():
 
 def test_markdown_and_csv_neutralise_user_text():
     from reports.build import csv_safe
-    from reports.markdown import md_text
+    from reports.sections.markdown import md_text
 
     assert md_text("<img src=x onerror=alert(1)>|x") == "&lt;img src=x onerror=alert(1)>\\|x"
     frame = pd.DataFrame({"reason": ["=HYPERLINK(\"x\")", "+1", "@SUM(A1)", "\tx", "-1.5", "ok"],

@@ -10,11 +10,11 @@ import optuna
 import pytest
 
 from tuner.app.cli import COMMAND_MODULES, main
-from tuner.study.run.samplers import make_sampler
 from tuner.study.specs.spec import load_spec
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
+from tuner.study.trial.samplers import make_sampler
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "search_spaces" / "quickstart.toml"

@@ -14,9 +14,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from tuner.study.run import resume as rs
 from tuner.study.store import database as db
 from tuner.study.store import records
-from tuner.study.store import resume as rs
 
 SPEC = """
 [study]

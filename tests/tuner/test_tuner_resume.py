@@ -11,13 +11,13 @@ import pytest
 from optuna.trial import TrialState
 
 from tuner.app.cli import main
-from tuner.study.run.samplers import make_sampler
-from tuner.study.run.searcher import StudySearcher
-from tuner.study.run.trainable import FINAL_KEY
 from tuner.study.specs.spec import spec_from_dict
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
+from tuner.study.trial.samplers import make_sampler
+from tuner.study.trial.searcher import StudySearcher
+from tuner.study.trial.trainable import FINAL_KEY
 
 QT = ["--trainer", "tuner.testing:quick_train", "--no-progress"]
 SPEC = """
@@ -277,9 +277,9 @@ def _live_searcher(tmp_path, on_change):
 
 def test_a_running_trials_curve_is_stored_at_each_evaluation(tmp_path):
     """The service's study page draws running trials: their curve is in the storage before
-    they end (`tuner.app.service.studies.detail` reads it)."""
-    from tuner.app.service.studies import detail
-    from tuner.study.run.trainable import METRIC, TIME_ATTR
+    they end (`tuner.app.requests.studies.detail` reads it)."""
+    from tuner.app.requests.studies import detail
+    from tuner.study.trial.trainable import METRIC, TIME_ATTR
 
     seen: list = []
     study, searcher = _live_searcher(tmp_path, lambda t: seen.append(t.in_flight))
@@ -297,8 +297,8 @@ def test_a_running_trials_curve_is_stored_at_each_evaluation(tmp_path):
 def test_the_progress_bar_says_which_running_trials_are_timing(tmp_path):
     """A trial that times its systems signature first (the cores held: every other trial
     waits) says so before it trains; the bar shows it, and the report is no evaluation."""
-    from tuner.study.run.progress import StudyProgress
-    from tuner.study.run.trainable import METRIC, PHASE_KEY, TIME_ATTR
+    from tuner.study.trial.progress import StudyProgress
+    from tuner.study.trial.trainable import METRIC, PHASE_KEY, TIME_ATTR
 
     seen: list = []
     study, searcher = _live_searcher(tmp_path, lambda t: seen.append(t.timing))

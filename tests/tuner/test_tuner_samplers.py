@@ -9,8 +9,8 @@ import math
 import optuna
 import pytest
 
-from tuner.study.run.samplers import make_sampler, resolve_sampler_name, startup_trials
 from tuner.study.specs.spec import spec_from_dict
+from tuner.study.trial.samplers import make_sampler, resolve_sampler_name, startup_trials
 
 SAMPLERS = ["tpe", "nsga2", "random", "auto"]
 if importlib.util.find_spec("scipy") is not None:

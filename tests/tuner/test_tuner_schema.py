@@ -10,11 +10,11 @@ from optuna.trial import TrialState
 import trainers.data
 from tuner.app.cli import main
 from tuner.study.results.trial_record import trial_records
-from tuner.study.run.samplers import make_sampler
 from tuner.study.specs.spec import load_spec
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
+from tuner.study.trial.samplers import make_sampler
 
 SPEC = """
 [study]

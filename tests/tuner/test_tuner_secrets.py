@@ -14,11 +14,11 @@ import pytest
 
 from tests.tuner.conftest import CANARY
 from trainers import ModelArgs
-from tuner.study.run.samplers import make_sampler
-from tuner.study.run.searcher import StudySearcher
 from tuner.study.specs.spec import spec_from_dict
 from tuner.study.store import database as db
 from tuner.study.store import storage as st
+from tuner.study.trial.samplers import make_sampler
+from tuner.study.trial.searcher import StudySearcher
 
 SPEC = {
     "study": {"name": "secret", "n_trials": 3, "max_concurrent": 2},

@@ -219,7 +219,7 @@ def test_modeled_metrics_follow_the_full_run_section():
     from types import SimpleNamespace
 
     from trainers import Recipe, preset
-    from tuner.study.results.metrics import MetricContext, get_metric
+    from tuner.study.specs.metrics import MetricContext, get_metric
 
     def cost(gpus: int) -> tuple[float, float]:
         spec = spec_from_dict(base() | {"full_run": {"target": "proxy-l", "gpus": gpus,

@@ -24,15 +24,15 @@ from tuner.modeling.full_run import build_full_run, target_of
 from tuner.modeling.references import DEEPSEEK_V3
 from tuner.study.results.outcome import constraint_names
 from tuner.study.results.trial_record import trial_records
+from tuner.study.run import resume as rs
+from tuner.study.run import warm_start as ws
 from tuner.study.run.preflight import spec_warnings
 from tuner.study.run.runner import run_study
-from tuner.study.run.samplers import make_sampler
+from tuner.study.run.start import begin, start_points
 from tuner.study.specs.spec import SpecError, spec_from_dict
 from tuner.study.store import records
-from tuner.study.store import resume as rs
 from tuner.study.store import storage as st
-from tuner.study.workflows import warm_start as ws
-from tuner.study.workflows.start import begin, start_points
+from tuner.study.trial.samplers import make_sampler
 
 SPACE = {"params": {
     "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
@@ -371,7 +371,7 @@ def test_reports_mark_the_start_and_the_warm_start(warm_started, tmp_path):
     assert len(warm) == 3 and warm["pareto_rank"].isna().all() and not warm["knee"].any()
     # neither plotted nor paired in the fp8 section: another study measured them
     from reports import series
-    from reports.fp8_gap import fp8_gaps
+    from reports.sections.fp8_gap import fp8_gaps
 
     snap = reports.take_snapshot(study)
     numbers = set(warm["number"])
@@ -434,7 +434,7 @@ def test_a_rerun_of_an_interrupted_start_trial_keeps_its_origin():
                                   user_attrs={records.ORIGIN: "baseline:deepseek-v3",
                                               records.START_POINT: "start.baselines[0]",
                                               records.RECIPE: {}})
-    assert rs.rerun_attrs(t) == {records.RERUN_OF: t.number,
+    assert records.rerun_attrs(t) == {records.RERUN_OF: t.number,
                                  records.ORIGIN: "baseline:deepseek-v3",
                                  records.START_POINT: "start.baselines[0]"}
 

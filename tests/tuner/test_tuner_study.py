@@ -11,13 +11,13 @@ from optuna.trial import TrialState
 
 from trainers import ModelArgs, Recipe
 from tuner import testing
+from tuner.study.run import resume as rs
 from tuner.study.run.runner import run_study
-from tuner.study.run.samplers import make_sampler
 from tuner.study.specs.spec import spec_from_dict
 from tuner.study.store import database as db
 from tuner.study.store import records
-from tuner.study.store import resume as rs
 from tuner.study.store import storage as st
+from tuner.study.trial.samplers import make_sampler
 
 SPACE = {"params": {
     "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
@@ -219,7 +219,7 @@ def test_resume_reaps_interrupted_trials_and_reruns_them(ray_session, tmp_path):
 def test_stopping_the_driver_records_in_flight_trials_and_queues_them(tmp_path):
     """What run_study does when fit ends early (Ctrl-C): no RUNNING left, same points re-run."""
     from trainers import preset
-    from tuner.study.run.searcher import StudySearcher
+    from tuner.study.trial.searcher import StudySearcher
 
     spec = make_spec("stop", n=3)
     (tmp_path / "stop").mkdir()
@@ -246,7 +246,7 @@ def test_the_progress_best_is_one_trials_own_values(tmp_path):
     another); the bar shows the trial with the best first objective, with its own values."""
     from trainers import preset
     from tuner.study.results.outcome import Outcome, constraint_names
-    from tuner.study.run.searcher import StudySearcher
+    from tuner.study.trial.searcher import StudySearcher
 
     spec = make_spec("best", n=3)
     feasible = {name: 0.0 for name in constraint_names(spec)}

@@ -59,7 +59,7 @@ def test_every_trial_row_states_its_share(tmp_path):
     from synthetic_studies import add, new_study
 
     import reports
-    from reports.frame import trials_frame
+    from reports.analysis.frame import trials_frame
     from trainers import Recipe
 
     study = new_study()

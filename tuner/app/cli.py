@@ -20,8 +20,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from tuner.app.errors import UsageError, catch_sigterm, interrupted_exit_code
 from tuner.app.remote import add_server_options, remote_dispatch
+from tuner.app.requests.errors import UsageError, catch_sigterm, interrupted_exit_code
 from tuner.app.startup import configure_logging, local_ray_on_loopback
 
 COMMAND_MODULES: tuple[str, ...] = (

@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tuner.app.actions import ResumeRequest
-from tuner.app.errors import DeferredStop, UsageError
+from tuner.app.requests.actions import ResumeRequest
+from tuner.app.requests.errors import DeferredStop, UsageError
+from tuner.app.requests.submit import SubmitRequest, submitted_spec
 from tuner.app.status import (
     all_failed,
     format_table,
@@ -23,20 +24,18 @@ from tuner.app.status import (
     study_summary_rows,
     trial_rows,
 )
-from tuner.app.submit import SubmitRequest, submitted_spec
+from tuner.study.run import resume as rs
 from tuner.study.run.preflight import load_warnings, prepare, prepare_stored
-from tuner.study.run.progress import stderr_lines
-from tuner.study.run.samplers import SAMPLER_NOTES, resolve_sampler_name
 from tuner.study.specs.ladder_spec import RUNG_SEP, rung_name
 from tuner.study.specs.law_spec import BUDGET_SEP
 from tuner.study.specs.spec import SpecError, StudySpec, check_inputs
 from tuner.study.store import database as db
 from tuner.study.store import lease as ls
-from tuner.study.store import resume as rs
 from tuner.study.store import storage as st
 from tuner.study.store.control import clear_stop
-from tuner.study.workflows.ladder import run_ladder
-from tuner.study.workflows.law import run_law
+from tuner.study.trial.progress import stderr_lines
+from tuner.study.trial.samplers import SAMPLER_NOTES, resolve_sampler_name
+from tuner.study.workflows.stage_runner import first_stage, run_stages
 
 DEFAULT_ROOT = "runs"
 
@@ -108,10 +107,9 @@ def submit(args: argparse.Namespace) -> int:
     if not request.resume and run_dir.exists():
         raise UsageError(f"study {spec.name!r} already exists ({run_dir}); pass --resume to "
                          f"continue it, or choose another name with --name.")
-    if spec.kind != "study":  # a ladder or a law: each stage has its own preflight
-        _check_new_or_resumable(spec, run_dir, args)
-        return _run(spec, run_dir, args, trainer, plan=None)
-    plan = _prepare(lambda: prepare(spec, run_dir=run_dir, storage=args.storage,
+    # the one preflight, for every kind: a law's or ladder's first stage is checked here (exists,
+    # resume rules, lease) and each stage then runs through its own
+    plan = _prepare(lambda: prepare(first_stage(spec), run_dir=run_dir, storage=args.storage,
                                     resume=request.resume), spec.name)
     return _run(spec, run_dir, args, trainer, plan=plan)
 
@@ -133,28 +131,14 @@ def resume(args: argparse.Namespace) -> int:
                          "(use --root or --storage to look elsewhere).")
     plan = _prepare(lambda: prepare_stored(args.study, run_dir=run_dir, storage=args.storage,
                                            check=check), args.study)
-    if plan.spec.kind != "study":
-        plan.close()  # each stage has its own preflight
-        return _run(plan.spec, run_dir, args, trainer, plan=None)
     return _run(plan.spec, run_dir, args, trainer, plan=plan)
 
 
-def _forget_stop(spec: StudySpec, run_dir: Path, storage: str, plan: Any) -> None:
+def _forget_stop(plan: Any) -> None:
     """A study run again from the command line runs: the stop request an earlier ``moetune
     cancel`` left in its storage (which the run watches) is history."""
-    if plan is not None:
-        if plan.study is not None:
-            clear_stop(plan.study)
-        return
-    if not storage and not (run_dir / db.DB_FILE).exists():
-        return  # a new study: nothing asked it to stop
-    try:
-        store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
-    except LookupError:
-        return  # no study database there yet (a new study): nothing to clear, nothing made
-    study = st.find_study(spec.name, store)
-    if study is not None:
-        clear_stop(study)
+    if plan.study is not None:
+        clear_stop(plan.study)
 
 
 def _prepare(make: Any, name: str) -> Any:
@@ -168,18 +152,6 @@ def _prepare(make: Any, name: str) -> Any:
         raise UsageError(str(e)) from None
     except (st.IncompleteStudy, LookupError) as e:
         raise UsageError(str(e)) from None
-
-
-def _check_new_or_resumable(spec: StudySpec, run_dir: Path, args: argparse.Namespace) -> None:
-    """A ladder's or law's first study: refused if it exists without --resume, or if the spec
-    changes it more than a resume may."""
-    study = find_study(spec.name, run_dir, args.storage or spec.study.storage,
-                       where="--storage" if args.storage else "study.storage")
-    if study is not None and not args.resume:
-        raise UsageError(f"study {spec.name!r} already exists ({run_dir}); pass --resume to "
-                         f"continue it, or choose another name with --name.")
-    if study is not None and st.is_complete(study):
-        _check_resume_spec(study, spec)
 
 
 def _sampler_note(spec: StudySpec) -> None:
@@ -198,51 +170,23 @@ def check_root(root: str) -> None:
                          "is a file.")
 
 
-def _stored_spec(study: Any) -> StudySpec:
-    try:
-        return st.stored_spec(study)
-    except SpecError as e:  # e.g. stored by an older moetune whose rules have since changed
-        raise UsageError(f"study {study.study_name!r}: its stored spec no longer validates: "
-                         f"{e}") from None
-    except st.IncompleteStudy as e:
-        raise UsageError(str(e)) from None
-
-
-def _check_resume_spec(study: Any, spec: StudySpec) -> None:
-    try:
-        rs.check_resume_spec(_stored_spec(study), spec)
-    except rs.ResumeSpecError as e:
-        raise UsageError(str(e)) from None
-
-
 def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any, *,
          plan: Any) -> int:
-    """Run the prepared study (``plan``), or a whole ladder or law stage by stage (no plan)."""
-    from tuner.study.run.cluster import ClusterError
-    from tuner.study.run.runner import run
+    """Run ``spec`` from its prepared first stage (``plan``): a study, or a whole ladder or law
+    stage by stage (`stage_runner.run_stages`)."""
+    from tuner.study.trial.cluster import ClusterError
 
-    # the clip notes of the start points (a ladder's or law's stages print none here)
-    for warning in plan.warnings if plan is not None else []:
+    # the clip notes of the start points (of the first stage; later stages print none here)
+    for warning in plan.warnings:
         print(f"moetune: warning: {warning}", file=sys.stderr)
     _sampler_note(spec)
     signals = DeferredStop()
     try:
         with signals:
-            _forget_stop(spec, run_dir, args.storage, plan)
-            if spec.kind == "ladder":  # the whole ladder, from its bottom
-
-                rungs = run_ladder(spec, run_dir=run_dir, storage=args.storage,
+            _forget_stop(plan)
+            summaries = run_stages(spec, run_dir=run_dir, plan=plan, storage=args.storage,
                                    trainer=trainer, address=args.address,
                                    progress=not args.no_progress, interrupt=signals)
-            elif spec.kind == "law":  # every budget, from the smallest
-
-                rungs = run_law(spec, run_dir=run_dir, storage=args.storage, trainer=trainer,
-                                address=args.address, progress=not args.no_progress,
-                                interrupt=signals)
-            else:
-                with plan:
-                    summary = run(plan, trainer=trainer, address=args.address,
-                                  progress=not args.no_progress, interrupt=signals)
     except (ClusterError, db.StorageError, rs.ResumeSpecError, st.SchemaError, ls.LeaseHeld,
             FileExistsError, SpecError) as e:
         # FileExistsError: another submit of the same name created the study after our look;
@@ -258,10 +202,10 @@ def _run(spec: StudySpec, run_dir: Path, args: argparse.Namespace, trainer: Any,
               file=sys.stderr)
         return signals.exit_code()
     if spec.kind == "ladder":
-        return _report_ladder(spec, run_dir, rungs, args.storage)
+        return _report_ladder(spec, run_dir, summaries, args.storage)
     if spec.kind == "law":
-        return _report_law(spec, run_dir, rungs, args.storage)
-    return _report_run(spec, run_dir, summary)
+        return _report_law(spec, run_dir, summaries, args.storage)
+    return _report_run(spec, run_dir, summaries[0])
 
 
 def _report_law(spec: StudySpec, run_dir: Path, budgets: list[Any], storage: str) -> int:
@@ -274,7 +218,7 @@ def _report_law(spec: StudySpec, run_dir: Path, budgets: list[Any], storage: str
     if budgets:
         print(f"storage {budgets[-1].storage}")
     try:
-        from reports.law import write_law_report
+        from reports.laws.law import write_law_report
 
         paths = write_law_report(spec, url=db.storage_url(run_dir, storage, spec.study.storage),
                                  out=run_dir / "law", budget_report=run_dir / "report")
@@ -315,7 +259,7 @@ def _report_ladder(spec: StudySpec, run_dir: Path, rungs: list[Any], storage: st
 def _build_ladder_report(spec: StudySpec, run_dir: Path, storage: str) -> None:
     """The ladder's transfer report; a failure is a warning (the rungs are safe in storage)."""
     try:
-        from reports.ladder import write_ladder_report
+        from reports.laws.ladder import write_ladder_report
 
         paths = write_ladder_report(spec, url=db.storage_url(run_dir, storage,
                                                               spec.study.storage),
@@ -350,7 +294,7 @@ def _report_run(spec: StudySpec, run_dir: Path, summary: Any) -> int:
 def _build_report(study: Any, run_dir: Path) -> None:
     """Write the study's report; a failure is a warning (the study is safe in storage)."""
     import reports
-    from reports.recommend import markdown, recommend
+    from reports.sections.recommend import markdown, recommend
 
     try:
         snapshot = reports.take_snapshot(study)
@@ -377,21 +321,6 @@ def import_trainer(target: str) -> Any:
     if not callable(fn):
         raise UsageError(f"--trainer: {target!r} is not callable.")
     return fn
-
-
-def find_study(name: str, run_dir: Path, url: str, *, where: str = "--storage") -> Any:
-    """The study ``name`` if its storage (``url``, else ``run_dir``'s sqlite file) holds it,
-    else None. Creates no database: looking must not leave files behind."""
-    try:
-        store = db.open_existing_storage(db.storage_url(run_dir, url), where)
-    except LookupError:
-        return None
-    except db.StorageError as e:
-        raise UsageError(str(e)) from None
-    try:
-        return st.find_study(name, store)
-    except st.SchemaError as e:
-        raise UsageError(str(e)) from None
 
 
 def open_study(name: str, run_dir: Path, url: str) -> Any:

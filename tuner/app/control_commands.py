@@ -5,7 +5,8 @@ service instead, see `tuner.app.remote`).
 terminal, a service's Ray actor), stops its trials, records the in-flight ones as interrupted
 and exits; ``moetune resume`` continues the study. ``delete`` removes a study that no driver
 runs from its storage, and its run folder. Both are the service's actions too
-(`tuner.app.actions`); only who may act and the confirmation prompt are the command line's.
+(`tuner.app.requests.actions`); only who may act and the confirmation prompt are the command
+line's.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tuner.app import actions
-from tuner.app.actions import CancelRequest, DeleteRequest
 from tuner.app.commands import open_study, where_options
+from tuner.app.requests import actions
+from tuner.app.requests.actions import CancelRequest, DeleteRequest
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -3,14 +3,14 @@
 Plain ``optuna-dashboard sqlite:///runs/STUDY/study.db`` shows every trial of a moetune study as
 feasible: it reads a trial's constraints from the single ``constraints`` list of Optuna < 5,
 and Optuna 5 stores one ``constraints:<name>`` key per constraint
-(`tuner.app.service.dashboard`). Writing the old list beside the new keys would make every
+(`tuner.app.service.web.dashboard`). Writing the old list beside the new keys would make every
 sampler see each constraint twice (Optuna 5 reads both forms), which changes what GPSampler
 models (it adds one log-feasibility term per constraint; benchmarks/bench_constraint_keys.py
 measures the proposals that change), so the stored trials keep
 Optuna 5's keys alone and this command serves the dashboard over the same read-only view
 ``moetune serve`` mounts: the constraint list added in what the dashboard reads, every write
 refused. Learning curves come from the trials' intermediate values (val_loss at each
-evaluation, `tuner.study.run.searcher`).
+evaluation, `tuner.study.trial.searcher`).
 
     moetune dashboard quickstart --port 8080     # then open http://127.0.0.1:8080
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.app.commands import open_study, where_options
-from tuner.app.service.dashboard import DashboardStorage
+from tuner.app.service.web.dashboard import DashboardStorage
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

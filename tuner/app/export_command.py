@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tuner.app.actions import ExportRequest, export
 from tuner.app.commands import open_study, where_options
-from tuner.app.errors import UsageError
-from tuner.app.export_options import parse_target
+from tuner.app.requests.actions import ExportRequest, export
+from tuner.app.requests.errors import UsageError
+from tuner.app.requests.export_options import parse_target
 from tuner.app.status import law_budget_rows
 from tuner.export import formats
 from tuner.export.formats import torchtitan

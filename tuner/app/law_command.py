@@ -1,6 +1,6 @@
 """``moetune law fit RUNS.csv|.parquet``: the lr law in tokens and batch from runs a team
-already has (`reports.run_table`, `reports.law_table`; the law is
-`tuner.modeling.lr_batch_law`'s, the same a law study fits).
+already has (`reports.laws.run_table`, `reports.laws.law_table`; the law is
+`tuner.modeling.laws.lr_batch_law`'s, the same a law study fits).
 
     moetune law fit runs.csv --out law/
     moetune law fit dense_lr_bs_loss.csv --column B=bs --batch-unit 2048 \\
@@ -16,8 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tuner.app.errors import UsageError
-from tuner.modeling.lr_batch_law import LawFitError
+from tuner.app.requests.errors import UsageError
+from tuner.modeling.laws.lr_batch_law import LawFitError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,8 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def law_fit(args: argparse.Namespace) -> int:
-    from reports.law_table import table_law_data, write_table_law
-    from reports.run_table import RunTableError, read_runs
+    from reports.laws.law_table import table_law_data, write_table_law
+    from reports.laws.run_table import RunTableError, read_runs
     try:
         table = read_runs(args.runs, columns=_columns(args.column),
                           batch_unit=args.batch_unit, vary=args.vary)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
-from tuner.app.errors import UsageError
+from tuner.app.requests.errors import UsageError
 
 TIMEOUT_S = 60
 
@@ -104,7 +104,7 @@ def _q(name: str) -> str:
 
 
 def _submit(client: Client, args: argparse.Namespace) -> int:
-    from tuner.app.submit import SubmitRequest
+    from tuner.app.requests.submit import SubmitRequest
 
     request = SubmitRequest.from_namespace(args)  # the file read and checked here, as locally
     if request.resume:
@@ -161,7 +161,7 @@ def _cancel(client: Client, args: argparse.Namespace) -> int:
 
 
 def _resume(client: Client, args: argparse.Namespace) -> int:
-    from tuner.app.actions import ResumeRequest  # Optuna loads only for this command
+    from tuner.app.requests.actions import ResumeRequest  # Optuna loads only for this command
 
     request = ResumeRequest.from_namespace(args)
     out = client.json("POST", f"/api/v1/studies/{_q(request.study)}/resume")
@@ -185,8 +185,8 @@ def _report(client: Client, args: argparse.Namespace) -> int:
 
 
 def _export(client: Client, args: argparse.Namespace) -> int:
-    from tuner.app.actions import MESSAGES_HEADER, ExportRequest
     from tuner.app.export_command import check_out, write_out
+    from tuner.app.requests.actions import MESSAGES_HEADER, ExportRequest
 
     request = ExportRequest.from_namespace(args)  # refused here as locally, before sending
     check_out(args.out)

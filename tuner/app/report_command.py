@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.app.commands import open_study, where_options
-from tuner.app.errors import UsageError
+from tuner.app.requests.errors import UsageError
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store.storage import stored_spec
@@ -96,7 +96,7 @@ def _law_report(study: Any, args: argparse.Namespace, out: Path) -> None:
     spec = stored_spec(study)
     if spec.law.budget != 0:
         return
-    from reports.law import write_law_report
+    from reports.laws.law import write_law_report
 
     url = db.storage_url(Path(args.root) / args.study, args.storage, spec.study.storage)
     for path in write_law_report(spec, url=url, out=out.parent / "law",
@@ -112,7 +112,7 @@ def _ladder_report(study: Any, args: argparse.Namespace, out: Path) -> None:
     spec = stored_spec(study)
     if spec.kind != "ladder":
         return
-    from reports.ladder import write_ladder_report
+    from reports.laws.ladder import write_ladder_report
 
     url = db.storage_url(Path(args.root) / args.study, args.storage, spec.study.storage)
     for path in write_ladder_report(spec, url=url, out=out.parent / "ladder").values():

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app.commands import DEFAULT_ROOT
-from tuner.app.errors import UsageError
-from tuner.app.service.private import (
+from tuner.app.requests.errors import UsageError
+from tuner.app.service.access.private import (
     RAY_TOKEN_FILE,
     SERVICE_DB,
     csrf_key,
@@ -35,7 +35,7 @@ from tuner.app.service.private import (
     ray_temp_dir,
     secret_file,
 )
-from tuner.app.service.tokens import TokenStore
+from tuner.app.service.access.tokens import TokenStore
 from tuner.study.specs.spec import NAME_RE
 from tuner.study.store import database as db
 
@@ -270,11 +270,11 @@ def serve(args: argparse.Namespace) -> int:
     import ray
     import uvicorn
 
-    from tuner.app.service import deadline
-    from tuner.app.service.api import create_app
-    from tuner.app.service.auth import Auth
+    from tuner.app.service.access.auth import Auth
     from tuner.app.service.context import Service, ServiceConfig
-    from tuner.app.service.scheduler import Scheduler
+    from tuner.app.service.running.scheduler import Scheduler
+    from tuner.app.service.web import deadline
+    from tuner.app.service.web.api import create_app
     url = service_url(root, args.storage)
     try:
         storage = db.open_storage(url)

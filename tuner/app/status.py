@@ -13,11 +13,11 @@ from optuna.trial import TrialState
 from tuner.study.results import ranking
 from tuner.study.results.reasons import one_line
 from tuner.study.results.trial_record import study_objectives, trial_records
+from tuner.study.run.resume import counts_toward_target, n_done
 from tuner.study.specs.law_spec import base_name, budget_name
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
-from tuner.study.store.resume import counts_toward_target, n_done
 
 MAX_REASON = 60
 

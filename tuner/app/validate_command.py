@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.app.commands import import_trainer, open_study, where_options
-from tuner.study.run.progress import Log, stderr_lines
+from tuner.study.trial.progress import Log, stderr_lines
 from tuner.study.workflows.validate import validate_study
 
 

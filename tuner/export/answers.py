@@ -1,7 +1,7 @@
 """Which study answers an export, and with what: a law study exports its laws (`law_answer`), a
 ladder its top rung (`ladder_answer`). The command line's ``moetune export`` and the service's
-export both ask these (`tuner.app.actions.export`), so the two cannot answer differently. On the
-command line a law fitted from a table of runs (``moetune law fit``'s law.json, `table_law`)
+export both ask these (`tuner.app.requests.actions.export`), so the two cannot answer differently.
+On the command line a law fitted from a table of runs (``moetune law fit``'s law.json, `table_law`)
 can give the LR instead (``--law``); the service reads no file a request names.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.export.pick import finished_trials
-from tuner.modeling.lr_batch_law import LrBatchLaw
+from tuner.modeling.laws.lr_batch_law import LrBatchLaw
 from tuner.study.specs.ladder_spec import rung_name
 from tuner.study.specs.law_spec import base_name
 from tuner.study.store import database as db

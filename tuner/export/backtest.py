@@ -4,7 +4,7 @@ For each target of `tuner.modeling.published_recipes` (DeepSeek-V2-Lite 15.7B: 5
 4,608 x 4,096, 4.2e-4, arXiv:2405.04434 appendix B; DeepSeek-V2 236B: 8.1T, 9,216 x 4,096,
 2.4e-4, §3.1.2; DeepSeek-V3 671B: 14.8T, 15,360 x 4,096, 2.2e-4, arXiv:2412.19437 §4.2),
 `backtest` asks the law for its LR at that run's tokens and final batch through the export's own
-hook (`tuner.modeling.lr_at_batch`), so a row is what ``moetune export --target T --tokens
+hook (`tuner.modeling.laws.lr_at_batch`), so a row is what ``moetune export --target T --tokens
 <published> --global-batch <published>`` writes. Like with like: a published LR is one LR for
 every parameter in standard parametrization, so under µP the row sets it against the LR the
 target's hidden matrices get (lr / width_mult), nearly every parameter. A law that refuses its LR
@@ -20,10 +20,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
-from tuner.modeling.lr_at_batch import BatchLaw, LawBatches, lr_at_batch
-from tuner.modeling.power_law import StudyLaw
+from tuner.modeling.laws.lr_at_batch import BatchLaw, LawBatches, lr_at_batch
+from tuner.modeling.laws.power_law import StudyLaw
 from tuner.modeling.published_recipes import PUBLISHED
 from tuner.modeling.targets import published_target
 

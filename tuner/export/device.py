@@ -1,6 +1,6 @@
 """A systems knob chosen by timing the proxy on one device, carried to a full run on another.
 
-A study with a timed objective or constraint (`tuner.study.results.metrics.TIMED`) ranks its
+A study with a timed objective or constraint (`tuner.study.specs.metrics.TIMED`) ranks its
 systems knobs by how fast the proxy ran on the study's device. Where the export carries such a knob
 to the full run unchanged (a rule of kind ``carried``: the precision), the choice rested on that
 device's speed at the proxy's GEMM shapes, not the target's at the full run's: on a CPU fp32 times
@@ -17,9 +17,9 @@ from typing import Any
 
 from tuner.export.pick import Picked, finished_trials
 from tuner.modeling.full_run import FullRun, FullRunTarget, modeled_cost
-from tuner.study.results import metrics
 from tuner.study.results.trial_record import study_objectives
-from tuner.study.run.timing import SYSTEMS_FIELDS
+from tuner.study.specs import metrics
+from tuner.study.specs.metrics import SYSTEMS_FIELDS
 from tuner.study.store import records
 
 

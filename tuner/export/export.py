@@ -23,9 +23,9 @@ from tuner.export.device import timed_choice_warnings
 from tuner.export.pick import Pick, Picked, finished_trials, pick_trial
 from tuner.modeling import scaling
 from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run
-from tuner.modeling.lr_at_batch import BatchLaw, LawBatches
-from tuner.modeling.pooled_law import LACK_OF_FIT_P
-from tuner.modeling.power_law import StudyLaw, deepseek_llm_batch, deepseek_llm_lr
+from tuner.modeling.laws.lr_at_batch import BatchLaw, LawBatches
+from tuner.modeling.laws.pooled_law import LACK_OF_FIT_P
+from tuner.modeling.laws.power_law import StudyLaw, deepseek_llm_batch, deepseek_llm_lr
 from tuner.modeling.published_recipes import published_recipe
 from tuner.modeling.vocab_share import vocab_notes
 from tuner.study.results import diagnostics
@@ -37,7 +37,7 @@ def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
                  law_batches: LawBatches | None = None) -> tuple[FullRun, Picked]:
     """Pick a trial of an Optuna ``study`` and scale it to ``target``; with a law study's
     ``law``, the final batch from its batch law and the LR its law gives at that batch
-    (`tuner.modeling.lr_at_batch`: a law in D alone fitted at one batch refuses it elsewhere).
+    (`tuner.modeling.laws.lr_at_batch`: a law in D alone fitted at one batch refuses it elsewhere).
     ``law_batches``: the batches a law in D alone was fitted at, by default those of
     ``study``'s own finished trials (a law study's budgets share one search space)."""
     picked = pick_trial(study, pick)

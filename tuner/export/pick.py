@@ -4,7 +4,7 @@ Reads trials as `tuner.study.results.trial_record` decodes them. Only trials tha
 are candidates (state COMPLETE with a recipe and model args). ``best-loss`` and ``knee`` consider
 feasible trials only (the one rule, `tuner.study.results.trial_record.is_feasible`); ``trial N``
 takes any such trial and says when it is infeasible; a warm-start trial (measured by another study,
-`tuner.study.workflows.warm_start`) is never a candidate: export it from that study. The knee is
+`tuner.study.run.warm_start`) is never a candidate: export it from that study. The knee is
 `tuner.study.results.ranking`'s: without limits it is the trial the report marks as the knee. Its
 ``how`` names the trials tied with it within the measured noise
 (`tuner.study.results.noise.knee_ties`), or says that cannot be judged; the pick itself stays the

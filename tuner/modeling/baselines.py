@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainers.model_args import ModelArgs
-from trainers.recipe import Recipe
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe
 from tuner.modeling import scaling
 from tuner.modeling.references import DEEPSEEK_V3, PublishedRecipe
 from tuner.modeling.targets import published_target

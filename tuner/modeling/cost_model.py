@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
 from tuner.modeling.fp8_speed import Fp8Speed, fp8_speed
 from tuner.modeling.hardware import GIB, Hardware
 

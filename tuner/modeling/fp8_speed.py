@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
 from tuner.modeling.hardware import Hardware
 
 PASSES = ("fwd", "dgrad", "wgrad")

@@ -18,17 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe
+from trainers.config.schedules import STEP_BOUNDARIES, batch_size_at
+from trainers.config.validation import field_error, require
 from trainers.presets import preset, preset_names
-from trainers.recipe import Recipe
-from trainers.schedules import STEP_BOUNDARIES, batch_size_at
-from trainers.validation import field_error, require
 from tuner.modeling import cost_model as cm
 from tuner.modeling import fp8_speed, references, scaling
 from tuner.modeling.hardware import Hardware, get_hardware
+from tuner.modeling.laws.lr_at_batch import BatchLaw, LawBatches, LrAtBatch, lr_at_batch
+from tuner.modeling.laws.power_law import StudyLaw
 from tuner.modeling.layout_rules import layout_errors
-from tuner.modeling.lr_at_batch import BatchLaw, LawBatches, LrAtBatch, lr_at_batch
-from tuner.modeling.power_law import StudyLaw
 from tuner.modeling.targets import TARGETS, published_target
 
 # The MFU (of the bf16 peak, fp8's modeled gain on top) at which the cost model reproduces
@@ -219,7 +219,7 @@ def _target_args(proxy: ModelArgs, target: ModelArgs, seq_len: int) -> ModelArgs
     The context is the run's: ``max_seq_len`` is ``seq_len`` and ``original_seq_len`` at least
     that. A published config carries its inference context (16384 tokens by YaRN, ``rope_factor``
     40 over the 4096 it was pre-trained at), which a pre-training run at ``seq_len`` does not
-    use: YaRN applies whenever ``max_seq_len > original_seq_len`` (`trainers.model`, as
+    use: YaRN applies whenever ``max_seq_len > original_seq_len`` (`trainers.nn.model`, as
     upstream's ``inference/model.py``), so every format describes plain RoPE at the run's length.
     """
     target = dataclasses.replace(target, max_seq_len=seq_len,
@@ -298,7 +298,7 @@ def describe_batch_schedule(recipe: Recipe, tokens: int, steps: scaling.StepCoun
         return (f"linear ramp {r.batch_start} -> {r.batch_end} sequences over the first "
                 f"{_pct(r.batch_ramp_fraction)} of tokens (ends at step {steps.ramp}, after "
                 f"{steps.ramp_samples} sequences)")
-    # the stage values as trainers.schedules computes them, so the text cannot drift from it
+    # the stage values as trainers.config.schedules computes them, so the text cannot drift from it
     stages = [f"{batch_size_at(r, math.ceil(b * tokens), tokens)} from {_pct(b)}"
               for b in STEP_BOUNDARIES]
     return (f"step schedule {r.batch_start} sequences, then {', then '.join(stages)} of tokens "
@@ -309,9 +309,9 @@ def batch_levels(recipe: Recipe, tokens: int) -> list[tuple[int, int]]:
     """The batch schedule as (first sample, batch) pairs: from sample ``s`` on (``s`` sequences
     of ``recipe.seq_len`` consumed), steps take ``batch`` sequences until the next pair.
 
-    Exactly `trainers.schedules.batch_size_at` at every whole sample count, so a consumer that
-    looks the batch up by consumed samples (Megatron-LM's ``--step-batch-size-schedule``) walks
-    the same steps as `scaling.step_counts`. One pair for a constant batch.
+    Exactly `trainers.config.schedules.batch_size_at` at every whole sample count, so a consumer
+    that looks the batch up by consumed samples (Megatron-LM's ``--step-batch-size-schedule``)
+    walks the same steps as `scaling.step_counts`. One pair for a constant batch.
     """
     seq, last = recipe.seq_len, -(-tokens // recipe.seq_len)
     levels = [(0, batch_size_at(recipe, 0, tokens))]

@@ -16,7 +16,7 @@ any L >= pp blocks in a way Megatron-LM's ``--decoder-first/last-pipeline-num-la
 
 from __future__ import annotations
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
 
 MEGATRON = "Megatron-LM@d98e8a64"
 TORCHTITAN = "torchtitan v0.2.2"

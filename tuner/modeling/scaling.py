@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trainers.model_args import ModelArgs
-from trainers.recipe import Recipe
-from trainers.schedules import batch_size_at
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe
+from trainers.config.schedules import batch_size_at
 from tuner.modeling.cost_model import (
     ParallelPlan,
     fits,
@@ -32,8 +32,8 @@ from tuner.modeling.cost_model import (
     stage_layers,
 )
 from tuner.modeling.hardware import Hardware
+from tuner.modeling.laws.power_law import StudyLaw, deepseek_llm_batch, deepseek_llm_lr
 from tuner.modeling.layout_rules import is_launchable
-from tuner.modeling.power_law import StudyLaw, deepseek_llm_batch, deepseek_llm_lr
 
 COMPUTE_LAW_SOURCE = ("DeepSeek LLM (Bi et al., 2024), eq. 1: eta_opt = 0.3118*C^-0.1250, "
                       "B_opt = 0.2920*C^0.3271 tokens, C = M*D (M: non-embedding FLOPs/token)")

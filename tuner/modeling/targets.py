@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
 from trainers.presets import PUBLISHED_CONFIGS
 
 DEEPSEEK_V3_REF = "deepseek-ai/DeepSeek-V3@9b4e9788e4a3a731f7567338ed15d3ec549ce03b"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
 from tuner.modeling.cost_model import count_params, flops_per_token
 
 

@@ -1,20 +1,15 @@
 """``moetune serve``: the study core behind an HTTP API and a web page, for a team.
 
-- `studies`: the service's record of each study (owner, state, times) in the study storage,
-  its state machine (`TRANSITIONS`), and the views the API and the page show (progress,
-  trials, front).
-- `driver`: study drivers as detached Ray actors, so a study keeps running when the HTTP process
-  restarts; the service finds them again by name.
-- `scheduler`: starts queued studies when a slot frees, notices drivers that died.
-- `tokens`: bearer tokens and browser sessions, stored hashed in the study database.
-- `auth`: who is asking (bearer token, or a session cookie checked against the database), and
-  whether a change comes from our own pages (CSRF token, same origin).
-- `private`: the root 0700 and every file the service creates 0600; the CSRF key file.
-- `faults`: what a storage that does not answer looks like, and the 503 the API sends.
-- `data_roots`: which files a submitted spec may name (`serve --data-root`).
-- `headers`: frame, type and content-security headers on every response.
-- `deadline`: uvicorn's h11 protocol with a deadline for each request's headers and body.
-- `api`: the FastAPI application (JSON API with an OpenAPI description, the pages, the
-  read-only Optuna dashboard).
-- `pages`: the server-rendered HTML (no build step, no CDN).
+Four floors (docs/architecture.md), each importing only from those below it:
+
+- `access`: tokens and sessions, auth, the operator's caps, private files, data roots.
+- `running`: study drivers as detached Ray actors (a study keeps running when the HTTP process
+  restarts), the scheduler that starts queued studies, cluster input checks, storage faults.
+- this package's own `context` (`Service`: every action the API and the pages offer, on the
+  study storage) and `views` (the cache that polled reads go through).
+- `web`: the FastAPI application (JSON API with an OpenAPI description), the server-rendered
+  pages (no build step, no CDN), the read-only Optuna dashboard, headers, limits, deadlines.
+
+A study's record in the service (owner, state, times) and its state machine are
+`tuner.app.requests.studies`, shared with the command line's actions.
 """

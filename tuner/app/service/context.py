@@ -22,35 +22,35 @@ from fastapi import HTTPException
 
 from search_spaces.loader import SPACES_DIR
 from trainers.presets import PUBLISHED_CONFIGS
-from tuner.app import actions
-from tuner.app.actions import (
+from tuner.app.requests import actions
+from tuner.app.requests.actions import (
     CancelRequest,
     DeleteRequest,
     ExportRequest,
     RequestError,
     ResumeRequest,
 )
-from tuner.app.service.attached import MARKER, Attached
-from tuner.app.service.auth import Auth, may_change
-from tuner.app.service.caps import CapExceeded, Caps, check_caps
-from tuner.app.service.cluster_checks import check_inputs_here, check_inputs_on_cluster
-from tuner.app.service.data_roots import OutsideDataRoots, check_path, is_path, spec_paths
-from tuner.app.service.private import reserved_name
-from tuner.app.service.scheduler import Scheduler
-from tuner.app.service.studies import (
+from tuner.app.requests.studies import (
     detail,
     enqueue,
     service_record,
     summary,
 )
-from tuner.app.service.tokens import User
+from tuner.app.requests.submit import SubmitRequest, submitted_spec
+from tuner.app.service.access.auth import Auth, may_change
+from tuner.app.service.access.caps import CapExceeded, Caps, check_caps
+from tuner.app.service.access.data_roots import OutsideDataRoots, check_path, is_path, spec_paths
+from tuner.app.service.access.private import reserved_name
+from tuner.app.service.access.tokens import User
+from tuner.app.service.running.attached import MARKER, Attached
+from tuner.app.service.running.cluster_checks import check_inputs_here, check_inputs_on_cluster
+from tuner.app.service.running.scheduler import Scheduler
 from tuner.app.service.views import View, ViewCache
-from tuner.app.submit import SubmitRequest, submitted_spec
 from tuner.export import formats
+from tuner.study.run import warm_start as ws
 from tuner.study.specs.spec import NAME_RE, StudySpec
 from tuner.study.store import storage as st
 from tuner.study.store.database import shown, study_names
-from tuner.study.workflows import warm_start as ws
 from tuner.study.workflows.ladder import rung_spec
 from tuner.study.workflows.law import budget_spec
 
@@ -170,7 +170,7 @@ class Service:
     # -- actions ---------------------------------------------------------------------------
 
     def submit(self, request: SubmitRequest, user: User) -> str:
-        """Queue the study ``request`` declares (`tuner.app.submit`); returns its name.
+        """Queue the study ``request`` declares (`tuner.app.requests.submit`); returns its name.
 
         Raises:
             SubmitError: the spec breaks a rule, or the request asks what a service submit does

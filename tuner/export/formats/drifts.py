@@ -5,7 +5,7 @@ the same thing in the same words:
 
 - `group_score_mismatch`: group-limited routing. DeepSeek's own ``Gate``
   (deepseek-ai/DeepSeek-V3@9b4e9788 ``inference/model.py``) and the proxy by default
-  (`trainers.moe.Gate`, ``group_score = "auto"``) score a group by its best expert when the gate
+  (`trainers.nn.moe.Gate`, ``group_score = "auto"``) score a group by its best expert when the gate
   has no balancing bias, by the sum of its two best with one; HF's DeepseekV2
   (``group_limited_greedy``) by the max, DeepseekV3 (``noaux_tc``) by the top-2 sum;
   Megatron-LM's ``group_limited_topk`` (NVIDIA/Megatron-LM@d98e8a64
@@ -29,10 +29,10 @@ import dataclasses
 import functools
 from typing import TYPE_CHECKING
 
-from trainers.schedules import lr_at
+from trainers.config.schedules import lr_at
 
 if TYPE_CHECKING:
-    from trainers.model_args import ModelArgs
+    from trainers.config.model_args import ModelArgs
     from tuner.modeling.full_run import FullRun
 
 MEASURE_TOKENS = 4096
@@ -46,13 +46,13 @@ BLOCK_CAUSAL = ("attention mask: torchtitan 0.3 always masks block-causally by d
 def group_score_mismatch(a: ModelArgs) -> float:
     """Share of tokens whose expert set differs between a max and a top-2-sum group score.
 
-    The proxy's `trainers.moe.Gate` at ``a``'s router shape with ``group_score`` ``max`` and
+    The proxy's `trainers.nn.moe.Gate` at ``a``'s router shape with ``group_score`` ``max`` and
     ``sum_top2`` and the same weights (drawn with ``init_std``, seed 0, no balancing bias), on
     `MEASURE_TOKENS` unit-normal tokens.
     """
     import torch
 
-    from trainers.moe import Gate
+    from trainers.nn.moe import Gate
 
     torch.manual_seed(0)
     plain = Gate(dataclasses.replace(a, gate_bias=False, group_score="max"))

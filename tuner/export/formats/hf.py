@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from trainers.model_args import ModelArgs
+from trainers.config.model_args import ModelArgs
 from tuner.export.formats import drifts
 
 if TYPE_CHECKING:

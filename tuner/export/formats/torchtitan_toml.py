@@ -107,7 +107,7 @@ def sections(full: FullRun) -> tuple[dict[str, dict[str, Any]], list[str]]:
     decay = {"lr_scheduler": {"warmup_steps": warmup, "min_lr_factor": r.min_lr_ratio,
                               "decay_type": "linear" if r.decay == "wsd" else "cosine"}}
     if r.decay == "wsd" and s.total:
-        # the decay starts after warmup at the latest, as in trainers.schedules.lr_at
+        # the decay starts after warmup at the latest, as in trainers.config.schedules.lr_at
         decay["lr_scheduler"]["decay_ratio"] = round(1 - max(s.decay_start, warmup) / s.total,
                                                      6)
     if r.decay == "multistep":

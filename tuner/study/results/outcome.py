@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from trainers import ModelArgs, Recipe, TrainResult
 from trainers.result import is_usable
-from tuner.study.results.metrics import (
+from tuner.study.results.reasons import Reason, join_text
+from tuner.study.specs.metrics import (
     MetricContext,
     constraint_target,
     constraint_value,
     get_metric,
 )
-from tuner.study.results.reasons import Reason, join_text
 from tuner.study.store import records
 
 if TYPE_CHECKING:  # the trial workers import this module; they need no spec (nor Optuna)

@@ -28,11 +28,11 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from trainers.model_args import ModelArgs
-from trainers.recipe import Recipe
+from trainers.config.model_args import ModelArgs
+from trainers.config.recipe import Recipe
 from trainers.result import is_usable, to_float
-from tuner.study.results.metrics import TIMED
 from tuner.study.results.reasons import Reason, from_lists, join_text, parse_reason_text
+from tuner.study.specs.metrics import TIMED
 from tuner.study.store import records
 
 
@@ -45,7 +45,7 @@ class Objective:
 
     @property
     def column(self) -> str:
-        """Its column in a trials table (`reports.frame`)."""
+        """Its column in a trials table (`reports.analysis.frame`)."""
         return f"objective.{self.name}"
 
 
@@ -162,7 +162,7 @@ def trial_record(t: FrozenTrial, objectives: Sequence[Objective]) -> TrialRecord
 
 def is_warm_start(origin: object) -> bool:
     """Whether a trial's ORIGIN says another study measured it
-    (`tuner.study.workflows.warm_start`)."""
+    (`tuner.study.run.warm_start`)."""
     return isinstance(origin, str) and origin.startswith(records.WARM_START + ":")
 
 

@@ -1,6 +1,7 @@
-"""Running one study.
+"""Running one study, start to end.
 
-`runner` (`run_study`), `searcher` (Ray Tune ⇄ Optuna: the only module that imports both),
-`trainable` (the trial function in a Ray worker), `samplers`, `timing` (systems signatures timed
-alone on the cores), `cores` (the machine's core lock), `progress` (bars and log lines).
+`preflight` (everything checked before the first trial: `prepare` → `Plan`), `runner`
+(`run`, `run_study`), `resume` (which spec changes a resume may make; which trials count),
+`start` (baselines and enqueued points, queued once), `warm_start` (another study's trials for
+the sampler), `noise_retrain` (the top trials re-trained with other seeds after the trials).
 """

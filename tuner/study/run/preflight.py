@@ -36,17 +36,17 @@ from typing import Any
 
 import optuna
 
-from trainers.model_args import ModelArgs
-from tuner.study.results.metrics import LOAD_DEPENDENT, constraint_target, load_warning
+from trainers.config.model_args import ModelArgs
+from tuner.study.run import resume as rs
+from tuner.study.run import warm_start as ws
+from tuner.study.run.start import StartPoint, start_points
+from tuner.study.specs.metrics import LOAD_DEPENDENT, constraint_target, load_warning
 from tuner.study.specs.proxy import resolve_model_args
 from tuner.study.specs.spec import SpecError, StudySpec
 from tuner.study.store import database as db
 from tuner.study.store import lease as ls
 from tuner.study.store import records
-from tuner.study.store import resume as rs
 from tuner.study.store import storage as st
-from tuner.study.workflows import warm_start as ws
-from tuner.study.workflows.start import StartPoint, start_points
 
 
 class StoredSpecError(SpecError):

@@ -27,25 +27,25 @@ from typing import Any
 from ray import tune
 
 from trainers import train
-from tuner.study.results.noise import measure_noise
-from tuner.study.run import timing
-from tuner.study.run.cluster import ray_cluster
+from tuner.study.run import resume as rs
+from tuner.study.run.noise_retrain import measure_noise
 from tuner.study.run.preflight import Plan, prepare
-from tuner.study.run.progress import StudyProgress, stderr_lines
-from tuner.study.run.samplers import make_sampler
-from tuner.study.run.schedulers import AnyOf, StopFlag, StopWhenSet, make_scheduler
-from tuner.study.run.searcher import StudySearcher, Tally
-from tuner.study.run.trainable import run_trial
-from tuner.study.run.training import Trainer, Training
+from tuner.study.run.start import begin
 from tuner.study.specs.ladder_spec import RUNG_SEP
 from tuner.study.specs.law_spec import base_name
 from tuner.study.specs.spec import StudySpec
 from tuner.study.store import database as db
 from tuner.study.store import lease as ls
-from tuner.study.store import resume as rs
 from tuner.study.store import storage as st
 from tuner.study.store.control import StorageStopFlag
-from tuner.study.workflows.start import begin
+from tuner.study.trial import timing
+from tuner.study.trial.cluster import ray_cluster
+from tuner.study.trial.progress import StudyProgress, stderr_lines
+from tuner.study.trial.samplers import make_sampler
+from tuner.study.trial.schedulers import AnyOf, StopFlag, StopWhenSet, make_scheduler
+from tuner.study.trial.searcher import StudySearcher, Tally
+from tuner.study.trial.trainable import run_trial
+from tuner.study.trial.training import Trainer, Training
 
 
 @dataclass(frozen=True, kw_only=True)

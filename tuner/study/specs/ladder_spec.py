@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainers.validation import FieldError, reject_unknown, require
+from trainers.config.validation import FieldError, reject_unknown, require
 
 RUNG_SEP = ".w"
 

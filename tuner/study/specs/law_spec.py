@@ -20,7 +20,7 @@ With ``batches`` the law is in tokens and batch: the spec's space gets ``batch_e
 a categorical over exactly those values (`tuner.study.specs.spec` adds it, and refuses a space
 that fixes ``batch_end`` or searches it otherwise), and the sampler assigns the batches in blocks
 of n / len(batches) trials while its own design places lr within each block
-(`tuner.study.run.samplers.CellSampler`), so every (budget, batch) cell searches lr over the same
+(`tuner.study.trial.samplers.CellSampler`), so every (budget, batch) cell searches lr over the same
 evenly covered range and `tuner.study.workflows.law_fit` fits lr*(D, B) through the cells.
 
 The budget study i is ``[study] name`` for i = 0 and ``<name>.t<tokens>`` above it (the
@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainers.validation import FieldError, reject_unknown, require
+from trainers.config.validation import FieldError, reject_unknown, require
 
 BUDGET_SEP = ".t"
 MIN_BUDGETS = 4

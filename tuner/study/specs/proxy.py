@@ -6,7 +6,7 @@ import dataclasses
 from typing import cast
 
 from trainers import ModelArgs, preset, shrink
-from trainers.model_args import GroupScore
+from trainers.config.model_args import GroupScore
 from trainers.presets import at_width
 from tuner.study.specs.spec import StudySpec, data_vocab_size
 

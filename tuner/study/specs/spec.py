@@ -32,23 +32,23 @@ import optuna
 
 from search_spaces.loader import SearchSpace, SpaceError, load_space, space_from_dict
 from trainers.blend import parse_blend
-from trainers.model_args import GROUP_SCORES, ModelArgs
+from trainers.config.model_args import GROUP_SCORES, ModelArgs
+from trainers.config.validation import FieldError, reject_unknown, relabel, require
 from trainers.presets import preset
-from trainers.validation import FieldError, reject_unknown, relabel, require
 from tuner.corpus.documents import CorpusError
 from tuner.corpus.tokenizer import bpe_size, load_tokenizer, vocab_size
 from tuner.modeling.full_run import FullRunLimits, check_target
 from tuner.modeling.hardware import HARDWARE
-from tuner.study.results.metrics import (
+from tuner.study.specs.ladder_spec import LadderError, LadderSection, parse_ladder
+from tuner.study.specs.law_spec import LawError, LawSection, parse_law
+from tuner.study.specs.metrics import (
     DIRECTIONS,
     METRICS,
     Direction,
     constraint_target,
 )
-from tuner.study.specs.ladder_spec import LadderError, LadderSection, parse_ladder
-from tuner.study.specs.law_spec import LawError, LawSection, parse_law
 from tuner.study.specs.start_spec import StartError, StartSection, parse_start
-from tuner.study.store.database import URL_PREFIXES, shown
+from tuner.study.specs.urls import URL_PREFIXES, shown
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -74,7 +74,7 @@ class StudySection:
     seed: int = 0
     sampler: str = "auto"
     # random trials before TPE/GP model the results; "auto" =
-    # tuner.study.run.samplers.startup_trials
+    # tuner.study.trial.samplers.startup_trials
     startup_trials: int | str = "auto"
     storage: str = ""  # "" = sqlite file in the study's run folder
     # val_loss noise: re-train the noise_top best feasible trials with this many other seeds
@@ -83,7 +83,8 @@ class StudySection:
     noise_top: int = 2
 
     def __post_init__(self) -> None:
-        """The section checks itself (as `trainers.recipe.Recipe` does), wherever it is built:
+        """The section checks itself (as `trainers.config.recipe.Recipe` does), wherever it is
+        built:
         a parsed spec, a stored one, a law's budget or a ladder's rung."""
         def rule(ok: bool, key: str, text: str, value: object) -> None:
             require(ok, f"study.{key}", text, value, error=SpecError)
@@ -118,7 +119,8 @@ class ModelSection:
     preset: str = ""
     full: str = ""  # an absolute path, once parsed (`_model` reads it from the spec's folder)
     proxy: str = ""
-    group_score: str = "auto"  # trainers.model_args.GROUP_SCORES: how routing scores a group
+    # how routing scores a group (trainers.config.model_args.GROUP_SCORES)
+    group_score: str = "auto"
 
     def __post_init__(self) -> None:
         """Checks its own values, as `StudySection` does (``debug`` when neither is named is

@@ -6,15 +6,15 @@ proposals.
     enqueue = [{lr = 1e-3, precision = "fp8"}]  # points of the space, evaluated first
     warm_start = "small-study"                  # another study's trials, for the sampler
     warm_start_storage = ""                     # its database ("":
-    tuner.study.workflows.warm_start)
+    tuner.study.run.warm_start)
 
 `parse_start` checks every rule that needs no file or database: each enqueued key is a searched
 parameter, its value one the parameter can take (inside its range, on its step, among its
 choices) and sampled under the point's own values; a baseline is known and its categorical
 values are choices the space offers. Numeric baseline values depend on the proxy, so they are
-computed, and clipped to the space, when the study is created (`tuner.study.workflows.start`). The
+computed, and clipped to the space, when the study is created (`tuner.study.run.start`). The
 study checks that warm_start names a study with the same objectives
-(`tuner.study.workflows.warm_start`). Errors are `StartError` naming the field
+(`tuner.study.run.warm_start`). Errors are `StartError` naming the field
 (``start.enqueue[1].lr``), the rule and the value.
 """
 
@@ -28,9 +28,9 @@ from typing import Any
 import optuna
 
 from search_spaces.loader import Distribution, Param, SearchSpace
-from trainers.validation import FieldError, reject_unknown, require
+from trainers.config.validation import FieldError, reject_unknown, require
 from tuner.modeling.baselines import BASELINES, categorical_values
-from tuner.study.store.database import URL_PREFIXES, shown
+from tuner.study.specs.urls import URL_PREFIXES, shown
 
 KEYS = ("baselines", "enqueue", "warm_start", "warm_start_storage")
 

@@ -2,5 +2,5 @@
 
 `database` (URLs, engines, faults), `storage` (the Optuna study, its schema and stored spec),
 `records` (the attribute names a study stores), `lease` (one driver per study), `control` (a
-stop request), `resume` (which spec changes a resume may make; which trials count).
+stop request).
 """

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import re
 import sqlite3
 import time
 from pathlib import Path
@@ -24,9 +23,9 @@ from urllib.parse import quote
 import optuna
 import sqlalchemy
 
+from tuner.study.specs.urls import URL_PREFIXES, shown
+
 DB_FILE = "study.db"
-# The URL schemes a study may live in (the spec's ``study.storage`` and ``--storage``).
-URL_PREFIXES = ("sqlite:///", "postgresql", "mysql")
 
 
 class StorageError(ValueError):
@@ -106,15 +105,6 @@ def check_url(url: str, where: str = "--storage") -> None:
     if parsed.port is not None and not 0 < parsed.port < 65536:
         raise StorageError(f"{where}: the port must be in 1..65535, but got {parsed.port} in "
                            f"{shown(url)!r}.")
-
-
-def shown(url: str) -> str:
-    """``url`` with its password masked (``***``): what messages, files and stored attributes
-    get. A URL SQLAlchemy cannot parse is masked by pattern, so it cannot leak either."""
-    try:
-        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
-    except (sqlalchemy.exc.ArgumentError, ValueError):
-        return re.sub(r"(://[^/:@]*:)[^@/]*@", r"\1***@", url)
 
 
 def open_storage(url: str, where: str = "--storage") -> optuna.storages.RDBStorage:

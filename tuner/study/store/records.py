@@ -19,12 +19,12 @@ Study level (``study.user_attrs``):
     SERVICE      the service's record of a study it runs: owner, state, times
                  (`tuner.app.service`); absent for studies run from the command line.
     START        what the spec's ``[start]`` put in the study when it was created
-                 (`tuner.study.workflows.start`): ``{"points": [{"point", "origin", "params",
+                 (`tuner.study.run.start`): ``{"points": [{"point", "origin", "params",
                  "notes"}], "warm_start": {"study", "storage" (password masked), "added",
                  "skipped"}}``. Set once every point is enqueued and every warm-start trial added,
                  so a resume never enqueues or adds them again.
     TIMING_PREFIX + <signature>   one per systems signature a study with a timed metric
-                 (``timed_tokens_per_s``) has timed (`tuner.study.run.timing.probe`): median
+                 (``timed_tokens_per_s``) has timed (`tuner.study.trial.timing.probe`): median
                  ``tokens_per_s``, ``spread``, ``repeats``, ``seconds_per_step`` per timed batch
                  size, ``label`` (measured | emulated), ``signature``, ``what``, ``where``,
                  ``measured_at``, ``id``. Every trial of that signature, a resume's included,
@@ -72,11 +72,13 @@ Optuna state per outcome:
                 by their intermediate values).
     fail        TrialState.FAIL (exception or interrupted driver), REASON holds why.
     warm_start  TrialState.COMPLETE, values and constraints as this study's spec scores the
-                other study's measured result (`tuner.study.workflows.warm_start`); ORIGIN says
+                other study's measured result (`tuner.study.run.warm_start`); ORIGIN says
                 from where.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 SCHEMA = "moetune.schema"
 SCHEMA_VERSION = 3  # 1: REASON as text only; 2: REASONS typed; 3: warm-start copies
@@ -121,3 +123,11 @@ WARM_START = "warm_start"  # the OUTCOME of a warm-start trial; its ORIGIN start
 # which.
 DIVERGED = "diverged"
 OUT_OF_MEMORY = "out_of_memory"
+
+
+def rerun_attrs(t: Any) -> dict[str, Any]:
+    """The user attributes the re-run of interrupted trial ``t`` (an Optuna trial) is enqueued
+    with: RERUN_OF, and where its point came from (an enqueued or baseline point stays one when
+    re-run)."""
+    kept = {k: t.user_attrs[k] for k in (ORIGIN, START_POINT) if k in t.user_attrs}
+    return {RERUN_OF: t.number, **kept}

@@ -1,6 +1,5 @@
-"""Workflows on top of one study.
+"""Workflows on top of whole studies.
 
-`start` (baselines and enqueued points), `warm_start` (another study's trials for the sampler),
-`ladder` and `law` (several studies in one storage) with `law_fit`, `rerun` (one trial again),
-`validate` (a recipe on a longer budget).
+`ladder` and `law` (several studies in one storage, run stage by stage) with `law_fit` and
+`law_progress`, `rerun` (one trial again), `validate` (a recipe on a longer budget).
 """

@@ -7,7 +7,7 @@ read any study): the bottom rung is the study ``[study] name``, rung i > 0 is
 ``<name>.w<width>`` (`ladder_spec.rung_name`).
 
 How the sampler learns from every rung: Optuna's samplers take no fidelity input, so each rung
-above the bottom is a study warm-started (`tuner.study.workflows.warm_start`) from the rung below —
+above the bottom is a study warm-started (`tuner.study.run.warm_start`) from the rung below —
 its sampler sees every trial of that rung, which itself saw the one below — with the promoted
 candidates enqueued first (`[start] enqueue`, each linked to its trial below by the rung's
 ``ladder.promoted``) and then ``proposals`` trials the warm-started sampler proposes.
@@ -18,7 +18,7 @@ val_loss for one objective, by non-dominated rank for several; the best ``ceil(p
 (one objective: `tuner.study.results.noise.tied`) or in the same non-dominated rank (several)
 climbs with it, so a cut never separates recipes the data cannot order.
 
-µP (`trainers.mup`, on by default) is based at the bottom width, so a learning rate means the
+µP (`trainers.nn.mup`, on by default) is based at the bottom width, so a learning rate means the
 same on every rung. ``top_noise = false`` skips the noise re-runs on the top rung, which decide
 no promotion (measured: benchmarks/RESULTS.md, "A ladder of widths, 32 → 256").
 """
@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -42,6 +41,7 @@ from tuner.study.specs.start_spec import StartSection
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
+from tuner.study.workflows.stage import Stage, Stages
 
 Promoted = list[tuple[int, dict[str, Any]]]  # (trial number in the rung below, its params)
 
@@ -117,46 +117,24 @@ def candidate_pairs(lower: optuna.Study, upper: optuna.Study
     return pairs
 
 
-def run_ladder(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: Any = None,
-               address: str | None = None, progress: bool = True, stop: Any = None,
-               interrupt: Any = None, log: Any = print) -> list[Any]:
-    """Run every rung of the ladder ``spec`` in one storage, resuming the rungs that exist; the
-    summaries of the rungs that ran, bottom first (`runner.StudySummary`). A rung that ends
-    before its ``n_trials`` (Ctrl-C, a cancel) ends the ladder there: ``moetune resume
-    <name>`` goes on.
-
-    ``run_dir`` is the bottom rung's folder; rung i > 0 runs in ``<run_dir's parent>/<its name>``
-    with the bottom rung's storage.
-    """
-    from trainers import train
-    from tuner.study.run.cluster import ray_cluster
-    from tuner.study.run.runner import run_study
-
-    url = db.storage_url(run_dir, storage, spec.study.storage)
-    summaries: list[Any] = []
+def ladder_stages(spec: StudySpec, url: str, log: Any = print) -> Stages:
+    """The ladder's rungs as stages (`stage_runner.run_stages` runs them), bottom first, resuming
+    those that exist; each rung above the bottom takes the candidates promoted from the rung
+    below, and a rung with nothing to promote ends the ladder there (logged)."""
     promoted: Promoted = []
-    with ray_cluster(address, spec):
-        for rung, width in enumerate(spec.ladder.widths):
-            rspec = rung_spec(spec, rung, promoted)
-            exists = st.find_study_at(url, rspec.name) is not None
-            if rung and not promoted:
-                log(f"ladder {spec.name}: no feasible trial at width "
-                    f"{spec.ladder.widths[rung - 1]}; nothing climbs to {width}")
-                break
-            if rung:
-                log(f"ladder {spec.name}: {len(promoted)} candidate(s) climb to width {width} "
-                    f"({rspec.name}): trials {[n for n, _ in promoted]} of "
-                    f"{rung_name(spec.name, spec.ladder.widths, rung - 1)}")
-            rdir = run_dir if rung == 0 else run_dir.parent / rspec.name
-            summary = run_study(rspec, run_dir=rdir, storage=url, resume=exists,
-                                trainer=trainer or train, progress=progress, stop=stop,
-                                interrupt=interrupt)
-            summaries.append(summary)
-            if summary.done < rspec.study.n_trials or (stop is not None and stop.is_set()):
-                break
-            promoted = promote(summary.study, spec.ladder.promote)
-    return summaries
-
+    for rung, width in enumerate(spec.ladder.widths):
+        rspec = rung_spec(spec, rung, promoted)
+        exists = st.find_study_at(url, rspec.name) is not None
+        if rung and not promoted:
+            log(f"ladder {spec.name}: no feasible trial at width "
+                f"{spec.ladder.widths[rung - 1]}; nothing climbs to {width}")
+            return
+        if rung:
+            log(f"ladder {spec.name}: {len(promoted)} candidate(s) climb to width {width} "
+                f"({rspec.name}): trials {[n for n, _ in promoted]} of "
+                f"{rung_name(spec.name, spec.ladder.widths, rung - 1)}")
+        summary = yield Stage(rung, rspec, exists)
+        promoted = promote(summary.study, spec.ladder.promote)
 
 
 def rung_trials(study: optuna.Study) -> Sequence[TrialRecord]:

@@ -26,19 +26,19 @@ import bisect
 import dataclasses
 import math
 import time
-from pathlib import Path
 from typing import Any
 
 import optuna
 
+from tuner.study.run import resume as rs
 from tuner.study.specs.law_spec import LawSection, budget_name
 from tuner.study.specs.spec import BudgetSection, PruningSection, StudySpec, with_batches
 from tuner.study.specs.start_spec import StartSection
 from tuner.study.store import database as db
-from tuner.study.store import resume as rs
 from tuner.study.store import storage as st
 from tuner.study.workflows.law_fit import budget_studies, fit_law
 from tuner.study.workflows.law_progress import budget_line, law_work, plan_line
+from tuner.study.workflows.stage import Stage, Stages
 
 
 class LawUnfit(ValueError):
@@ -94,57 +94,37 @@ def snap(dist: optuna.distributions.BaseDistribution, value: float) -> Any:
     raise ValueError(f"cannot place {value!r} in {dist!r}")
 
 
-def run_law(spec: StudySpec, *, run_dir: Path, storage: str = "", trainer: Any = None,
-            address: str | None = None, progress: bool = True, stop: Any = None,
-            interrupt: Any = None, log: Any = print) -> list[Any]:
-    """Run every budget of the law ``spec`` in one storage, resuming those that exist; the
-    summaries of the budgets that ran, smallest first (`runner.StudySummary`). A budget that
-    ends before its ``n_trials`` (Ctrl-C, a cancel) ends the law there: ``moetune resume
-    <name>`` goes on.
-
-    ``run_dir`` is budget 0's folder; budget i > 0 runs in ``<run_dir's parent>/<its name>``
-    with budget 0's storage.
-    """
-    from trainers import train  # torch and Ray load only when a law runs
-    from tuner.study.run.cluster import ray_cluster
-    from tuner.study.run.runner import run_study
-
-    url = db.storage_url(run_dir, storage, spec.study.storage)
+def law_stages(spec: StudySpec, url: str, log: Any = print) -> Stages:
+    """The law's budgets as stages (`stage_runner.run_stages` runs them), smallest first, resuming
+    those that exist. The held-out budget and the held-out batch are predicted here, just
+    before they run, from the budgets already stored; a law whose fitted budgets place no lr
+    law stops before them (logged)."""
     law = spec.law
-    summaries: list[Any] = []
     rate = None  # tokens/s of the last budget run start to end here: the whole law's ETA
     log(plan_line(spec))
-    with ray_cluster(address, spec):
-        for i in range(len(law.budgets)):
-            name = budget_name(spec.name, law, i)
-            existing = st.find_study_at(url, name)
-            if existing is not None:
-                bspec = st.stored_spec(existing)
-            elif i in (len(law.tokens), law.held_out_batch_index):  # predict, then run
-                try:
-                    bspec = (_held_out_batch_spec if i == law.held_out_batch_index
-                             else _held_out_spec)(spec, url, log)
-                except LawUnfit as e:
-                    log(str(e))
-                    break
-            else:
-                bspec = budget_spec(spec, i)
-            done_before = _n_done(existing)
-            log(budget_line(spec, i, done_here=done_before, rate=rate)
-                + f"; study {name}"
-                + (", held out, predicted lr {:.3g}".format(bspec.law.predicted["lr"])
-                   if bspec.law.is_held_out or bspec.law.is_held_out_batch else ""))
-            rdir = run_dir if i == 0 else run_dir.parent / name
-            t0 = time.monotonic()
-            summary = run_study(bspec, run_dir=rdir, storage=url, resume=existing is not None,
-                                trainer=trainer or train, progress=progress, stop=stop,
-                                interrupt=interrupt)
-            summaries.append(summary)
-            if summary.done < bspec.study.n_trials or (stop is not None and stop.is_set()):
-                break
-            if done_before == 0:
-                rate = law_work(spec)[i].total / max(time.monotonic() - t0, 1e-9)
-    return summaries
+    for i in range(len(law.budgets)):
+        name = budget_name(spec.name, law, i)
+        existing = st.find_study_at(url, name)
+        if existing is not None:
+            bspec = st.stored_spec(existing)
+        elif i in (len(law.tokens), law.held_out_batch_index):  # predict, then run
+            try:
+                bspec = (_held_out_batch_spec if i == law.held_out_batch_index
+                         else _held_out_spec)(spec, url, log)
+            except LawUnfit as e:
+                log(str(e))
+                return
+        else:
+            bspec = budget_spec(spec, i)
+        done_before = _n_done(existing)
+        log(budget_line(spec, i, done_here=done_before, rate=rate)
+            + f"; study {name}"
+            + (", held out, predicted lr {:.3g}".format(bspec.law.predicted["lr"])
+               if bspec.law.is_held_out or bspec.law.is_held_out_batch else ""))
+        t0 = time.monotonic()
+        yield Stage(i, bspec, existing is not None)
+        if done_before == 0:
+            rate = law_work(spec)[i].total / max(time.monotonic() - t0, 1e-9)
 
 
 def _n_done(study: optuna.Study | None) -> int:

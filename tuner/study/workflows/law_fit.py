@@ -1,14 +1,14 @@
 """A law study's answer, from its budget studies' own trials: each budget's optimum (a response
-surface over all its trials, `tuner.modeling.response_surface`), the lr and batch laws with
+surface over all its trials, `tuner.modeling.laws.response_surface`), the lr and batch laws with
 their band, and the held-out check.
 
 The lr law, when every fitted budget ran its trials at one batch, is pooled: one surface over
-every budget's trials whose bowls' bottoms lie on the law (`tuner.modeling.pooled_law`), so a
+every budget's trials whose bowls' bottoms lie on the law (`tuner.modeling.laws.pooled_law`), so a
 sharp bowl weighs more than a flat one, a budget whose optimum sits on the range's edge still
 counts, and a lack-of-fit test says whether one power law holds. Otherwise (the batch searched:
 each budget's surface is in lr and batch) it is the line through the budgets' optima
-(`tuner.modeling.power_law.fit_power_law`), as the batch law always is; that line is kept beside
-a pooled law for comparison (``lr_line``).
+(`tuner.modeling.laws.power_law.fit_power_law`), as the batch law always is; that line is kept
+beside a pooled law for comparison (``lr_line``).
 
 Notation: D tokens per trial, M the proxy's non-embedding training FLOPs per token (DeepSeek
 LLM's M), C = M·D, B the final batch in tokens per step (batch_end × seq_len). The laws are in
@@ -16,8 +16,8 @@ x = D under µP and x = C in standard parametrization (`tuner.study.specs.law_sp
 
 Where the budgets' trials ran at 3 or more batches with lr searched at each, the lr law in tokens
 and batch, lr*(D, B), goes through one cell per (budget, batch) (``lr_batch``,
-`tuner.modeling.lr_batch_law`): the law an export reads at the batch it writes. Without it a
-law's lr holds at the batch it was measured at only (`tuner.modeling.lr_at_batch`).
+`tuner.modeling.laws.lr_batch_law`): the law an export reads at the batch it writes. Without it a
+law's lr holds at the batch it was measured at only (`tuner.modeling.laws.lr_at_batch`).
 
 For a line through the optima, an optimum on the edge of the range its budget searched is
 censored: the optimum lies beyond it, so that budget is left out of that law (``lr_budgets``,
@@ -49,7 +49,7 @@ misfit at the top does not cost the bottom's lever arm; the joined law's p repor
 lengthens the lever arm by its distance above the largest fitted budget, and where lr* bends
 with the budget (real trainings here: it decays more slowly toward longer budgets,
 benchmarks/RESULTS.md) it is the budget that shows the bend. In
-known-law simulations (benchmarks/bench_law_pooled.py), predicting two decades past it: at 16
+known-law simulations (`benchmarks/bench_law.py pooled`), predicting two decades past it: at 16
 trials per budget it brought the prediction closer (mean error 1.10x against 1.14x at noise sd
 0.03, 1.26x against 1.33x at 0.07) with a narrower band; at 8 trials the median error was
 unchanged and a flat held-out bowl worsened a few studies; on a bent law it cut the error by
@@ -66,7 +66,7 @@ from typing import Any
 import optuna
 
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
-from tuner.modeling.lr_batch_law import (
+from tuner.modeling.laws.lr_batch_law import (
     LawFitError,
     LrBatchLaw,
     cell_from_optimum,
@@ -74,18 +74,18 @@ from tuner.modeling.lr_batch_law import (
     fit_lr_batch_law,
     skew_shift,
 )
-from tuner.modeling.pooled_law import PooledLaw, PooledLawError, fit_pooled_law
-from tuner.modeling.power_law import PowerLaw, StudyLaw, fit_power_law
-from tuner.modeling.response_surface import Optimum, SurfaceError, fit_optimum
+from tuner.modeling.laws.pooled_law import PooledLaw, PooledLawError, fit_pooled_law
+from tuner.modeling.laws.power_law import PowerLaw, StudyLaw, fit_power_law
+from tuner.modeling.laws.response_surface import Optimum, SurfaceError, fit_optimum
 from tuner.modeling.scaling import LR_EXPONENT
 from tuner.study.results.noise import noise_sd
 from tuner.study.results.trial_record import TrialRecord, trial_records
+from tuner.study.run.resume import n_done
 from tuner.study.specs.law_spec import LawSection, budget_name
 from tuner.study.specs.spec import StudySpec
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
-from tuner.study.store.resume import n_done
 
 PREDICTED_POINT = "start.enqueue[0]"  # the held-out budget's trial of the predicted recipe
 
@@ -364,7 +364,7 @@ def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
 
 def lr_batch_law(budgets: Sequence[BudgetResult], *, seed: int = 0
                  ) -> tuple[LrBatchLaw | None, str]:
-    """The lr law in tokens and batch (`tuner.modeling.lr_batch_law`) through the cells of
+    """The lr law in tokens and batch (`tuner.modeling.laws.lr_batch_law`) through the cells of
     ``budgets``' own trials, one per (budget, batch) with its lr searched, where the trials ran
     at 3 or more batches; (None, why not) otherwise. In tokens D whatever the study's
     variable: at one width, C = M·D moves with D alone."""
@@ -415,7 +415,7 @@ def _pooled(in_law: list[BudgetResult], x_of: Any, seed: int
     """The pooled lr law over the budgets ``in_law``, the budgets it went through and those it
     left out (with the lack of fit p that had each leave); (None, (), ()) when a budget's trials
     ran at more than one batch (its surface is in lr and batch) or too few budgets have trials
-    (`tuner.modeling.pooled_law`)."""
+    (`tuner.modeling.laws.pooled_law`)."""
     fitted = [b for b in in_law if b.trials]
     if any(len({t[1] for t in b.trials}) > 1 for b in fitted):
         return None, (), ()

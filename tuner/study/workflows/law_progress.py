@@ -1,4 +1,4 @@
-"""The law's progress across its budgets: the plan line `run_law` prints before the first
+"""The law's progress across its budgets: the plan line `law_stages` prints before the first
 budget, and the line it prints as each budget starts (which budget of how many, its trials and
 noise re-trainings, the share of the law's tokens already trained, how much larger the next
 budget is, and an ETA for the whole law once a budget has run start to end in this process).

@@ -12,11 +12,11 @@ import optuna
 
 from trainers import train
 from trainers.result import json_safe, to_float
-from tuner.study.results.metrics import LOAD_DEPENDENT
-from tuner.study.run.progress import Log, elapsed, eval_lines
-from tuner.study.run.training import Training, run_training
+from tuner.study.specs.metrics import LOAD_DEPENDENT
 from tuner.study.store import records
 from tuner.study.store.storage import stored_spec
+from tuner.study.trial.progress import Log, elapsed, eval_lines
+from tuner.study.trial.training import Training, run_training
 
 
 def rerun_trial(study: optuna.Study, number: int, *, device: str | None = None,

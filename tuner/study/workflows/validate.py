@@ -29,11 +29,11 @@ from trainers.presets import at_width
 from trainers.result import json_safe
 from tuner.modeling import scaling
 from tuner.study.results.trial_record import TrialRecord, trial_records
-from tuner.study.run.progress import Log, elapsed, eval_lines, stderr_lines
-from tuner.study.run.training import Training, run_training
 from tuner.study.specs.spec import DataSection
 from tuner.study.store import records
 from tuner.study.store.storage import stored_spec
+from tuner.study.trial.progress import Log, elapsed, eval_lines, stderr_lines
+from tuner.study.trial.training import Training, run_training
 
 
 def widen(a: ModelArgs, scale: float) -> ModelArgs:

@@ -1,0 +1,411 @@
+"""A law study's report: each budget's optimum, the lr and batch laws, the held-out check, the
+full run's extrapolation beside the published laws and recipes.
+
+``law.md`` and ``law.png`` in budget 0's run folder (``law/``), from the budget studies' own data
+(`tuner.study.workflows.law_fit`). The figure: x (tokens, or compute C in standard parametrization)
+against lr* and B*: the budgets' optima with their bootstrap intervals, best-of-n beside them
+(hollow), the fitted law extended to the full run with its band there, DeepSeek LLM's law at
+the full run's C and the target's published recipe as points at the full run's x.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from reports.html import inline
+from tuner.modeling.cost_model import non_embedding_flops_per_token
+from tuner.modeling.full_run import load_target
+from tuner.modeling.laws import power_law as pl
+from tuner.modeling.laws.lr_batch_law import LrBatchLaw
+from tuner.modeling.laws.pooled_law import LACK_OF_FIT_P
+from tuner.modeling.published_recipes import published_recipe
+from tuner.study.specs.spec import StudySpec
+from tuner.study.workflows.law_fit import LawFit, law_fit_at
+
+
+def full_run_view(fit: LawFit, spec: StudySpec) -> dict[str, Any] | None:
+    """The laws at the spec's full run (``[full_run]``), with the published laws and recipe
+    there; None without a target or a law yet."""
+    target = spec.full_run_target
+    if not target or fit.lr_law is None:
+        return None
+    args, name = load_target(target)
+    m_full = non_embedding_flops_per_token(args, spec.full_run.seq_len)
+    tokens = float(spec.full_run.tokens)
+    x = fit.x(tokens, m_full)
+    out: dict[str, Any] = {"target": target, "tokens": tokens, "x": x,
+                           "compute": m_full * tokens,
+                           "lr": fit.lr_law.at(x), "lr_band": list(fit.lr_law.band(x)),
+                           "decades_past": fit.lr_law.decades_past(x),
+                           "deepseek_llm_lr": pl.deepseek_llm_lr(m_full * tokens),
+                           "deepseek_llm_batch": pl.deepseek_llm_batch(m_full * tokens)}
+    if fit.batch_law is not None:
+        out |= {"batch": fit.batch_law.at(x), "batch_band": list(fit.batch_law.band(x))}
+    rec = published_recipe(target)
+    if rec is not None:
+        out["published"] = {"name": rec.name, "lr": rec.lr, "batch": rec.batch_tokens,
+                            "source": rec.source}
+    return out
+
+
+def law_data(spec: StudySpec, url: str) -> dict[str, Any]:
+    """Everything ``law.md`` says, as numbers."""
+    fit = law_fit_at(spec, url)
+    return fit.to_dict() | {"full_run": full_run_view(fit, spec), "mup": spec.law.mup}
+
+
+def num(v: Any, fmt: str = ".3g") -> str:
+    return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) \
+        else format(v, fmt)
+
+
+def _span(pair: Any, fmt: str = ".3g") -> str:
+    return "—" if not pair else f"{num(pair[0], fmt)}–{num(pair[1], fmt)}"
+
+
+def law_markdown(data: dict[str, Any]) -> str:
+    var = "D (tokens)" if data["variable"] == "tokens" else "C = M·D (FLOPs)"
+    lines = [f"# Law {data['name']}: the optimal lr and batch against {var}", ""]
+    lines += _answer(data) + [""]
+    lines += ["## Each budget's optimum, from all its trials", "",
+              "Surface: a quadratic in log lr and log batch fitted to every feasible trial; "
+              "interval: 95% of a parametric bootstrap; "
+              "near-optimal: where the surface stays within the noise of its minimum. "
+              "Best-of-n (the single best trial) beside it.", "",
+              "| budget | tokens | C (FLOPs) | trials | lr* [95%] | near-optimal lr | "
+              "B* tokens [95%] | loss* | best-of-n lr / B / loss | noise sd |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for b in data["budgets"]:
+        o, best = b["optimum"], b["best"]
+        tag = (" (held out)" if b["held_out"] else
+               " (held-out batch)" if b.get("held_out_batch") else "")
+        if o is None:
+            lines.append(f"| {b['index']}{tag} | {b['tokens']} | {num(b['compute'])} | "
+                         f"{b['n_trials']} | no optimum: {b['error']} | | | | | |")
+            continue
+        sd = num(b["noise_sd"]) + " measured" if b["noise_sd"] else \
+            num(o["tolerance"]) + " (fit residual)"
+        batch = (f"{num(o['batch'], '.0f')} [{_span(o['batch_interval'], '.0f')}]"
+                 if o["batch_placed"] else f"{num(o['batch'], '.0f')} (not placed)")
+        edge = f" at the edge: {', '.join(o['at_edge'])}" if o["at_edge"] else ""
+        lines.append(
+            f"| {b['index']}{tag} | {b['tokens']} | {num(b['compute'])} | {b['n_trials']} | "
+            f"{num(o['lr'])} [{_span(o['lr_interval'])}]{edge} | {_span(o['near_lr'])} | "
+            f"{batch} | {num(o['loss'], '.4f')} | {num(best.get('lr'))} / "
+            f"{num(best.get('batch'), '.0f')} / {num(best.get('loss'), '.4f')} | {sd} |")
+    lines += [""] + _laws(data) + [""] + lr_batch_lines(data) + [""] + _held(data)
+    lines += _held_batch(data) + [
+        "", "![lr* and B* against the budget]"
+                                                        "(law.png)", ""]
+    return "\n".join(lines)
+
+
+def lr_batch_lines(data: dict[str, Any]) -> list[str]:
+    """law.md's section on the lr law in tokens and batch (`tuner.modeling.laws.lr_batch_law`)."""
+    head = ["## lr* in tokens and batch", ""]
+    d = data.get("lr_batch_law")
+    if not d:
+        note = data.get("lr_batch_note") or "not fitted"
+        return head + [f"No law in tokens and batch: {note}. This law's lr holds at the batch "
+                       "it was measured at only; an export at another batch refuses it."]
+    law = LrBatchLaw.from_dict(d)
+    (d0, d1), (b0, b1) = law.tokens_range, law.batch_range
+    return head + [
+        f"Modeled: log10 lr* linear in log D, log B and log D·log B, through {law.n_cells} "
+        f"(budget, batch) cells (D {d0:.4g}–{d1:.4g} tokens, B {b0:.4g}–{b1:.4g} tokens per "
+        f"step). D-exponent of lr*: {law.tokens_exponent(b0):+.3f} at B = {b0:.4g}, "
+        f"{law.tokens_exponent(b1):+.3f} at B = {b1:.4g}; B-exponent "
+        f"{law.batch_exponent(d0):+.3f} at D = {d0:.4g}, {law.batch_exponent(d1):+.3f} at "
+        f"D = {d1:.4g}. Scatter beyond the cells' noise τ = {law.tau:.3g} decades (lack of "
+        f"fit p = {num(law.lack_of_fit_p)}); the band also carries a bend in D and the bowls' "
+        f"asymmetry ({law.skew:.3g} decades). At the largest budget and batch: lr* "
+        f"{law.at(d1, b1):.3g}, band {_span(law.band(d1, b1))}."]
+
+
+def _answer(data: dict[str, Any]) -> list[str]:
+    full = data.get("full_run")
+    if not full:
+        return ["No law yet (it needs 2 budgets with an optimum), or no [full_run] target: "
+                "no full-run answer."]
+    out = [f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens): lr "
+           f"{num(full['lr'])} (band {_span(full['lr_band'])}), "
+           + (f"final batch {num(full['batch'], '.4g')} tokens (band "
+              f"{_span(full['batch_band'], '.4g')}), " if "batch" in full else "")
+           + f"extrapolated {full['decades_past']:.1f} decades past the largest fitted budget."]
+    if data["mup"]:
+        out.append("The lr is µP's base lr (the proxy's width); the full run's hidden matrices "
+                   "train at lr / width_mult.")
+    pub = full.get("published")
+    out.append(f"Beside it: DeepSeek LLM's law at C = {full['compute']:.3g} gives lr "
+               f"{num(full['deepseek_llm_lr'])}, batch {num(full['deepseek_llm_batch'], '.4g')} "
+               f"tokens" + (f"; {pub['name']} published lr {num(pub['lr'])}, batch "
+                            f"{num(pub['batch'], '.4g')} tokens ({pub['source']})."
+                            if pub else "."))
+    return out
+
+
+def _laws(data: dict[str, Any]) -> list[str]:
+    lr, b = data["lr_law"], data["batch_law"]
+    if lr is None:
+        return ["## Laws", "", "No lr law: fewer than 2 fitted budgets have an lr optimum "
+                "inside their searched range (widen the range where the optimum sits on its "
+                "edge)."]
+    x = "D" if data["variable"] == "tokens" else "C"
+    held_in = data.get("held_out_in_law", False)
+    fitted = [b["index"] for b in data["budgets"] if held_in or not b["held_out"]]
+    left = {name: [i for i in fitted if i not in data[f"{name}_budgets"]]
+            for name in ("lr", "batch")}
+    pooled = data.get("lr_method") == "pooled"
+    edge = "no optimum, or its optimum on the searched range's edge, so beyond it"
+    how = ("lr: pooled — one surface over every trial of budgets "
+           f"{data['lr_budgets']}, its bowls' bottoms on the law (a budget whose optimum sits "
+           "on its range's edge still counts)" if pooled else
+           f"lr: a line through the optima of budgets {data['lr_budgets']} (left out, {edge}: "
+           f"{left['lr'] or 'none'})")
+    below = data.get("batch_below_range")
+    how_b = (f"batch: a line through the optima of budgets {data['batch_budgets']} (left out, "
+             f"{edge}: {left['batch'] or 'none'})" if b is not None else
+             f"batch: **no law — every budget's optimum sits at the smallest batch it searched "
+             f"(up to {below:.0f} tokens)**: at these budgets this proxy wants more steps, not "
+             "larger batches, and its optimal batch lies below the range; search smaller "
+             "batches, or fix the batch so that the lr law is pooled over every trial (sharper)"
+             if below else
+             "batch: no law (the batch not searched, or fewer than 2 budgets place it)")
+    title = ("## Laws (every budget: the held-out one joined them after its check)" if held_in
+             else "## Laws (fitted budgets only)")
+    out = [title, "", f"{how}; {how_b}.", "",
+           f"- lr*({x}) = {lr['coef']:.3g}·{x}^{lr['exponent']:.3f}, exponent 95% "
+           f"[{lr['exponent_interval'][0]:.3f}, {lr['exponent_interval'][1]:.3f}]"]
+    if pooled:
+        p = data["pooled"]["lack_of_fit_p"]
+        for gone in data.get("lr_left_out", []):
+            out.append(f"- Budget {gone['index']} left out of the lr law: with it, one power "
+                       f"law did not hold (lack of fit p = {gone['lack_of_fit_p']:.2g}); the "
+                       "smallest budgets bend first (few steps, mostly warmup).")
+        line = data.get("lr_line")
+        out.append(f"- Does one power law hold? Lack of fit against each budget's own optimum: "
+                   f"p = {p:.2g}" + (" — **the budgets' optima do not lie on one power law**; "
+                                      "the band assumes they do, so it is too narrow"
+                                      if p < LACK_OF_FIT_P else " (no evidence against it)"))
+        out.append("- Beside it, the line through the budgets' own optima: " + (
+            f"exponent {line['exponent']:.3f} [{line['exponent_interval'][0]:.3f}, "
+            f"{line['exponent_interval'][1]:.3f}]" if line else
+            "none (fewer than 2 optima inside their ranges)"))
+    if b is not None:
+        out.append(f"- B*({x}) = {b['coef']:.3g}·{x}^{b['exponent']:.3f} tokens, exponent 95% "
+                   f"[{b['exponent_interval'][0]:.3f}, {b['exponent_interval'][1]:.3f}]")
+    out.append("- Published, for comparison: DeepSeek LLM lr ∝ C^−0.125, B ∝ C^0.327 "
+               "(standard parametrization, across model sizes); Step Law lr ∝ N^−0.713·D^0.307, "
+               "B ∝ D^0.571 (at one N, the D exponents are the ones to compare).")
+    return out
+
+
+def _held_unchecked(data: dict[str, Any]) -> str:
+    """Why the held-out check has no row yet: not started, interrupted, or no optimum."""
+    held = next((b for b in data["budgets"] if b["held_out"]), None)
+    if held is None:
+        return "Not run yet (or no held_out in [law])."
+    p = data["predicted"] or {}
+    said = (f"predicted before it ran: lr {num(p.get('lr'))} [{_span(p.get('lr_band'))}]"
+            if p.get("lr") else "no stored prediction")
+    if not held.get("finished"):
+        n = held["n_trials"]
+        return (f"Interrupted before its search ended ({n} trial{'s' * (n != 1)} with a result; "
+                f"{said}). `moetune resume {data['name']}` finishes it; the check is made once "
+                "it has an optimum.")
+    return f"Searched, but no optimum placed ({held['error']}); {said}."
+
+
+def _held(data: dict[str, Any]) -> list[str]:
+    h = data["held_out_check"]
+    if h is None:
+        return ["## Held-out budget", "", _held_unchecked(data)]
+    out = ["## Held-out budget: predicted before it ran, then searched on its own", "",
+           "| | predicted [band] | measured optimum [95%] | predicted / measured |",
+           "|---|---|---|---|",
+           f"| lr | {num(h['lr_predicted'])} [{_span(h['lr_band'])}] | {num(h['lr_measured'])} "
+           f"[{_span(h['lr_interval'])}] | {h['lr_ratio']:.2f} |"]
+    if "batch_predicted" in h:
+        out.append(f"| B (tokens) | {num(h['batch_predicted'], '.0f')} "
+                   f"[{_span(h['batch_band'], '.0f')}] | {num(h['batch_measured'], '.0f')} "
+                   f"[{_span(h['batch_interval'], '.0f')}] | {h['batch_ratio']:.2f} |")
+    for c in h.get("cells", []):
+        measured = (f"{num(c['lr_measured'])} [{_span(c['lr_interval'])}]"
+                    + (" (at the range's edge)" if c["censored"] else "")
+                    if "lr_measured" in c else f"no optimum: {c['error']}")
+        cell_ratio = f"{c['lr_ratio']:.2f}" if "lr_ratio" in c else "—"
+        out.append(f"| lr at B = {c['batch']:.0f} tokens (lr*(D, B)) | {num(c['lr'])} "
+                   f"[{_span(c['lr_band'])}] | {measured} | {cell_ratio} |")
+    if "lr_today_rule" in h:
+        out.append(f"| lr, today's rule (smallest budget's best-of-n × (C ratio)^−0.125) | "
+                   f"{num(h['lr_today_rule'])} | {num(h['lr_measured'])} | "
+                   f"{h['lr_today_ratio']:.2f} |")
+    missed = [k for k in ("lr", "batch") if not h.get(f"{k}_inside", True)]
+    missed += [f"lr at B = {c['batch']:.0f}" for c in h.get("cells", [])
+               if not c.get("lr_inside", True)]
+    out += ["", (f"**The law missed its own check**: the {' and the '.join(missed)} optimum this "
+                 "budget found lies outside the band predicted for it: the optimum does not "
+                 "follow one power law that far, or the band understates its uncertainty, so "
+                 "the band at the full run is too narrow (the export warns)." if missed else
+                 "The optimum this budget found lies inside the band predicted for it.")]
+    if data.get("held_out_in_law"):
+        out.append("")
+        out.append("Its search has ended, so the budget now counts in the laws above (the "
+                   "prediction here was made without it, before it ran).")
+    if "loss_gap" in h:
+        kind = "measured noise sd" if h["sd_measured"] else "sd of the fit's residuals"
+        out += ["", f"The predicted recipe's val_loss {h['loss_predicted_recipe']:.4f} "
+                    f"(measured) against the budget's optimum {h['loss_optimum']:.4f} (the "
+                    f"surface's minimum, fitted): {h['loss_gap']:+.4f} = "
+                    f"{h['loss_gap_sd']:+.2f} sd ({kind} {h['sd']:.3g}) = "
+                    f"{h['loss_gap_pct']:+.2f}%."]
+        if "loss_gap_best" in h:
+            out[-1] += (f" Against the best of its searched trials, {h['loss_best_searched']:.4f} "
+                        f"(measured, a best of n: biased low): {h['loss_gap_best']:+.4f} = "
+                        f"{h['loss_gap_best_sd']:+.2f} sd = {h['loss_gap_best_pct']:+.2f}%.")
+        if h.get("floor_below_trials"):
+            out += ["", "**The surface's minimum lies more than 2 sd below every trial of this "
+                        "budget**: the quadratic does not describe the bottom of its bowl, so "
+                        "the gap to it is the fit's; read the measured comparison."]
+    ratio = data.get("compute_ratio")
+    if ratio is not None:
+        out += ["", f"Compute of the fitted budgets against a direct search at the held-out "
+                    f"budget with as many trials: {ratio:.3f}."]
+    return out
+
+
+def _held_batch(data: dict[str, Any]) -> list[str]:
+    """law.md's held-out batch: predicted (lr*(D, B) of the fitted cells, before it ran) /
+    measured (its own search at that batch); nothing without one."""
+    hob = next((b for b in data["budgets"] if b.get("held_out_batch")), None)
+    if hob is None:
+        return []
+    out = ["", "## Held-out batch: predicted before it ran, then searched on its own", ""]
+    h = data.get("held_out_batch_check")
+    if h is None:
+        why = f"no optimum placed ({hob['error']})" if hob["error"] else "its search has not ended"
+        return out + [f"No check yet: {why}."]
+    past = h.get("decades_past") or {}
+    out += [f"At {h['tokens']} tokens (the largest fitted budget) and {h['batch']:.0f} tokens "
+            f"per step ({past.get('batch', 0):.2f} decades past the fitted batches):", "",
+            "| | predicted [band] | measured optimum [95%] | predicted / measured |",
+            "|---|---|---|---|",
+            f"| lr | {num(h['lr_predicted'])} [{_span(h['lr_band'])}] | "
+            f"{num(h['lr_measured'])} [{_span(h['lr_interval'])}] | {h['lr_ratio']:.2f} |", "",
+            ("The optimum this batch found lies inside the band predicted for it."
+             if h["lr_inside"] else "**The law in tokens and batch missed its own check**: "
+             "the optimum this batch found lies outside the band predicted for it, so the band "
+             "at the full run's batch is too narrow.")
+            + (f" Its optimum sits on the searched range's edge ({', '.join(h['at_edge'])}): "
+               "the measured value is a bound." if h["at_edge"] else "")]
+    return out
+
+
+def law_figure(data: dict[str, Any], path: Path) -> Path:
+    """``law.png``: lr* and B* against the budget (module docstring)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    full = data.get("full_run")
+    xs = [(b["tokens"] if data["variable"] == "tokens" else b["compute"], b)
+          for b in data["budgets"] if b["optimum"] and not b.get("held_out_batch")]
+    for ax, key, law, unit in ((axes[0], "lr", data["lr_law"], "lr*"),
+                               (axes[1], "batch", data["batch_law"], "B* (tokens)")):
+        if key == "batch" and not any(b["optimum"]["batch_placed"] for _, b in xs):
+            ax.axis("off")  # one batch per budget: nothing placed, nothing to draw
+            ax.text(0.5, 0.5, "batch not placed at any budget (fixed, or too few batches "
+                    "searched): no batch law", ha="center", va="center", fontsize=9,
+                    transform=ax.transAxes)
+            continue
+        for x, b in xs:
+            o = b["optimum"]
+            lo, hi = o[f"{key}_interval"]
+            color = "tab:red" if b["held_out"] else "tab:blue"
+            ax.errorbar([x], [o[key]], yerr=[[o[key] - lo], [hi - o[key]]], fmt="o",
+                        color=color, capsize=3,
+                        label="held-out optimum" if b["held_out"] else None)
+            if b["best"]:
+                ax.plot([x], [b["best"][key]], "o", mfc="none", color="gray")
+        if law is not None:
+            top = full["x"] if full else max(x for x, _ in xs) * 10
+            grid = np.logspace(math.log10(min(x for x, _ in xs)), math.log10(top), 60)
+            pooled = key == "lr" and data.get("lr_method") == "pooled"
+            ax.plot(grid, law["coef"] * grid ** law["exponent"], color="tab:blue",
+                    label=f"{'pooled ' if pooled else ''}fit: exponent {law['exponent']:.3f}")
+            line = data.get("lr_line") if pooled else None
+            if line:
+                ax.plot(grid, line["coef"] * grid ** line["exponent"], "--", color="gray",
+                        label=f"line through the optima: {line['exponent']:.3f}")
+        if full and key in full:
+            lo, hi = full[f"{key}_band"]
+            ax.errorbar([full["x"]], [full[key]], yerr=[[full[key] - lo], [hi - full[key]]],
+                        fmt="s", color="tab:blue", capsize=3, label="law at the full run")
+            ax.plot([full["x"]], [full[f"deepseek_llm_{key}"]], "^", color="tab:green",
+                    label="DeepSeek LLM's law at the full run")
+            if "published" in full:
+                ax.plot([full["x"]], [full["published"][key]], "*", ms=12, color="tab:orange",
+                        label=f"{full['published']['name']} published")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("tokens D" if data["variable"] == "tokens" else "compute C (FLOPs)")
+        ax.set_ylabel(unit)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_title(f"{data['name']}: optima (hollow: best-of-n)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def budget_note(data: dict[str, Any]) -> list[str]:
+    """What budget 0's own ranked.md and report.html say first: the answer is the law's."""
+    lines = [f"**This study is budget 0 of the law study {data['name']}**: the full run's answer "
+             "is the law's (law/law.md, law/law.png), not this budget's best trial, which is "
+             f"the best recipe at {data['budgets'][0]['tokens']} tokens per trial only."]
+    return lines + _answer(data)
+
+
+def annotate_budget_report(report_dir: Path, data: dict[str, Any]) -> None:
+    """Put `budget_note` under the title of budget 0's ranked.md and report.html (written just
+    before by `reports.build`); the figure is the law's own ``law.png``."""
+
+    note = budget_note(data)
+    md = report_dir / "ranked.md"
+    if md.exists():
+        head, _, rest = md.read_text().partition("\n")
+        md.write_text(head + "\n\n" + "\n\n".join(note) + "\n" + rest)
+    page = report_dir / "report.html"
+    if page.exists():
+        text = page.read_text()
+        block = ("<h2>Scaling law</h2>" + "".join(f"<p>{inline(n)}</p>"
+                                                   for n in note)
+                 + "<p><img src='../law/law.png' alt='lr* and B* against the budget' "
+                   "style='max-width:100%'></p>")
+        i = text.find("</h1>")
+        if i >= 0:
+            page.write_text(text[:i + 5] + block + text[i + 5:])
+
+
+def write_law_report(spec: StudySpec, *, url: str, out: Path,
+                     budget_report: Path | None = None) -> dict[str, Path]:
+    """Write ``law.md``, ``law.json`` and ``law.png`` under ``out``; their paths. With
+    ``budget_report`` (budget 0's report folder), annotate its reports (`budget_note`)."""
+    import json
+
+    data = law_data(spec, url)
+    out.mkdir(parents=True, exist_ok=True)
+    md = out / "law.md"
+    md.write_text(law_markdown(data))
+    js = out / "law.json"
+    js.write_text(json.dumps(data, indent=2, default=float) + "\n")
+    paths = {"md": md, "json": js, "png": law_figure(data, out / "law.png")}
+    if budget_report is not None:
+        annotate_budget_report(budget_report, data)
+    return paths

@@ -1,0 +1,1 @@
+"""trainers.config."""

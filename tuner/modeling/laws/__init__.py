@@ -1,0 +1,1 @@
+"""tuner.modeling.laws."""

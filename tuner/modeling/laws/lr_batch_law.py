@@ -1,0 +1,429 @@
+"""The optimal lr as a law in tokens and batch, lr*(D, B), fitted from cell optima, with a band
+that carries the law's own misfit.
+
+Notation: D tokens of training, B batch tokens per step, N non-embedding parameters; u = log10 D,
+v = log10 B, w = log10 N, each centred on the fitted cells' mean (ū, v̄, w̄). A cell is one
+(N, D, B) whose lr was searched; its optimum comes from a quadratic in log10 lr
+(`tuner.modeling.laws.response_surface`) fitted to the trials within ``window`` decades of its best
+trial (a bowl is quadratic near its bottom only: a diverged trial at 3x the best lr would pull a
+quadratic over the whole searched range anywhere).
+
+    log10 lr*(D, B) = c0 + cD·u + cB·v + cDB·u·v  [+ cN·w]
+
+- Why this form (measured on Step Law's dense sweep, arXiv:2503.04715, benchmarks/RESULTS.md
+  "lr law in tokens and batch"): there the D-exponent of lr* at a fixed batch changes sign across
+  the batch range (negative at small batches, positive at large ones), which a product of power
+  laws in D and B cannot express; the u·v term lets each batch have its own D-exponent, cD + cDB·v.
+  With several N, N enters as a power (``cN``), not one law per N: a model size with one fitted
+  D would otherwise have no D-dependence at all, and Step Law's own fit is a power in N.
+- Fit: weighted least squares with weights 1 / (σ_i² + τ²), σ_i a cell's own standard error
+  (its bootstrap minimizers' spread) and τ² the scatter of the cells about the law beyond their
+  own noise: the law's lack of fit, estimated so that the weighted residuals' χ² equals its
+  degrees of freedom (Paule and Mandel's moment estimate, as in random-effects
+  meta-regression). ``lack_of_fit_p`` is the χ² test of τ² = 0 (small: the form does not
+  describe the cells to within their noise, and τ carries the misfit into the band).
+- Band: a prediction interval for lr* at (D, B) — the fit's own variance there, x'·Cov·x, which
+  grows with the distance from the fitted cells in D and in B, plus τ² — widened by a form term:
+  the disagreement at (D, B) between this law and the same law with u² added (a law that
+  bends in D), times `FORM_WEIGHT` and times how far the cells tell that bend from their
+  noise (``bend_shrink``, `_bent`), and by the bowls' shared asymmetry (``skew``: how far a
+  bowl with its own curvature on each side moves the cells' bottoms from the quadratics',
+  `skew_shift`, averaged over the cells). Within the fitted cells the two laws agree and the
+  form term is small; past them it grows with the square of the distance when the cells show a
+  bend, and stays near zero when they do not. Student's t with the fit's residual degrees of
+  freedom. Checked on synthetic truths (asymmetric bowls, a law bent in D, lr–batch coupling
+  that saturates past a critical batch; `tests/tuner/lr_batch_battery.py`, RESULTS.md "lr law
+  in tokens and batch"): it covers at the held-out budget and batch; two decades past a grid
+  of 1.5 decades it does not cover a bend in D the grid cannot tell from noise.
+- ``decades_past``: how far (D, B) lies beyond the fitted cells, in decades, in D and in B
+  separately; the band is a model's beyond them, and every use states the distance.
+
+The batch optimum B*(D): where a row of cells at one (N, D) has its lowest fitted loss at an
+interior batch, a quadratic in log10 B through that batch and its two neighbours places B*; a
+row whose best batch is the smallest or largest searched places none (the optimum lies beyond
+the grid), and `fit_batch_optimum` says which and why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tuner.modeling.laws.response_surface import MIN_TRIALS, Optimum, SurfaceError, fit_optimum
+
+WINDOW = 0.5  # decades of lr either side of a cell's best trial that its quadratic is fitted to
+MIN_CELLS = 6  # 4 or 5 coefficients and at least one degree of freedom for the scatter
+FORM_WEIGHT = 1.0  # the band's form term: this many times the bent law's disagreement
+TERMS = ("1", "u", "v", "uv")
+TERMS_N = TERMS + ("w",)
+BENT = ("uu",)  # the bent law: the form plus a bend in D
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    """One searched (N, D, B): its optimal lr and that optimum's standard error in decades."""
+
+    tokens: float
+    batch: float
+    lr: float
+    se: float  # standard error of log10 lr* (the cell's bootstrap spread)
+    params: float = 0.0  # 0: one model size, the law has no N term
+    loss: float = math.nan  # the fitted loss at the optimum (for the batch optimum)
+    censored: bool = False  # the best trial sat on the searched lr range's edge
+    skew: float = 0.0  # `skew_shift` of the cell's bowl (decades)
+
+
+class LawFitError(ValueError):
+    """Too few cells, or cells that do not span D and B, for a law in tokens and batch."""
+
+
+def cell_optimum(lrs: Sequence[float], losses: Sequence[float], *, window: float = WINDOW,
+                 n_boot: int = 200, seed: int = 0) -> tuple[Optimum, bool]:
+    """The optimum of one cell's trials at one batch: a quadratic in log10 lr fitted to the
+    finite trials within ``window`` decades of the best one (module docstring), and whether the
+    best trial sits on the edge of the searched lr range (censored: the optimum may lie
+    beyond it).
+
+    Raises:
+        SurfaceError: fewer than `response_surface.MIN_TRIALS` trials in the window.
+    """
+    lr, z = np.asarray(lrs, float), np.asarray(losses, float)
+    ok = np.isfinite(lr) & np.isfinite(z) & (lr > 0)
+    lr, z = lr[ok], z[ok]
+    if not len(z):
+        raise SurfaceError("a cell needs finite trials, but got none.")
+    x = np.log10(lr)
+    best = x[int(np.argmin(z))]
+    near = _window(x, best, window)
+    censored = bool(best <= x.min() or best >= x.max())
+    return (fit_optimum(lr[near], [1.0] * int(near.sum()), z[near], n_boot=n_boot, seed=seed),
+            censored)
+
+
+def skew_shift(lrs: Sequence[float], losses: Sequence[float], *,
+               window: float = WINDOW) -> float:
+    """How far (decades, signed) a bowl with its own curvature on each side,
+    z = c + k₋·(x − m)² below m and k₊·(x − m)² above, over the same window as `cell_optimum`
+    puts the bottom from where the quadratic does: a bowl steeper on one side (divergence above
+    lr*) pulls the quadratic's vertex toward the gentle side. 0 when the quadratic has no
+    bottom."""
+    lr, z = np.asarray(lrs, float), np.asarray(losses, float)
+    ok = np.isfinite(lr) & np.isfinite(z) & (lr > 0)
+    x, z = np.log10(lr[ok]), z[ok]
+    best = x[int(np.argmin(z))]
+    near = _window(x, best, window)
+    x, z = x[near] - best, z[near]
+    if len(x) < MIN_TRIALS:
+        return 0.0
+    c2, c1, _ = np.polyfit(x, z, 2)
+    if c2 <= 0:
+        return 0.0
+    quad = -c1 / (2 * c2)
+    grid = np.linspace(x.min(), x.max(), 201)
+    lo = np.where(x[None, :] < grid[:, None], (x[None, :] - grid[:, None]) ** 2, 0.0)
+    hi = (x[None, :] - grid[:, None]) ** 2 - lo
+    rss = []
+    for a, b in zip(lo, hi):
+        feats = np.stack([np.ones_like(x), a, b], axis=1)
+        coef, *_ = np.linalg.lstsq(feats, z, rcond=None)
+        r = z - feats @ coef
+        rss.append(float(r @ r) if coef[1] >= 0 and coef[2] >= 0 else math.inf)
+    if not np.isfinite(np.min(rss)):
+        return 0.0
+    return float(grid[int(np.argmin(rss))] - quad)
+
+
+def _window(x: np.ndarray, best: float, window: float) -> np.ndarray:
+    """The trials within ``window`` decades of the best, widened to the `MIN_TRIALS` nearest
+    when fewer lie there (a best trial near the searched range's edge has one side only)."""
+    dist = np.abs(x - best)
+    near = dist <= window + 1e-9
+    if near.sum() < MIN_TRIALS and len(x) >= MIN_TRIALS:
+        near = dist <= np.sort(dist)[MIN_TRIALS - 1] + 1e-9
+    return near
+
+
+def cell_from_optimum(opt: Optimum, *, tokens: float, batch: float, params: float = 0.0,
+                      censored: bool = False, skew: float = 0.0) -> Cell:
+    """A `Cell` from a cell's fitted optimum; its se is the bootstrap minimizers' sd (floored
+    at a hundredth of a decade, the grid the surfaces are minimized on)."""
+    se = float(np.std([s[0] for s in opt.samples])) if opt.samples else 0.0
+    return Cell(tokens=tokens, batch=batch, params=params, lr=opt.lr, se=max(se, 0.01),
+                loss=opt.loss, censored=censored or "lr" in opt.at_edge, skew=skew)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LrBatchLaw:
+    """lr*(D, B) (module docstring): coefficients over `terms`, their covariance, τ, and the
+    fitted cells' ranges. ``at``/``band``/``decades_past`` take tokens, batch tokens per step
+    and, for a law with an N term, params."""
+
+    terms: tuple[str, ...]
+    coef: tuple[float, ...]
+    cov: tuple[tuple[float, ...], ...]
+    centre: tuple[float, float, float]  # ū, v̄, w̄ (log10)
+    tau: float  # the cells' scatter about the law beyond their own noise (decades)
+    skew: float  # the bowls' asymmetry: |mean skew_shift| + its standard error (decades)
+    dof: int
+    lack_of_fit_p: float
+    form: tuple[float, ...]  # the bent law's coefficients over `terms` + BENT
+    bend_shrink: float  # the bend's part of the form term that is not the bend's own noise
+    tokens_range: tuple[float, float]
+    batch_range: tuple[float, float]
+    params_range: tuple[float, float] | None
+    n_cells: int
+    resid_sd: float  # the cells' rms residual about the law (decades)
+
+    def _row(self, tokens: float, batch: float, params: float | None,
+             bent: bool = False) -> np.ndarray:
+        u = math.log10(tokens) - self.centre[0]
+        v = math.log10(batch) - self.centre[1]
+        vals = {"1": 1.0, "u": u, "v": v, "uv": u * v, "uu": u * u, "vv": v * v}
+        if "w" in self.terms:
+            if not params:
+                raise ValueError("params: this law has an N term and needs the model's "
+                                 f"non-embedding parameters, but got {params!r}")
+            vals["w"] = math.log10(params) - self.centre[2]
+        names = self.terms + (BENT if bent else ())
+        return np.array([vals[t] for t in names])
+
+    def log_at(self, tokens: float, batch: float, params: float | None = None) -> float:
+        return float(self._row(tokens, batch, params) @ np.asarray(self.coef))
+
+    def at(self, tokens: float, batch: float, params: float | None = None) -> float:
+        """lr* at ``tokens`` trained with ``batch`` tokens per step."""
+        return float(10 ** self.log_at(tokens, batch, params))
+
+    def sd(self, tokens: float, batch: float, params: float | None = None) -> float:
+        """The band's standard deviation in decades at (tokens, batch)."""
+        x = self._row(tokens, batch, params)
+        fit_var = float(x @ np.asarray(self.cov) @ x)
+        xb = self._row(tokens, batch, params, bent=True)
+        form = FORM_WEIGHT * self.bend_shrink * (
+            float(xb @ np.asarray(self.form)) - float(x @ np.asarray(self.coef)))
+        return math.sqrt(fit_var + self.tau ** 2 + form ** 2 + self.skew ** 2)
+
+    def band(self, tokens: float, batch: float, params: float | None = None,
+             level: float = 0.95) -> tuple[float, float]:
+        """The central ``level`` prediction interval of lr* at (tokens, batch)."""
+        from scipy.stats import t as student_t
+
+        half = float(student_t.ppf(0.5 + level / 2, max(1, self.dof))) * self.sd(
+            tokens, batch, params)
+        mid = self.log_at(tokens, batch, params)
+        return float(10 ** (mid - half)), float(10 ** (mid + half))
+
+    def decades_past(self, tokens: float, batch: float) -> dict[str, float]:
+        """How far (tokens, batch) lies beyond the fitted cells, in decades: ``tokens`` and
+        ``batch`` separately (0 inside the fitted range)."""
+        return {"tokens": _past(tokens, self.tokens_range),
+                "batch": _past(batch, self.batch_range)}
+
+    def tokens_exponent(self, batch: float) -> float:
+        """d log lr* / d log D at ``batch`` (the u·v term makes it depend on the batch)."""
+        c = dict(zip(self.terms, self.coef))
+        return c["u"] + c.get("uv", 0.0) * (math.log10(batch) - self.centre[1])
+
+    def batch_exponent(self, tokens: float) -> float:
+        """d log lr* / d log B at ``tokens``."""
+        c = dict(zip(self.terms, self.coef))
+        return c["v"] + c.get("uv", 0.0) * (math.log10(tokens) - self.centre[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"form": "log-linear in log D, log B with a D x B term"
+                        + (" and log N" if "w" in self.terms else ""),
+                "terms": list(self.terms), "coef": list(self.coef),
+                "cov": [list(r) for r in self.cov], "centre": list(self.centre),
+                "tau": self.tau, "skew": self.skew, "dof": self.dof,
+                "lack_of_fit_p": self.lack_of_fit_p,
+                "bent_coef": list(self.form), "bend_shrink": self.bend_shrink,
+                "tokens_range": list(self.tokens_range),
+                "batch_range": list(self.batch_range),
+                "params_range": list(self.params_range) if self.params_range else None,
+                "n_cells": self.n_cells, "resid_sd": self.resid_sd}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LrBatchLaw:
+        """The law `to_dict` wrote (law.json's ``lr_batch_law``)."""
+        pr = d.get("params_range")
+        return cls(terms=tuple(d["terms"]), coef=tuple(float(c) for c in d["coef"]),
+                   cov=tuple(tuple(float(c) for c in r) for r in d["cov"]),
+                   centre=tuple(float(c) for c in d["centre"]),  # type: ignore[arg-type]
+                   tau=float(d["tau"]), skew=float(d.get("skew", 0.0)), dof=int(d["dof"]),
+                   lack_of_fit_p=float(d["lack_of_fit_p"]),
+                   form=tuple(float(c) for c in d["bent_coef"]),
+                   bend_shrink=float(d["bend_shrink"]),
+                   tokens_range=_pair(d["tokens_range"]), batch_range=_pair(d["batch_range"]),
+                   params_range=_pair(pr) if pr else None, n_cells=int(d["n_cells"]),
+                   resid_sd=float(d["resid_sd"]))
+
+
+def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
+    """The law through the uncensored ``cells`` (module docstring). Cells at more than one
+    N give the law an N term.
+
+    Raises:
+        LawFitError: fewer than `MIN_CELLS` uncensored cells (more than the terms), or cells
+            spanning fewer than 2 token budgets or 2 batches.
+
+        >>> law = fit_lr_batch_law(cells)  # doctest: +SKIP
+        >>> law.at(1e11, 2**21), law.band(1e11, 2**21), law.decades_past(1e11, 2**21)
+        ... # doctest: +SKIP
+    """
+    kept = [c for c in cells if not c.censored and c.lr > 0]
+    with_n = len({c.params for c in kept}) > 1
+    terms = TERMS_N if with_n else TERMS
+    need = max(MIN_CELLS, len(terms) + 2)
+    for name, vals in (("tokens", {c.tokens for c in kept}), ("batch", {c.batch for c in kept})):
+        if len(vals) < 2:
+            raise LawFitError(f"cells: a law in tokens and batch needs at least 2 distinct "
+                              f"{name}, but got {sorted(vals)}")
+    if len(kept) < need:
+        raise LawFitError(f"cells: a law in tokens and batch needs at least {need} cells "
+                          f"whose lr optimum is inside the searched range, but got {len(kept)}")
+    logs = np.log10([[c.tokens, c.batch, c.params if with_n else 1.0] for c in kept])
+    centre = logs.mean(axis=0)
+    u, v, w = (logs - centre).T
+    cols = {"1": np.ones_like(u), "u": u, "v": v, "uv": u * v, "w": w, "uu": u * u, "vv": v * v}
+    x = np.stack([cols[t] for t in terms], axis=1)
+    y = np.log10([c.lr for c in kept])
+    se2 = np.array([c.se for c in kept]) ** 2
+    tau2 = _tau2(x, y, se2)
+    beta, cov = _wls(x, y, 1.0 / (se2 + tau2))
+    xb = np.stack([cols[t] for t in terms + BENT], axis=1)
+    bent, shrink = _bent(xb, y, 1.0 / (se2 + tau2), beta)
+    resid = y - x @ beta
+    q0 = float(np.sum(resid ** 2 / se2))
+    dof = len(y) - len(terms)
+    params = [c.params for c in kept]
+    return LrBatchLaw(
+        terms=terms, coef=tuple(beta.tolist()), cov=tuple(map(tuple, cov.tolist())),
+        centre=(float(centre[0]), float(centre[1]), float(centre[2]) if with_n else 0.0),
+        tau=math.sqrt(tau2), skew=_skew([c.skew for c in kept]), dof=dof,
+        lack_of_fit_p=_chi2_p(q0, dof),
+        form=tuple(bent.tolist()), bend_shrink=shrink,
+        tokens_range=(min(c.tokens for c in kept), max(c.tokens for c in kept)),
+        batch_range=(min(c.batch for c in kept), max(c.batch for c in kept)),
+        params_range=(min(params), max(params)) if with_n else None, n_cells=len(kept),
+        resid_sd=float(np.sqrt(np.mean(resid ** 2))))
+
+
+def _bent(xb: np.ndarray, y: np.ndarray, wt: np.ndarray, beta: np.ndarray
+          ) -> tuple[np.ndarray, float]:
+    """The bent law's coefficients and how much of its bend to believe, q² / (q² + se²) for a
+    fitted bend q with standard error se: a bend the cells cannot tell from their noise would
+    otherwise widen the band two decades out by its noise alone (×7–×45 on the synthetic
+    truths at noise sd 0.05–0.07, RESULTS.md)."""
+    if len(y) <= xb.shape[1]:
+        return np.concatenate([beta, np.zeros(len(BENT))]), 0.0
+    bent, cov = _wls(xb, y, wt)
+    q2, se2 = float(bent[-1]) ** 2, float(cov[-1, -1])
+    return bent, q2 / (q2 + se2) if q2 + se2 > 0 else 0.0
+
+
+def _skew(shifts: list[float]) -> float:
+    """The bowls' shared asymmetry as a bias of the quadratic optima: |mean| + standard error
+    of the cells' `skew_shift` (a bias the same in every cell moves the whole law, so it does
+    not average out the way a cell's noise does)."""
+    if len(shifts) < 2:
+        return 0.0
+    s = np.asarray(shifts)
+    return float(abs(s.mean()) + s.std(ddof=1) / math.sqrt(len(s)))
+
+
+def _wls(x: np.ndarray, y: np.ndarray, wt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted least squares: coefficients and their covariance (X'WX)⁻¹."""
+    xtw = x.T * wt
+    cov = np.linalg.pinv(xtw @ x)
+    return cov @ xtw @ y, cov
+
+
+def _tau2(x: np.ndarray, y: np.ndarray, se2: np.ndarray) -> float:
+    """Paule–Mandel τ²: the extra variance at which the weighted residuals' χ² equals its
+    degrees of freedom (0 when the cells' own noise already explains their scatter)."""
+    dof = len(y) - x.shape[1]
+
+    def excess(t2: float) -> float:
+        wt = 1.0 / (se2 + t2)
+        beta, _ = _wls(x, y, wt)
+        return float(np.sum(wt * (y - x @ beta) ** 2) - dof)
+
+    if dof < 1 or excess(0.0) <= 0:
+        return 0.0
+    lo, hi = 0.0, float(np.var(y)) + 1.0
+    for _ in range(60):  # excess falls as τ² grows: bisect
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if excess(mid) > 0 else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _chi2_p(stat: float, dof: int) -> float:
+    from scipy.stats import chi2
+
+    return float(chi2.sf(stat, dof)) if dof > 0 else math.nan
+
+
+def _past(x: float, span: tuple[float, float]) -> float:
+    return max(0.0, math.log10(x / span[1]), math.log10(span[0] / x))
+
+
+def _pair(v: Sequence[Any]) -> tuple[float, float]:
+    return float(v[0]), float(v[1])
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchOptimum:
+    """B*(D): each row's placed batch optimum, and the power law through them when at least 2
+    token budgets place one; ``reason`` says why there is no law."""
+
+    rows: tuple[dict[str, Any], ...]  # tokens, params, batch (None: not placed), why
+    coef: float | None = None
+    exponent: float | None = None
+    reason: str = ""
+
+    def at(self, tokens: float) -> float | None:
+        if self.coef is None or self.exponent is None:
+            return None
+        return float(self.coef * tokens ** self.exponent)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": list(self.rows), "coef": self.coef, "exponent": self.exponent,
+                "reason": self.reason}
+
+
+def fit_batch_optimum(cells: Sequence[Cell]) -> BatchOptimum:
+    """B*(D) from the cells' fitted losses (module docstring): per (N, D) row, a quadratic in
+    log10 B through the best batch and its two neighbours when the best is interior."""
+    rows = []
+    for key in sorted({(c.params, c.tokens) for c in cells}):
+        row = sorted((c for c in cells if (c.params, c.tokens) == key and math.isfinite(c.loss)),
+                     key=lambda c: c.batch)
+        rows.append({"params": key[0], "tokens": key[1]} | _row_optimum(row))
+    placed = [r for r in rows if r["batch"] is not None]
+    one_n = len({r["params"] for r in placed}) <= 1
+    if len({r["tokens"] for r in placed}) < 2 or not one_n:
+        why = ("fewer than 2 token budgets place an interior batch optimum" if one_n else
+               "the rows that place one are at several model sizes (no law in N is fitted)")
+        return BatchOptimum(rows=tuple(rows), reason=why)
+    b, a = np.polyfit(np.log10([r["tokens"] for r in placed]),
+                      np.log10([r["batch"] for r in placed]), 1)
+    return BatchOptimum(rows=tuple(rows), coef=float(10 ** a), exponent=float(b))
+
+
+def _row_optimum(row: list[Cell]) -> dict[str, Any]:
+    if len(row) < 3:
+        return {"batch": None, "why": f"{len(row)} batches searched (3 needed)"}
+    i = int(np.argmin([c.loss for c in row]))
+    if i == 0:
+        return {"batch": None, "why": f"best at the smallest batch searched ({row[0].batch:.4g})"}
+    if i == len(row) - 1:
+        return {"batch": None, "why": f"best at the largest batch searched ({row[-1].batch:.4g})"}
+    v = np.log10([c.batch for c in row[i - 1:i + 2]])
+    z = [c.loss for c in row[i - 1:i + 2]]
+    a2, a1, _ = np.polyfit(v, z, 2)
+    vb = -a1 / (2 * a2) if a2 > 0 else v[1]
+    return {"batch": float(10 ** float(np.clip(vb, v[0], v[2]))), "why": ""}
