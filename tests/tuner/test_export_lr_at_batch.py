@@ -148,6 +148,33 @@ def test_a_two_variable_law_plugs_in_and_its_lr_follows_the_batch_written():
     assert d["band"]["decades_past_tokens"] == pytest.approx(math.log10(TOKENS / 1e6))
 
 
+@dataclass(frozen=True)
+class WideLaw(TwoVariableLaw):
+    """The same law with a band 9x wide (hi / lo) wherever it is read."""
+
+    def band(self, tokens, batch, params=None, level=0.95):
+        return self.at(tokens, batch) / 3, self.at(tokens, batch) * 3
+
+
+def test_a_band_wider_than_four_times_pins_no_lr_and_is_refused_unless_accepted():
+    """An answer the law's own band disowns is not written as the answer: refused, naming the
+    band and what to pass; --lr-wide-band writes it labelled; the user's --lr needs neither."""
+    with pytest.raises(ExportError) as e:
+        export(WideLaw(), global_batch=2048)
+    said = str(e.value)
+    assert said.startswith("lr: the study's law does not pin the full run's LR")
+    assert "9x wide (more than 4x)" in said and "--lr-wide-band" in said and "--lr " in said
+    full = export(WideLaw(), global_batch=2048, lr_wide_band=True)
+    assert full.recipe.lr == pytest.approx(WideLaw().at(TOKENS, 2048 * 4096))
+    warned = [w for w in law_warnings(full, WideLaw(), target()) if "BAND WIDER" in w]
+    assert len(warned) == 1 and "9x wide" in warned[0]
+    own = export(WideLaw(), global_batch=2048, lr=1e-3)
+    assert own.recipe.lr == 1e-3
+    assert not [w for w in law_warnings(own, WideLaw(), target()) if "BAND WIDER" in w]
+    narrow = export(TwoVariableLaw(), global_batch=2048)  # 2.25x: written, no such warning
+    assert not [w for w in law_warnings(narrow, TwoVariableLaw(), target()) if "BAND" in w]
+
+
 def test_a_ramp_says_which_batch_the_lr_is_for_and_the_ramp_starts_optimum():
     law = TwoVariableLaw()
     full = build_full_run(Recipe(lr=3e-3, batch_schedule="linear", batch_start=2, batch_end=8),

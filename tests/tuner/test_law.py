@@ -497,11 +497,17 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     assert hob["decades_past"]["batch"] == pytest.approx(math.log10(4))
     assert "## Held-out batch: predicted before it ran" in law_markdown(data)
     # the export: at the batch it writes, the law's LR and its band, as numbers
+    # 7.5 decades out its band is wider than 4x: refused as no answer, then written when the
+    # user accepts it (--lr-wide-band), labelled
     out = tmp_path / "out" / "run.json"
-    assert main(["export", "lw", "--storage", url, "--target", "deepseek-v3-671b", "--gpus",
-                 "2048", "--tokens", "14.8e12", "--format", "native", "--out", str(out)]) == 0, \
-        capsys.readouterr().err
+    argv = ["export", "lw", "--storage", url, "--target", "deepseek-v3-671b", "--gpus", "2048",
+            "--tokens", "14.8e12", "--format", "native", "--out", str(out)]
+    capsys.readouterr()
+    assert main(argv) == 2 and not out.exists()
+    assert "does not pin the full run's LR" in capsys.readouterr().err
+    assert main([*argv, "--lr-wide-band"]) == 0, capsys.readouterr().err
     lr = json.loads(out.read_text())["lr"]
+    assert lr["band"]["hi"] / lr["band"]["lo"] > 4
     batch = lr["for_batch_tokens"]
     assert lr["valid_at_batch"] is None and lr["source"] == "scaled"  # any batch: no refusal
     assert lr["lr"] == pytest.approx(law.at(14.8e12, batch), rel=1e-6)

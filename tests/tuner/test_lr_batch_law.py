@@ -261,7 +261,9 @@ def _fit_table_law(tmp_path) -> tuple[LrBatchLaw, str]:
 
 def test_an_export_takes_its_lr_from_a_table_law_at_the_batch_it_writes(tmp_path, capsys):
     """`moetune export --law law.json`: the LR is the table law's lr*(D, B) at the full run's
-    tokens and the batch written; another batch gets another LR, each with its band."""
+    tokens and the batch written; another batch gets another LR, each with its band. Six
+    decades past its budgets that band is wider than 4x: refused, naming the band and what to
+    pass, nothing written; with --lr-wide-band written, labelled."""
     from tests.tuner.test_export import CONFIGS, _sqlite_study
 
     law, path = _fit_table_law(tmp_path)
@@ -269,10 +271,18 @@ def test_an_export_takes_its_lr_from_a_table_law_at_the_batch_it_writes(tmp_path
     lrs = []
     for sequences in (512, 2048):
         out = tmp_path / f"full-{sequences}.json"
-        rc = main(["export", "synthetic", "--storage", url, "--target",
-                   str(CONFIGS / "config_16B.json"), "--gpus", "64", "--tokens", "1e12",
-                   "--global-batch", str(sequences), "--law", path, "--out", str(out)])
+        argv = ["export", "synthetic", "--storage", url, "--target",
+                str(CONFIGS / "config_16B.json"), "--gpus", "64", "--tokens", "1e12",
+                "--global-batch", str(sequences), "--law", path, "--out", str(out)]
+        capsys.readouterr()
+        assert main(argv) == 2 and not out.exists()
+        said = capsys.readouterr().err
+        assert "lr: the study's law does not pin the full run's LR" in said
+        assert "more than 4x" in said and "--lr-wide-band" in said and "--lr " in said
+        rc = main([*argv, "--lr-wide-band"])
         assert rc == 0, capsys.readouterr().err
+        assert any(w.startswith("BAND WIDER THAN 4x")
+                   for w in json.loads(out.read_text())["warnings"])
         lr = json.loads(out.read_text())["lr"]
         assert lr["for_batch_tokens"] == sequences * 4096 and lr["valid_at_batch"] is None
         assert lr["lr"] == pytest.approx(law.at(1e12, sequences * 4096.0))

@@ -62,6 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--lr-at-fitted-batch", action="store_true",
                    help="a law study that never varied the batch: write its LR as measured at "
                         "its own batch, labelled lr.valid_at_batch (otherwise refused)")
+    p.add_argument("--lr-wide-band", action="store_true",
+                   help="write a law's LR even where its 95%% band at the full run is wider than "
+                        "4x, labelled with its band (otherwise refused)")
     p.add_argument("--law", type=Path, metavar="LAW_JSON",
                    help="a law.json of `moetune law fit`: the LR is its lr*(D, B) at the full "
                         "run's tokens and final batch (a study trained without muP)")

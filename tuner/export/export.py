@@ -22,7 +22,7 @@ from tuner.export.backtest import backtest
 from tuner.export.device import timed_choice_warnings
 from tuner.export.pick import Pick, Picked, finished_trials, pick_trial
 from tuner.modeling import scaling
-from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run
+from tuner.modeling.full_run import LAW_BAND_LIMIT, FullRun, FullRunTarget, build_full_run
 from tuner.modeling.laws.lr_at_batch import BatchLaw, LawBatches
 from tuner.modeling.laws.pooled_law import LACK_OF_FIT_P
 from tuner.modeling.laws.power_law import StudyLaw, deepseek_llm_batch, deepseek_llm_lr
@@ -67,9 +67,6 @@ def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
     return full, picked
 
 
-LAW_BAND_LIMIT = 4.0  # a band wider than this (hi/lo) at the full run pins no LR
-
-
 def law_warnings(full: FullRun, law: StudyLaw | BatchLaw | None,
                  target: FullRunTarget) -> list[str]:
     """Without a law: say the LR rests on one proxy point. With one: its band at the batch
@@ -86,13 +83,14 @@ def law_warnings(full: FullRun, law: StudyLaw | BatchLaw | None,
                 "checks them on a held-out budget (docs/tuning.md, \"Scaling laws\")."]
     out = []
     at = full.lr_at
-    if at is not None and at.band[1] / at.band[0] > LAW_BAND_LIMIT:
+    writes_law_lr = at is not None and at.lr is not None and full.recipe.lr == at.lr
+    if writes_law_lr and at.band[1] / at.band[0] > LAW_BAND_LIMIT:
         lo, hi = at.band
-        out.append(f"the study's law does not pin the full run's LR: its band at the full run "
-                   f"is [{lo:.3g}, {hi:.3g}], {hi / lo:.3g}x wide, {at.decades_tokens:.1f} "
-                   f"decades past the fitted budgets in D and {at.decades_batch:.1f} in B "
-                   "(law.md says which budgets it rests on); the published recipe is the safer "
-                   "start.")
+        out.append(f"BAND WIDER THAN {LAW_BAND_LIMIT:g}x (--lr-wide-band): the study's law does "
+                   f"not pin the full run's LR: its band at the full run is [{lo:.3g}, "
+                   f"{hi:.3g}], {hi / lo:.3g}x wide, {at.decades_tokens:.1f} decades past the "
+                   f"fitted budgets in D and {at.decades_batch:.1f} in B (law.md says which "
+                   "budgets it rests on); the published recipe is the safer start.")
     p = getattr(law, "lack_of_fit_p", None)
     if p is not None and p < LACK_OF_FIT_P:
         out.append(f"the study's budgets' lr optima do not lie on one power law (lack of fit "

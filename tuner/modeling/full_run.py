@@ -100,6 +100,7 @@ class FullRunTarget(FullRunLimits):
     hardware: Hardware
     lr: float | None = None  # the user's LR (µP: the base LR), written instead of any rule's
     lr_at_fitted_batch: bool = False  # write a law's LR measured at another batch, labelled
+    lr_wide_band: bool = False  # write a law's LR whose band at the full run is > LAW_BAND_LIMIT
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -109,6 +110,8 @@ class FullRunTarget(FullRunLimits):
                 "must be a positive number", v)
         require(isinstance(self.lr_at_fitted_batch, bool), "lr_at_fitted_batch",
                 "must be true or false", self.lr_at_fitted_batch)
+        require(isinstance(self.lr_wide_band, bool), "lr_wide_band", "must be true or false",
+                self.lr_wide_band)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -427,7 +430,7 @@ def _lr(proxy_args: ModelArgs, proxy_lr: float, c_proxy: float, args: ModelArgs,
                      f"; the study's law refuses an LR at this batch ({at.refusal})")
     else:
         assert at is not None
-        lr, kind, text = _law_lr(at, target.lr_at_fitted_batch), "scaled", at.rule
+        lr, kind, text = _law_lr(at, target), "scaled", at.rule
     source = scaling.LAW_SOURCE if at is not None else ""
     if not proxy_args.mup_base_dim:
         return lr, lr, scaling.Rule(field="lr", value=lr, kind=kind, rule=text, source=source)
@@ -439,12 +442,30 @@ def _lr(proxy_args: ModelArgs, proxy_lr: float, c_proxy: float, args: ModelArgs,
                                                  source, scaling.MUP_SOURCE))))
 
 
-def _law_lr(at: LrAtBatch, accept_fitted_batch: bool) -> float:
+# A law's 95% band at the full run wider than this (hi / lo) pins no LR: the export refuses to
+# write the law's point there (the user gives --lr, or --lr-wide-band to write it labelled).
+# 4x: twice the 2x within which the export calls an LR close to a published one, both ways.
+LAW_BAND_LIMIT = 4.0
+
+
+def _law_lr(at: LrAtBatch, target: FullRunTarget) -> float:
     """The law's LR at the final batch; where it refuses, its LR at the fitted batch if the
-    user accepts that, else an `ExportError` naming what to run and what to pass."""
+    user accepts that, else an `ExportError` naming what to run and what to pass. A band wider
+    than `LAW_BAND_LIMIT` at the full run is refused the same way: the law's own band says its
+    point is not the answer there."""
     if at.lr is not None:
+        lo, hi = at.band
+        if hi / lo > LAW_BAND_LIMIT and not target.lr_wide_band:
+            raise ExportError(
+                f"lr: the study's law does not pin the full run's LR: its 95% band at the "
+                f"full run's tokens and batch is [{lo:.3g}, {hi:.3g}], {hi / lo:.3g}x wide "
+                f"(more than {LAW_BAND_LIMIT:g}x), {at.decades_tokens:.1f} decades past the "
+                f"fitted budgets in D and {at.decades_batch:.1f} in B. Give the LR yourself "
+                f"with --lr (e.g. the published recipe's), or --lr-wide-band to write the "
+                f"law's {at.lr:.3g} anyway, labelled with its band; budgets and batches nearer "
+                f"the full run narrow it (law.md says what it rests on).")
         return at.lr
-    if not accept_fitted_batch or at.valid_at_batch is None:
+    if not target.lr_at_fitted_batch or at.valid_at_batch is None:
         accept = (f", or --lr-at-fitted-batch to write the law's {at.law_lr:.3g}, measured at "
                   f"{at.valid_at_batch:.4g} tokens per step, labelled as such in the file"
                   if at.valid_at_batch is not None else "")

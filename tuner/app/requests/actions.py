@@ -107,12 +107,15 @@ class ExportRequest:
     format: str = "native"
     lr: float | None = None  # the full run's LR (µP: the base LR), instead of any rule's
     lr_at_fitted_batch: bool = False  # write a law's LR measured at another batch, labelled
+    lr_wide_band: bool = False  # write a law's LR whose band at the full run is over 4x
 
     def __post_init__(self) -> None:
         _check_study(self.study)
-        if not isinstance(self.lr_at_fitted_batch, bool):
-            raise RequestError(f"--lr-at-fitted-batch: must be true or false, but got "
-                               f"{self.lr_at_fitted_batch!r}.", field="--lr-at-fitted-batch")
+        for flag in ("lr_at_fitted_batch", "lr_wide_band"):
+            if not isinstance(getattr(self, flag), bool):
+                name = "--" + flag.replace("_", "-")
+                raise RequestError(f"{name}: must be true or false, but got "
+                                   f"{getattr(self, flag)!r}.", field=name)
         for name in _INTS + _FLOATS + _STRS:
             value = getattr(self, name)
             if value is None and name in _OPTIONAL:

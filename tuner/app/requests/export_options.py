@@ -66,4 +66,5 @@ def parse_target(args: argparse.Namespace) -> FullRunTarget:
                          global_batch=args.global_batch, micro_batch=args.micro_batch,
                          memory_fraction=args.memory_fraction, mfu=args.mfu, tp=args.tp,
                          pp=args.pp, ep=args.ep, lr=args.lr,
-                         lr_at_fitted_batch=args.lr_at_fitted_batch)
+                         lr_at_fitted_batch=args.lr_at_fitted_batch,
+                         lr_wide_band=args.lr_wide_band)
