@@ -52,6 +52,28 @@ def test_cli_submit_resume_and_resume_check_each_thing_once(ray_session, tmp_pat
                                "resume-rule checks": 0, "lease calls": 1}
 
 
+LAW = "[law]\ntokens = [300, 1_000, 3_000, 10_000]\ntrials = 2\n"  # as count_checks.py
+
+
+def test_a_law_submit_and_its_resume_go_through_the_one_preflight(ray_session, tmp_path):
+    """A law's submit is checked by the same preflight as a plain study's, for its first stage:
+    `submit --resume` of the same law with more trials is accepted (the CLI's own check,
+    before the one stage runner, compared the stored budget spec with the law's and refused
+    it: budget.eval_every_tokens 75 vs 100), and the counts are docs/architecture.md's."""
+    root = str(tmp_path / "runs")
+    for n in (2, 3):
+        (tmp_path / f"law{n}.toml").write_text(SPEC.format(n=n) + LAW)
+    with counting() as c:
+        assert main(["submit", str(tmp_path / "law2.toml"), "--root", root, *QT]) == 0
+    assert _seen(c, *KEYS) == {"spec parses": 5, "input checks": 1, "storage opens": 8,
+                               "resume-rule checks": 0, "lease calls": 4}
+    with counting() as c:
+        assert main(["submit", str(tmp_path / "law3.toml"), "--resume", "--root", root,
+                     *QT]) == 0
+    assert _seen(c, *KEYS) == {"spec parses": 14, "input checks": 1, "storage opens": 10,
+                               "resume-rule checks": 5, "lease calls": 5}
+
+
 def test_the_plan_holds_the_lease_until_it_closes(tmp_path):
     run_dir = tmp_path / "runs" / "rnd"
     spec = load_spec(_spec(tmp_path, 2))
