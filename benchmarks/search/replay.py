@@ -205,7 +205,7 @@ def _push(events: list, r: _Running) -> None:
 
 def hypervolume_curve(rep: Replay) -> list[tuple[int, float, float]]:
     """(trials ended, tokens spent, hypervolume of the complete trials so far) after each end."""
-    from reports.analysis import hypervolume
+    from reports import hypervolume
 
     sign = {"val_loss": 1.0, "tokens_per_s": -1.0}  # as minimisation
     ref = [sign[n] * REFERENCE[n] for n in rep.objectives]

@@ -151,10 +151,15 @@ def test_delete_removes_the_study_and_its_folder(ray_session, tmp_path, capsys):
 
 
 def test_a_new_study_on_an_empty_database_has_no_stop_to_clear(tmp_path):
-    """A first ``submit`` of a law or ladder with ``--storage`` naming a database without
-    moetune's tables: nothing to clear, no error, nothing created."""
+    """A first ``submit`` with ``--storage`` naming a database that does not exist yet: the one
+    preflight (a law's or ladder's for its first stage alike) finds no study, so there is no
+    stop to clear, no error, and nothing is created."""
     from tuner.app.commands import _forget_stop
+    from tuner.study.run.preflight import prepare
+    from tuner.study.workflows.stage_runner import first_stage
 
     url = f"sqlite:///{tmp_path / 'none.db'}"
-    _forget_stop(spec("fresh", 2), tmp_path / "fresh", url, None)
+    with prepare(first_stage(spec("fresh", 2)), run_dir=tmp_path / "fresh", storage=url) as plan:
+        assert plan.study is None
+        _forget_stop(plan)
     assert not (tmp_path / "none.db").exists() and not (tmp_path / "fresh").exists()
