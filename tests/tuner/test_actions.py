@@ -49,6 +49,7 @@ GOOD = {"target": TARGET, "gpus": 64, "tokens": 1e12}
     ({"lr": -1e-4}, "--lr", ["positive number"]),
     ({"lr": "fast"}, "--lr", ["number"]),
     ({"lr_at_fitted_batch": "yes"}, "--lr-at-fitted-batch", ["true or false"]),
+    ({"lr_wide_band": "yes"}, "--lr-wide-band", ["true or false"]),
     ({"a b": 1}, "export", ["unknown option"]),
 ])
 def test_a_json_export_request_names_the_bad_field(options, field, words):
