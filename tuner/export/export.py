@@ -84,7 +84,7 @@ def law_warnings(full: FullRun, law: StudyLaw | BatchLaw | None,
     out = []
     at = full.lr_at
     writes_law_lr = at is not None and at.lr is not None and full.recipe.lr == at.lr
-    if writes_law_lr and at.band[1] / at.band[0] > LAW_BAND_LIMIT:
+    if at is not None and writes_law_lr and at.band[1] / at.band[0] > LAW_BAND_LIMIT:
         lo, hi = at.band
         out.append(f"BAND WIDER THAN {LAW_BAND_LIMIT:g}x (--lr-wide-band): the study's law does "
                    f"not pin the full run's LR: its band at the full run is [{lo:.3g}, "
