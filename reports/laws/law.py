@@ -119,8 +119,10 @@ def lr_batch_lines(data: dict[str, Any]) -> list[str]:
         f"{law.tokens_exponent(b1):+.3f} at B = {b1:.4g}; B-exponent "
         f"{law.batch_exponent(d0):+.3f} at D = {d0:.4g}, {law.batch_exponent(d1):+.3f} at "
         f"D = {d1:.4g}. Scatter beyond the cells' noise τ = {law.tau:.3g} decades (lack of "
-        f"fit p = {num(law.lack_of_fit_p)}); the band also carries a bend in D and the bowls' "
-        f"asymmetry ({law.skew:.3g} decades). At the largest budget and batch: lr* "
+        f"fit p = {num(law.lack_of_fit_p)}). Past the cells, lr* and its band are the mixture "
+        f"of this law and one bent in D, the bend believed in the share the cells tell it from "
+        f"their noise ({law.bend_shrink:.0%}); the band also carries the bowls' asymmetry "
+        f"({law.skew:.3g} decades). At the largest budget and batch: lr* "
         f"{law.at(d1, b1):.3g}, band {_span(law.band(d1, b1))}."]
 
 

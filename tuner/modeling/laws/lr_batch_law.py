@@ -23,18 +23,24 @@ quadratic over the whole searched range anywhere).
   meta-regression). ``lack_of_fit_p`` is the χ² test of τ² = 0 (small: the form does not
   describe the cells to within their noise, and τ carries the misfit into the band).
 - Band: a prediction interval for lr* at (D, B) — the fit's own variance there, x'·Cov·x, which
-  grows with the distance from the fitted cells in D and in B, plus τ² — widened by a form term:
-  the disagreement at (D, B) between this law and the same law with u² added (a law that
-  bends in D), times `FORM_WEIGHT` and times how far the cells tell that bend from their
-  noise (``bend_shrink``, `_bent`), and by the bowls' shared asymmetry (``skew``: how far a
-  bowl with its own curvature on each side moves the cells' bottoms from the quadratics',
-  `skew_shift`, averaged over the cells). Within the fitted cells the two laws agree and the
-  form term is small; past them it grows with the square of the distance when the cells show a
-  bend, and stays near zero when they do not. Student's t with the fit's residual degrees of
-  freedom. Checked on synthetic truths (asymmetric bowls, a law bent in D, lr–batch coupling
-  that saturates past a critical batch; `tests/tuner/lr_batch_battery.py`, RESULTS.md "lr law
-  in tokens and batch"): it covers at the held-out budget and batch; two decades past a grid
-  of 1.5 decades it does not cover a bend in D the grid cannot tell from noise.
+  grows with the distance from the fitted cells in D and in B, plus τ² — averaged with a law
+  that bends in D (the same form with u² added, `_bent`): the bend is believed in the share
+  ``bend_shrink`` = q² / (q² + se²) that the cells tell it from their noise (q the fitted bend,
+  se its standard error), and lr* and its variance are those of the two laws' mixture in that
+  share (``log_at`` moves toward the bent law by that share of their disagreement; the
+  variance adds that share of the bent law's own extra variance and share·(1 − share) of the
+  disagreement squared). Within the fitted cells the two laws agree and nothing changes; past
+  them a bend the cells show moves the answer and widens the band with the square of the
+  distance, and a bend they cannot tell from noise does neither. The bowls' shared asymmetry
+  adds ``skew`` (how far a bowl with its own curvature on each side moves the cells' bottoms
+  from the quadratics', `skew_shift`, averaged over the cells). Student's t with the fit's
+  residual degrees of freedom. Checked on synthetic truths (asymmetric bowls, a law bent in D,
+  lr–batch coupling that saturates past a critical batch; `tests/tuner/lr_batch_battery.py`,
+  RESULTS.md "lr law in tokens and batch"): ≥ 90% of nominal-95% bands cover the truth at the
+  held-out budget and batch and two decades past the fitted budgets, on every family. The
+  linear law alone put its band's centre on its own line and covered a bend two decades out in
+  68–81% of draws; believing the bend in full covered it but widened a straight law's band
+  there 2–5x.
 - ``decades_past``: how far (D, B) lies beyond the fitted cells, in decades, in D and in B
   separately; the band is a model's beyond them, and every use states the distance.
 
@@ -57,7 +63,6 @@ from tuner.modeling.laws.response_surface import MIN_TRIALS, Optimum, SurfaceErr
 
 WINDOW = 0.5  # decades of lr either side of a cell's best trial that its quadratic is fitted to
 MIN_CELLS = 6  # 4 or 5 coefficients and at least one degree of freedom for the scatter
-FORM_WEIGHT = 1.0  # the band's form term: this many times the bent law's disagreement
 TERMS = ("1", "u", "v", "uv")
 TERMS_N = TERMS + ("w",)
 BENT = ("uu",)  # the bent law: the form plus a bend in D
@@ -171,7 +176,8 @@ class LrBatchLaw:
     dof: int
     lack_of_fit_p: float
     form: tuple[float, ...]  # the bent law's coefficients over `terms` + BENT
-    bend_shrink: float  # the bend's part of the form term that is not the bend's own noise
+    form_cov: tuple[tuple[float, ...], ...]  # their covariance
+    bend_shrink: float  # the share of belief in the bend: q² / (q² + se²)
     tokens_range: tuple[float, float]
     batch_range: tuple[float, float]
     params_range: tuple[float, float] | None
@@ -191,21 +197,33 @@ class LrBatchLaw:
         names = self.terms + (BENT if bent else ())
         return np.array([vals[t] for t in names])
 
+    def _linear_and_bent(self, tokens: float, batch: float, params: float | None
+                         ) -> tuple[float, float, float, float]:
+        """At (tokens, batch): the linear law's log10 lr* and variance, the bent law's
+        disagreement with it, and the bent law's variance beyond the linear one's."""
+        x = self._row(tokens, batch, params)
+        xb = self._row(tokens, batch, params, bent=True)
+        mid, var = float(x @ np.asarray(self.coef)), float(x @ np.asarray(self.cov) @ x)
+        diff = float(xb @ np.asarray(self.form)) - mid
+        extra = max(0.0, float(xb @ np.asarray(self.form_cov) @ xb) - var)
+        return mid, var, diff, extra
+
     def log_at(self, tokens: float, batch: float, params: float | None = None) -> float:
-        return float(self._row(tokens, batch, params) @ np.asarray(self.coef))
+        """log10 lr*: the linear law moved toward the bent one by the belief in its bend."""
+        mid, _, diff, _ = self._linear_and_bent(tokens, batch, params)
+        return mid + self.bend_shrink * diff
 
     def at(self, tokens: float, batch: float, params: float | None = None) -> float:
         """lr* at ``tokens`` trained with ``batch`` tokens per step."""
         return float(10 ** self.log_at(tokens, batch, params))
 
     def sd(self, tokens: float, batch: float, params: float | None = None) -> float:
-        """The band's standard deviation in decades at (tokens, batch)."""
-        x = self._row(tokens, batch, params)
-        fit_var = float(x @ np.asarray(self.cov) @ x)
-        xb = self._row(tokens, batch, params, bent=True)
-        form = FORM_WEIGHT * self.bend_shrink * (
-            float(xb @ np.asarray(self.form)) - float(x @ np.asarray(self.coef)))
-        return math.sqrt(fit_var + self.tau ** 2 + form ** 2 + self.skew ** 2)
+        """The band's standard deviation in decades at (tokens, batch): the two laws'
+        mixture (module docstring), τ and the bowls' asymmetry."""
+        _, var, diff, extra = self._linear_and_bent(tokens, batch, params)
+        w = self.bend_shrink
+        return math.sqrt(var + w * extra + w * (1 - w) * diff ** 2 + self.tau ** 2
+                         + self.skew ** 2)
 
     def band(self, tokens: float, batch: float, params: float | None = None,
              level: float = 0.95) -> tuple[float, float]:
@@ -240,7 +258,8 @@ class LrBatchLaw:
                 "cov": [list(r) for r in self.cov], "centre": list(self.centre),
                 "tau": self.tau, "skew": self.skew, "dof": self.dof,
                 "lack_of_fit_p": self.lack_of_fit_p,
-                "bent_coef": list(self.form), "bend_shrink": self.bend_shrink,
+                "bent_coef": list(self.form), "bent_cov": [list(r) for r in self.form_cov],
+                "bend_shrink": self.bend_shrink,
                 "tokens_range": list(self.tokens_range),
                 "batch_range": list(self.batch_range),
                 "params_range": list(self.params_range) if self.params_range else None,
@@ -256,6 +275,7 @@ class LrBatchLaw:
                    tau=float(d["tau"]), skew=float(d.get("skew", 0.0)), dof=int(d["dof"]),
                    lack_of_fit_p=float(d["lack_of_fit_p"]),
                    form=tuple(float(c) for c in d["bent_coef"]),
+                   form_cov=_bent_cov(d),
                    bend_shrink=float(d["bend_shrink"]),
                    tokens_range=_pair(d["tokens_range"]), batch_range=_pair(d["batch_range"]),
                    params_range=_pair(pr) if pr else None, n_cells=int(d["n_cells"]),
@@ -295,7 +315,7 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
     tau2 = _tau2(x, y, se2)
     beta, cov = _wls(x, y, 1.0 / (se2 + tau2))
     xb = np.stack([cols[t] for t in terms + BENT], axis=1)
-    bent, shrink = _bent(xb, y, 1.0 / (se2 + tau2), beta)
+    bent, bent_cov, shrink = _bent(xb, y, 1.0 / (se2 + tau2), beta)
     resid = y - x @ beta
     q0 = float(np.sum(resid ** 2 / se2))
     dof = len(y) - len(terms)
@@ -305,7 +325,8 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
         centre=(float(centre[0]), float(centre[1]), float(centre[2]) if with_n else 0.0),
         tau=math.sqrt(tau2), skew=_skew([c.skew for c in kept]), dof=dof,
         lack_of_fit_p=_chi2_p(q0, dof),
-        form=tuple(bent.tolist()), bend_shrink=shrink,
+        form=tuple(bent.tolist()), form_cov=tuple(map(tuple, bent_cov.tolist())),
+        bend_shrink=shrink,
         tokens_range=(min(c.tokens for c in kept), max(c.tokens for c in kept)),
         batch_range=(min(c.batch for c in kept), max(c.batch for c in kept)),
         params_range=(min(params), max(params)) if with_n else None, n_cells=len(kept),
@@ -313,16 +334,27 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
 
 
 def _bent(xb: np.ndarray, y: np.ndarray, wt: np.ndarray, beta: np.ndarray
-          ) -> tuple[np.ndarray, float]:
-    """The bent law's coefficients and how much of its bend to believe, q² / (q² + se²) for a
-    fitted bend q with standard error se: a bend the cells cannot tell from their noise would
-    otherwise widen the band two decades out by its noise alone (×7–×45 on the synthetic
-    truths at noise sd 0.05–0.07, RESULTS.md)."""
-    if len(y) <= xb.shape[1]:
-        return np.concatenate([beta, np.zeros(len(BENT))]), 0.0
+          ) -> tuple[np.ndarray, np.ndarray, float]:
+    """The bent law's coefficients, their covariance and the belief in its bend,
+    q² / (q² + se²) for a fitted bend q with standard error se: a bend the cells cannot tell
+    from their noise would otherwise move the answer and widen the band two decades out by its
+    noise alone (×7–×45 on the synthetic truths at noise sd 0.05–0.07, RESULTS.md)."""
+    k = xb.shape[1]
+    if len(y) <= k:
+        return np.concatenate([beta, np.zeros(len(BENT))]), np.zeros((k, k)), 0.0
     bent, cov = _wls(xb, y, wt)
     q2, se2 = float(bent[-1]) ** 2, float(cov[-1, -1])
-    return bent, q2 / (q2 + se2) if q2 + se2 > 0 else 0.0
+    return bent, cov, q2 / (q2 + se2) if q2 + se2 > 0 else 0.0
+
+
+def _bent_cov(d: Mapping[str, Any]) -> tuple[tuple[float, ...], ...]:
+    """The bent law's covariance from law.json; a law.json written before it was stored
+    (2026-12) has none: zeros, so its band is the mixture's without the bent law's own
+    variance."""
+    if "bent_cov" in d:
+        return tuple(tuple(float(c) for c in r) for r in d["bent_cov"])
+    k = len(d["bent_coef"])
+    return tuple((0.0,) * k for _ in range(k))
 
 
 def _skew(shifts: list[float]) -> float:
