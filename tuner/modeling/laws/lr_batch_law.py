@@ -26,21 +26,23 @@ quadratic over the whole searched range anywhere).
   grows with the distance from the fitted cells in D and in B, plus τ² — averaged with a law
   that bends in D (the same form with u² added, `_bent`): the bend is believed in the share
   ``bend_shrink`` = q² / (q² + se²) that the cells tell it from their noise (q the fitted bend,
-  se its standard error), and lr* and its variance are those of the two laws' mixture in that
-  share (``log_at`` moves toward the bent law by that share of their disagreement; the
+  se its standard error), and the band is that of the two laws' mixture in that share: its
+  centre moves toward the bent law by that share of their disagreement, and its
   variance adds that share of the bent law's own extra variance and share·(1 − share) of the
-  disagreement squared). Within the fitted cells the two laws agree and nothing changes; past
-  them a bend the cells show moves the answer and widens the band with the square of the
-  distance, and a bend they cannot tell from noise does neither. The bowls' shared asymmetry
-  adds ``skew`` (how far a bowl with its own curvature on each side moves the cells' bottoms
-  from the quadratics', `skew_shift`, averaged over the cells). Student's t with the fit's
-  residual degrees of freedom. Checked on synthetic truths (asymmetric bowls, a law bent in D,
-  lr–batch coupling that saturates past a critical batch; `tests/tuner/lr_batch_battery.py`,
-  RESULTS.md "lr law in tokens and batch"): ≥ 90% of nominal-95% bands cover the truth at the
-  held-out budget and batch and two decades past the fitted budgets, on every family. The
-  linear law alone put its band's centre on its own line and covered a bend two decades out in
-  68–81% of draws; believing the bend in full covered it but widened a straight law's band
-  there 2–5x.
+  disagreement squared; the band is that mixture's, stretched to hold lr* itself. lr* stays the
+  fitted law's: a square in log D carried seven decades out moves lr* by orders of magnitude
+  on a bend of a few hundredths, which is a reason for a wide band, not an answer. Within the
+  fitted cells the two laws agree and nothing changes; past them a bend the cells show widens
+  the band with the square of the distance, and a bend they cannot tell from noise does not.
+  The bowls' shared asymmetry adds ``skew`` (how far a bowl with its own curvature on each side
+  moves the cells' bottoms from the quadratics', `skew_shift`, averaged over the cells).
+  Student's t with the fit's residual degrees of freedom. Checked on synthetic truths (asymmetric
+  bowls, a law bent in D, lr–batch coupling that saturates past a critical batch;
+  `tests/tuner/lr_batch_battery.py`, RESULTS.md "lr law in tokens and batch"): ≥ 90% of
+  nominal-95% bands cover the truth at the held-out budget and batch and two decades past the
+  fitted budgets, on every family. The band centred on the linear law, widened by the belief
+  times the disagreement, covered a bend two decades out in 68–81% of draws; believing the bend
+  in full covered it but widened a straight law's band there 2–5x.
 - ``decades_past``: how far (D, B) lies beyond the fitted cells, in decades, in D and in B
   separately; the band is a model's beyond them, and every use states the distance.
 
@@ -209,31 +211,32 @@ class LrBatchLaw:
         return mid, var, diff, extra
 
     def log_at(self, tokens: float, batch: float, params: float | None = None) -> float:
-        """log10 lr*: the linear law moved toward the bent one by the belief in its bend."""
-        mid, _, diff, _ = self._linear_and_bent(tokens, batch, params)
-        return mid + self.bend_shrink * diff
+        """log10 lr*: the fitted (linear) law's."""
+        return self._linear_and_bent(tokens, batch, params)[0]
 
     def at(self, tokens: float, batch: float, params: float | None = None) -> float:
         """lr* at ``tokens`` trained with ``batch`` tokens per step."""
         return float(10 ** self.log_at(tokens, batch, params))
 
-    def sd(self, tokens: float, batch: float, params: float | None = None) -> float:
-        """The band's standard deviation in decades at (tokens, batch): the two laws'
-        mixture (module docstring), τ and the bowls' asymmetry."""
-        _, var, diff, extra = self._linear_and_bent(tokens, batch, params)
+    def _mixture(self, tokens: float, batch: float, params: float | None
+                 ) -> tuple[float, float]:
+        """The mixture of the linear and the bent law (module docstring): its log10 lr* and
+        its standard deviation in decades, τ and the bowls' asymmetry included."""
+        mid, var, diff, extra = self._linear_and_bent(tokens, batch, params)
         w = self.bend_shrink
-        return math.sqrt(var + w * extra + w * (1 - w) * diff ** 2 + self.tau ** 2
-                         + self.skew ** 2)
+        return mid + w * diff, math.sqrt(var + w * extra + w * (1 - w) * diff ** 2
+                                         + self.tau ** 2 + self.skew ** 2)
 
     def band(self, tokens: float, batch: float, params: float | None = None,
              level: float = 0.95) -> tuple[float, float]:
-        """The central ``level`` prediction interval of lr* at (tokens, batch)."""
+        """The central ``level`` prediction interval of lr* at (tokens, batch): the mixture's,
+        stretched to hold the law's own lr* where the bend moves the mixture off it."""
         from scipy.stats import t as student_t
 
-        half = float(student_t.ppf(0.5 + level / 2, max(1, self.dof))) * self.sd(
-            tokens, batch, params)
+        centre, sd = self._mixture(tokens, batch, params)
+        half = float(student_t.ppf(0.5 + level / 2, max(1, self.dof))) * sd
         mid = self.log_at(tokens, batch, params)
-        return float(10 ** (mid - half)), float(10 ** (mid + half))
+        return float(10 ** min(centre - half, mid)), float(10 ** max(centre + half, mid))
 
     def decades_past(self, tokens: float, batch: float) -> dict[str, float]:
         """How far (tokens, batch) lies beyond the fitted cells, in decades: ``tokens`` and
