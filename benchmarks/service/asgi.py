@@ -2,19 +2,19 @@
 sequential ``GET /api/v1/studies/NAME`` sent straight into the ASGI application (routing,
 middlewares, the user check, the view cache's answer), CPU and wall time per request.
 
-    python benchmarks/bench_service_asgi.py [N]
+    python benchmarks/bench_service.py asgi [N]
 
 With ``PYTHONPATH`` set to another checkout it measures that code (the script needs only
 ``create_app``, ``Service``, ``Auth`` and ``TokenStore``), so two versions can be compared on
 the same machine state, alternating. The HTTP server, the clients and the trials are left out:
-`bench_service.py` measures those together.
+`bench_service.py load` measures those together.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import inspect
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -71,13 +71,15 @@ async def measure(app: Any, n: int) -> tuple[float, float]:
     return (time.process_time() - c0) / n * 1e3, (time.perf_counter() - t0) / n * 1e3
 
 
-def main() -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("n", metavar="N", nargs="?", type=int, default=3000,
+                        help="sequential requests measured (default 3000)")
+
+
+def run(args: argparse.Namespace) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+    n = args.n
     cpu_ms, wall_ms = asyncio.run(measure(build_app(), n))
     print(f"{n} requests: CPU {cpu_ms:.3f} ms/request, wall {wall_ms:.3f} ms/request")
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """CPU per request of the service's application alone: the FastAPI app called in process through
 ASGI (no network, no uvicorn, no Ray), ``--concurrency`` requests in flight at once.
 
-    python benchmarks/bench_service_app.py [--requests 3000] [--concurrency 50] [--ablate]
+    python benchmarks/bench_service.py app [--requests 3000] [--concurrency 50] [--ablate]
 
 Serves a plain Optuna study of 40 two-objective trials from a temporary SQLite database, with
 one token configured (requests carry it). Measures ``GET /api/v1/studies/NAME`` (the polled
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -81,12 +80,13 @@ async def cpu_ms_per_request(app: Any, path: str, token: str, n: int, concurrenc
     return 1000 * (time.process_time() - t0) / (n // concurrency * concurrency)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--ablate", action="store_true")
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         app, service, token = build(Path(tmp))
 
@@ -111,6 +111,3 @@ def main() -> int:
             measure("  whoami, also without the user middleware", "/api/v1/whoami")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

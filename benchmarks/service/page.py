@@ -6,7 +6,7 @@ end; headless Chromium (`tests/browser.py`) then opens the study's page ``--load
 times, from the navigation, when the state is shown and when the Pareto front and the trial
 table are drawn. Measured, wall clock, on this machine; needs Chromium on PATH.
 
-    python benchmarks/bench_service_page.py [--loads 3]
+    python benchmarks/bench_service.py page [--loads 3]
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests" / "tuner"), str(ROOT / "tests"), str(ROOT)]
+ROOT = Path(__file__).resolve().parents[2]
 
 SHOWN = "document.getElementById('state')?.textContent"
 DRAWN = ("document.querySelectorAll('#front circle').length > 0 && "
@@ -37,13 +36,16 @@ def _until(browser, expression: str, t0: float, timeout_s: float = 60.0) -> floa
     raise TimeoutError(f"{expression!r} not true within {timeout_s} s")
 
 
-def main() -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--loads", type=int, default=3)
+
+
+def run(args: argparse.Namespace) -> int:
+    # here, not at import: the other modes' imports keep their sys.path
+    sys.path[:0] = [str(ROOT / "tests" / "tuner"), str(ROOT / "tests"), str(ROOT)]
     from browser import Browser
     from service_process import Server
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--loads", type=int, default=3)
-    args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="moetune-page-")) / "root"
     server = Server(root, trainer="tuner.testing:shaped_train").start()
     try:
@@ -63,7 +65,4 @@ def main() -> None:
                       f"drawn after {drawn:.2f} s")
     finally:
         server.stop()
-
-
-if __name__ == "__main__":
-    main()
+    return 0
