@@ -1,6 +1,6 @@
 """The service benchmark (`benchmarks/bench_service.py MODE`, one module per mode in
 benchmarks/service/): the entry point lists its four modes, each mode's --help works, and the
-`asgi` mode measures a few status reads in process (no server, no Ray)."""
+`asgi` and `app` modes measure a few requests in process (no server, no Ray)."""
 
 from __future__ import annotations
 
@@ -43,3 +43,12 @@ def test_asgi_measures_a_few_status_reads(capsys, monkeypatch, tmp_path):
     assert bench_service.main(["asgi", "20"]) == 0
     out = capsys.readouterr().out
     assert "20 requests: CPU " in out and " ms/request, wall " in out, out
+
+
+def test_app_measures_both_paths_and_the_ablation(capsys):
+    """The app mode against this checkout's service (it broke once, unseen, when Auth took a
+    key argument)."""
+    assert bench_service.main(["app", "--requests", "20", "--concurrency", "2", "--ablate"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("ms CPU per request") == 5, out
+    assert "GET /api/v1/studies/bench" in out and "also without the user middleware" in out
