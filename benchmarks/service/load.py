@@ -30,7 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "tuner"))
 from service_process import SPEC, Server  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parents[1] / "RESULTS.md"
+from benchmarks.results_md import write_section  # noqa: E402
+
+LATEST = "## Service under load: the latest `load --write` run"
 
 
 def poll(server: Server, path: str, until: float, out: list[float]) -> None:
@@ -82,7 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--floor", action="store_true",
                         help="also measure GET /api/v1/whoami under the same load")
-    parser.add_argument("--write", action="store_true", help="append the figures to RESULTS.md")
+    parser.add_argument("--write", action="store_true",
+                        help=f"write the figures to RESULTS.md under {LATEST!r} (replaced on "
+                             "each run; the narrative section above it is kept)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,15 +118,13 @@ def run(args: argparse.Namespace) -> int:
            **({"floor_whoami": floor} if floor else {})}
     print(json.dumps(out, indent=2))
     if args.write:
-        with RESULTS.open("a") as f:
-            f.write(_section(out))
+        write_section(LATEST, _section(out))
     return 0
 
 
 def _section(o: dict) -> str:
     warm = ", ".join(f"{x:.2f}" for x in o["first_trial_warm_s"])
-    return (f"\n## Service under load\n\n"
-            f"`python benchmarks/bench_service.py load --clients {o['clients']} --seconds "
+    return (f"`python benchmarks/bench_service.py load --clients {o['clients']} --seconds "
             f"{o['seconds']:g} --write` (this 2-core machine; the service, its local Ray, two "
             f"running studies of the fake 1 s trainer and the {o['clients']} polling clients "
             f"all share it).\n\n"
