@@ -26,6 +26,7 @@ is left to it: pass ``--seeds`` for the others, and ``--refit`` reads it as far 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 import time
@@ -100,11 +101,32 @@ def run_seed(seed: int, root: Path, smoke: dict[str, Any] | None) -> tuple[float
 
 def read_seed(seed: int, root: Path) -> dict[str, Any] | None:
     """The seed's law data from its stored studies, as far as they go (None before its study
-    exists; a law not fitted yet says why, in ``lr_batch_note``)."""
+    exists; a law not fitted yet says why, in ``lr_batch_note``), with its trials' busy time."""
     try:
-        return stored_law_data(seed, root)
+        data = stored_law_data(seed, root)
     except (ValueError, KeyError, RuntimeError) as e:  # a study caught before its first trials
         return NOT_STARTED | {"lr_batch_note": f"not readable yet ({e})"}
+    return data if data is None else data | {"busy_s": busy_seconds(seed, root)}
+
+
+def busy_seconds(seed: int, root: Path) -> float:
+    """The seconds during which at least one of the seed's trials ran, from the trials' stored
+    start and end times over every stage (the union of their intervals): known however often
+    the seed was stopped and resumed, and a lower bound on its wall (Ray's start, the noise
+    re-trainings and the fits between stages are not in it)."""
+    import optuna
+
+    storage = f"sqlite:///{db_path(root, seed)}"
+    spans = sorted((t.datetime_start.timestamp(), t.datetime_complete.timestamp())
+                   for summary in optuna.get_all_study_summaries(storage)
+                   for t in optuna.load_study(study_name=summary.study_name,
+                                              storage=storage).get_trials(deepcopy=False)
+                   if t.datetime_start is not None and t.datetime_complete is not None)
+    total, end = 0.0, -math.inf
+    for a, b in spans:
+        total += max(0.0, b - max(a, end))
+        end = max(end, b)
+    return total
 
 
 def campaign(seeds: list[int], root: Path, out: Path, *, train: bool,
@@ -158,10 +180,12 @@ def _check(h: dict[str, Any] | None) -> str:
 
 
 def _wall(d: dict[str, Any]) -> str:
+    busy = (f"; trials' busy time {d['busy_s'] / 60:.0f} min (stored timestamps, every run)"
+            if d.get("busy_s") else "")
     if "wall_s" not in d:
-        return "unknown (not run by this benchmark)"
+        return "unknown (not run by this benchmark)" + busy
     return f"{d['wall_s'] / 60:.1f} min" + (
-        "" if d["wall_complete"] else " (partial: resumed, earlier runs' time unknown)")
+        "" if d["wall_complete"] else " (partial: resumed, earlier runs' time unknown)") + busy
 
 
 def results_lines(data: dict[str, Any], *, command: str = COMMAND) -> list[str]:
