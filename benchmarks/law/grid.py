@@ -206,6 +206,7 @@ def results_lines(data: dict[str, Any], *, command: str = COMMAND) -> list[str]:
              "|---|---|---|---|---|---|"]
     for seed, d in sorted(seeds.items()):
         cells = ", ".join(f"{c['batch']:.0f}: {g(c.get('lr_ratio'), '.2f')}"
+                          + (" (flat bowl: no optimum placed)" if c.get("at_edge") else "")
                           for c in (d.get("held_out_check") or {}).get("cells", [])) or "—"
         lines.append(f"| {seed} | {_coefficients(d)} | {_check(d.get('held_out_check'))} | "
                      f"{cells} | {_check(d.get('held_out_batch_check'))} | {_wall(d)} |")

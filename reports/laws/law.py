@@ -236,6 +236,8 @@ def _held(data: dict[str, Any]) -> list[str]:
     for c in h.get("cells", []):
         measured = (f"{num(c['lr_measured'])} [{_span(c['lr_interval'])}]"
                     + (" (at the range's edge)" if c["censored"] else "")
+                    + (" (its quadratic's bottom on its window's edge: a flat bowl, no "
+                       "optimum placed)" if c.get("at_edge") else "")
                     if "lr_measured" in c else f"no optimum: {c['error']}")
         cell_ratio = f"{c['lr_ratio']:.2f}" if "lr_ratio" in c else "—"
         out.append(f"| lr at B = {c['batch']:.0f} tokens (lr*(D, B)) | {num(c['lr'])} "
@@ -245,13 +247,18 @@ def _held(data: dict[str, Any]) -> list[str]:
                    f"{num(h['lr_today_rule'])} | {num(h['lr_measured'])} | "
                    f"{h['lr_today_ratio']:.2f} |")
     missed = [k for k in ("lr", "batch") if not h.get(f"{k}_inside", True)]
+    unplaced = [c for c in h.get("cells", []) if c.get("at_edge") or c.get("censored")]
     missed += [f"lr at B = {c['batch']:.0f}" for c in h.get("cells", [])
-               if not c.get("lr_inside", True)]
+               if not c.get("lr_inside", True) and c not in unplaced]
     out += ["", (f"**The law missed its own check**: the {' and the '.join(missed)} optimum this "
                  "budget found lies outside the band predicted for it: the optimum does not "
                  "follow one power law that far, or the band understates its uncertainty, so "
                  "the band at the full run is too narrow (the export warns)." if missed else
                  "The optimum this budget found lies inside the band predicted for it.")]
+    if unplaced:
+        out[-1] += (" Not judged: " + ", ".join(f"lr at B = {c['batch']:.0f}" for c in unplaced)
+                    + ", whose trials place no optimum (on the searched range's or its "
+                    "window's edge); a wider lr range at that batch would.")
     if data.get("held_out_in_law"):
         out.append("")
         out.append("Its search has ended, so the budget now counts in the laws above (the "

@@ -404,8 +404,11 @@ def _held_cells(held: BudgetResult, predicted: Sequence[dict[str, Any]]
         except SurfaceError as e:
             out.append(row | {"error": str(e)})
             continue
+        # a flat bowl's quadratic puts its bottom on its window's edge: no optimum is placed
+        # there, whatever the best trial's place (seed 0 of the grid at 2,048 tokens per step)
         out.append(row | {"lr_measured": opt.lr, "lr_interval": list(opt.lr_interval),
                           "lr_ratio": c["lr"] / opt.lr, "censored": censored,
+                          "at_edge": "lr" in opt.at_edge,
                           "lr_inside": c["lr_band"][0] <= opt.lr <= c["lr_band"][1]})
     return out
 

@@ -1,0 +1,34 @@
+"""law.md's held-out budget check per batch: a cell whose trials place no optimum is named, not
+counted as the law's miss."""
+
+from __future__ import annotations
+
+from reports.laws.law import _held
+
+
+def _cell(batch: float, measured: float, *, inside: bool, at_edge: bool = False) -> dict:
+    return {"batch": batch, "lr": 0.004, "lr_band": [0.001, 0.014], "lr_measured": measured,
+            "lr_interval": [0.001, measured], "lr_ratio": 0.004 / measured, "censored": False,
+            "at_edge": at_edge, "lr_inside": inside}
+
+
+def _data(*cells: dict) -> dict:
+    return {"name": "law", "held_out_check": {
+        "lr_predicted": 0.00137, "lr_band": [0.0004, 0.004], "lr_measured": 0.001,
+        "lr_interval": [0.0004, 0.0024], "lr_ratio": 1.37, "lr_inside": True,
+        "cells": list(cells)}}
+
+
+def test_a_flat_bowl_cell_is_not_judged_and_says_why() -> None:
+    md = "\n".join(_held(_data(_cell(512.0, 0.0028, inside=True),
+                               _cell(2048.0, 0.0495, inside=False, at_edge=True))))
+    assert "missed its own check" not in md
+    assert "Not judged: lr at B = 2048" in md
+    assert "flat bowl, no optimum placed" in md
+
+
+def test_a_placed_cell_outside_its_band_is_still_a_miss() -> None:
+    md = "\n".join(_held(_data(_cell(512.0, 0.0495, inside=False),
+                               _cell(2048.0, 0.0495, inside=False, at_edge=True))))
+    assert "missed its own check" in md and "lr at B = 512 optimum" in md
+    assert "Not judged: lr at B = 2048" in md
