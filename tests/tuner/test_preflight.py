@@ -65,12 +65,12 @@ def test_a_law_submit_and_its_resume_go_through_the_one_preflight(ray_session, t
         (tmp_path / f"law{n}.toml").write_text(SPEC.format(n=n) + LAW)
     with counting() as c:
         assert main(["submit", str(tmp_path / "law2.toml"), "--root", root, *QT]) == 0
-    assert _seen(c, *KEYS) == {"spec parses": 5, "input checks": 1, "storage opens": 8,
+    assert _seen(c, *KEYS) == {"spec parses": 5, "input checks": 1, "storage opens": 6,
                                "resume-rule checks": 0, "lease calls": 4}
     with counting() as c:
         assert main(["submit", str(tmp_path / "law3.toml"), "--resume", "--root", root,
                      *QT]) == 0
-    assert _seen(c, *KEYS) == {"spec parses": 14, "input checks": 1, "storage opens": 10,
+    assert _seen(c, *KEYS) == {"spec parses": 14, "input checks": 1, "storage opens": 7,
                                "resume-rule checks": 5, "lease calls": 5}
 
 

@@ -34,6 +34,7 @@ from tuner.study.run import resume as rs
 from tuner.study.specs.law_spec import LawSection, budget_name
 from tuner.study.specs.spec import BudgetSection, PruningSection, StudySpec, with_batches
 from tuner.study.specs.start_spec import StartSection
+from tuner.study.specs.urls import shown
 from tuner.study.store import database as db
 from tuner.study.store import storage as st
 from tuner.study.workflows.law_fit import budget_studies, fit_law
@@ -102,15 +103,21 @@ def law_stages(spec: StudySpec, url: str, log: Any = print) -> Stages:
     law = spec.law
     rate = None  # tokens/s of the last budget run start to end here: the whole law's ETA
     log(plan_line(spec))
+    store = None  # opened once, when the first stage has created the database
     for i in range(len(law.budgets)):
         name = budget_name(spec.name, law, i)
-        existing = st.find_study_at(url, name)
+        if store is None:
+            store = _existing_storage(url)
+        existing = st.find_study(name, store) if store is not None else None
         if existing is not None:
             bspec = st.stored_spec(existing)
         elif i in (len(law.tokens), law.held_out_batch_index):  # predict, then run
             try:
+                if store is None:
+                    raise LawUnfit(f"{spec.name}: no held-out prediction: no fitted budget is "
+                                   f"stored at {shown(url)}")
                 bspec = (_held_out_batch_spec if i == law.held_out_batch_index
-                         else _held_out_spec)(spec, url, log)
+                         else _held_out_spec)(spec, store, log)
             except LawUnfit as e:
                 log(str(e))
                 return
@@ -127,14 +134,22 @@ def law_stages(spec: StudySpec, url: str, log: Any = print) -> Stages:
             rate = law_work(spec)[i].total / max(time.monotonic() - t0, 1e-9)
 
 
+def _existing_storage(url: str) -> optuna.storages.BaseStorage | None:
+    """The law's storage when its database exists (looking creates nothing), else None."""
+    try:
+        return db.open_existing_storage(url)
+    except LookupError:
+        return None
+
+
 def _n_done(study: optuna.Study | None) -> int:
     return rs.n_done(study) if study is not None else 0
 
 
-def _held_out_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
+def _held_out_spec(spec: StudySpec, store: optuna.storages.BaseStorage,
+                   log: Any) -> StudySpec:
     """The held-out budget's spec, with the laws' prediction from the budgets below it."""
     law: LawSection = spec.law
-    store = db.open_existing_storage(url)
     studies = [(i, s) for i, s in budget_studies(spec, store) if i < len(law.tokens)]
     by_index = dict(studies)
     fit = fit_law(spec, studies)
@@ -162,11 +177,11 @@ def _held_out_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
 
 
 
-def _held_out_batch_spec(spec: StudySpec, url: str, log: Any) -> StudySpec:
+def _held_out_batch_spec(spec: StudySpec, store: optuna.storages.BaseStorage,
+                         log: Any) -> StudySpec:
     """The held-out batch's spec: the largest fitted budget at ``held_out_batch``, with lr*(D, B)
     of the fitted budgets' cells there as its prediction (and its first trial)."""
     law: LawSection = spec.law
-    store = db.open_existing_storage(url)
     fit = fit_law(spec, [(i, s) for i, s in budget_studies(spec, store)
                          if i < len(law.tokens)])
     if fit.lr_batch is None:
