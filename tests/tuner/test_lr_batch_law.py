@@ -325,3 +325,28 @@ def test_a_table_law_is_refused_for_a_study_trained_under_mup(tmp_path, capsys, 
                "1e12", "--law", path, "--out", str(out)])
     err = capsys.readouterr().err
     assert rc == 2 and "--law:" in err and "trained under muP" in err and not out.exists()
+
+
+def test_a_bend_the_cells_show_widens_the_band_past_them_and_the_band_holds_lr() -> None:
+    """Cells on the bent truth (no noise beyond se): the bend is believed, the band seven
+    decades out is the mixture's (wide) and still holds the linear law's lr*, which stays put."""
+    bent = [Cell(tokens=d, batch=b, se=0.02, lr=10 ** battery.true_log_lr("bent", d, b))
+            for d in battery.TOKENS for b in battery.BATCHES]
+    law = fit_lr_batch_law(bent)
+    straight = fit_lr_batch_law(_exact_cells())
+    assert law.bend_shrink > 0.8
+    for d in (battery.FAR_D, 1e7 * battery.TOKENS[-1]):
+        lo, hi = law.band(d, 810.0)
+        assert lo <= law.at(d, 810.0) <= hi
+        s_lo, s_hi = straight.band(d, 810.0)
+        assert math.log10(hi / lo) > 3 * math.log10(s_hi / s_lo)
+    lo, hi = law.band(battery.FAR_D, 810.0)  # and it covers the bent truth there
+    assert math.log10(lo) <= battery.true_log_lr("bent", battery.FAR_D, 810.0) <= math.log10(hi)
+
+
+def test_a_law_json_written_before_the_bent_covariance_still_reads() -> None:
+    d = fit_lr_batch_law(_exact_cells(noise=0.05)).to_dict()
+    del d["bent_cov"]
+    old = LrBatchLaw.from_dict(d)
+    lo, hi = old.band(battery.HELD_D, 810.0)
+    assert lo < old.at(battery.HELD_D, 810.0) < hi

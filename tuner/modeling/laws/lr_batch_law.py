@@ -26,10 +26,10 @@ quadratic over the whole searched range anywhere).
   grows with the distance from the fitted cells in D and in B, plus τ² — averaged with a law
   that bends in D (the same form with u² added, `_bent`): the bend is believed in the share
   ``bend_shrink`` = q² / (q² + se²) that the cells tell it from their noise (q the fitted bend,
-  se its standard error), and the band is that of the two laws' mixture in that share: its
-  centre moves toward the bent law by that share of their disagreement, and its
-  variance adds that share of the bent law's own extra variance and share·(1 − share) of the
-  disagreement squared; the band is that mixture's, stretched to hold lr* itself. lr* stays the
+  se its standard error). The band is that of the two laws' mixture in that share (its centre
+  moves toward the bent law by that share of their disagreement; its variance adds that share
+  of the bent law's own extra variance and share·(1 − share) of the disagreement squared),
+  stretched to hold lr* itself. lr* stays the
   fitted law's: a square in log D carried seven decades out moves lr* by orders of magnitude
   on a bend of a few hundredths, which is a reason for a wide band, not an answer. Within the
   fitted cells the two laws agree and nothing changes; past them a bend the cells show widens
@@ -340,8 +340,8 @@ def _bent(xb: np.ndarray, y: np.ndarray, wt: np.ndarray, beta: np.ndarray
           ) -> tuple[np.ndarray, np.ndarray, float]:
     """The bent law's coefficients, their covariance and the belief in its bend,
     q² / (q² + se²) for a fitted bend q with standard error se: a bend the cells cannot tell
-    from their noise would otherwise move the answer and widen the band two decades out by its
-    noise alone (×7–×45 on the synthetic truths at noise sd 0.05–0.07, RESULTS.md)."""
+    from their noise would otherwise widen the band two decades out by its noise alone (×7–×45
+    on the synthetic truths at noise sd 0.05–0.07, RESULTS.md)."""
     k = xb.shape[1]
     if len(y) <= k:
         return np.concatenate([beta, np.zeros(len(BENT))]), np.zeros((k, k)), 0.0
