@@ -66,14 +66,17 @@ def table_backtest(path: Path) -> None:
              "export's own hook; N is each target's active non-embedding parameters. Modeled: a "
              "law's extrapolation, no training. (The column says hidden matrices; without "
              "µP they and every other parameter get this one LR.)", "", backtest_table(rows),
-             "", "- **Read.** Every band covers the published LR, and every band is thousands "
-             "of times wide: 1.8-2.2 decades past the sweep's largest D and 0.7-1.2 past its "
-             "largest batch, the D×B term that fits the sweep (each batch its own "
-             "D-exponent) is extrapolated along both axes at once, and the point estimate "
-             "lands 67-170x above the published LRs. The export of such a law warns that it "
-             "does not pin the LR (band wider than 4x); on this evidence a law in D and B "
-             "fitted below 0.1T tokens does not place a 10T-token run's LR. Target (within 2x "
-             "of the published LR): not met."]
+             "", "- **Read.** Every band covers the published LR, near its lower end, and "
+             "every band is 80-550x wide: 1.8-2.2 decades past the sweep's largest D and "
+             "0.7-1.2 past its largest batch, the D×B term that fits the sweep (each batch its "
+             "own D-exponent) is extrapolated along both axes at once, and the point estimate "
+             "lands 67-170x above the published LRs. The sweep's cells bend in D, and the "
+             "band, the mixture with the law bent in D, reaches down from the point toward "
+             "where the bent law puts lr*, which is where the published LRs sit. The export "
+             "refuses such a law's LR (band wider than 4x) unless given `--lr` or "
+             "`--lr-wide-band`; on this evidence a law in D and B fitted below 0.1T tokens "
+             "does not place a 10T-token run's LR. Target (within 2x of the published LR): "
+             "not met."]
     publish(TABLE_HEADING, lines)
     print("\n".join(lines))
 
