@@ -81,13 +81,9 @@ def table_backtest(path: Path) -> None:
     print("\n".join(lines))
 
 
-def _factor(ratio: float) -> str:
-    return f"{ratio:.2g}x" if ratio >= 1 else f"1/{1 / ratio:.0f}x"
-
-
 def grid_backtest() -> list[str]:
     """The shipped grid design's rows: each seed of benchmarks/law_grid.json with a law."""
-    from tuner.export.backtest import backtest, backtest_table
+    from tuner.export.backtest import _times, backtest, backtest_table
     from tuner.modeling.laws.lr_batch_law import LrBatchLaw
 
     seeds = json.loads((BENCH / "law_grid.json").read_text())["seeds"]
@@ -115,7 +111,7 @@ def grid_backtest() -> list[str]:
         lo, hi = min(ratios), max(ratios)
         lines += ["", f"- **Target (within 2x of the published LR at all three targets): "
                       f"{'met' if worst <= 2 else 'not met'}.** The points are "
-                      f"{_factor(lo)} to {_factor(hi)} the published LRs, like with like (the "
+                      f"{_times(lo)} to {_times(hi)} the published LRs, like with like (the "
                       "hidden matrices' LR under µP against a published single LR). The targets "
                       f"lie {min(p[0] for p in past):.1f}-{max(p[0] for p in past):.1f} decades "
                       f"past the fitted budgets in D and {min(p[1] for p in past):.1f}-"

@@ -65,14 +65,20 @@ def find_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study 
     return load_study(name, storage) if name in study_names(storage) else None
 
 
-def find_study_at(url: str, name: str) -> optuna.Study | None:
-    """The study ``name`` in the storage at ``url``, None when there is no database there or
-    it does not hold that study; creates nothing (looking leaves no file behind)."""
+def storage_if_exists(url: str) -> optuna.storages.RDBStorage | None:
+    """The storage at ``url``, None when there is no database there; creates nothing (looking
+    leaves no file behind)."""
     try:
-        storage = open_existing_storage(url)
+        return open_existing_storage(url)
     except LookupError:
         return None
-    return find_study(name, storage)
+
+
+def find_study_at(url: str, name: str) -> optuna.Study | None:
+    """The study ``name`` in the storage at ``url``, None when there is no database there or
+    it does not hold that study; creates nothing."""
+    storage = storage_if_exists(url)
+    return find_study(name, storage) if storage is not None else None
 
 
 def load_study(name: str, storage: optuna.storages.BaseStorage,

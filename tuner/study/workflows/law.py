@@ -35,7 +35,6 @@ from tuner.study.specs.law_spec import LawSection, budget_name
 from tuner.study.specs.spec import BudgetSection, PruningSection, StudySpec, with_batches
 from tuner.study.specs.start_spec import StartSection
 from tuner.study.specs.urls import shown
-from tuner.study.store import database as db
 from tuner.study.store import storage as st
 from tuner.study.workflows.law_fit import budget_studies, fit_law
 from tuner.study.workflows.law_progress import budget_line, law_work, plan_line
@@ -107,7 +106,7 @@ def law_stages(spec: StudySpec, url: str, log: Any = print) -> Stages:
     for i in range(len(law.budgets)):
         name = budget_name(spec.name, law, i)
         if store is None:
-            store = _existing_storage(url)
+            store = st.storage_if_exists(url)
         existing = st.find_study(name, store) if store is not None else None
         if existing is not None:
             bspec = st.stored_spec(existing)
@@ -132,14 +131,6 @@ def law_stages(spec: StudySpec, url: str, log: Any = print) -> Stages:
         yield Stage(i, bspec, existing is not None)
         if done_before == 0:
             rate = law_work(spec)[i].total / max(time.monotonic() - t0, 1e-9)
-
-
-def _existing_storage(url: str) -> optuna.storages.BaseStorage | None:
-    """The law's storage when its database exists (looking creates nothing), else None."""
-    try:
-        return db.open_existing_storage(url)
-    except LookupError:
-        return None
 
 
 def _n_done(study: optuna.Study | None) -> int:
