@@ -87,11 +87,10 @@ def run_seed(seed: int, root: Path, smoke: dict[str, Any] | None) -> tuple[float
     root.mkdir(parents=True, exist_ok=True)
     spec_path = root / f"law-s{seed}.toml"
     text = spec_text(seed, smoke)
-    if spec_path.exists() and spec_path.read_text() != text:
+    if spec_path.exists() and tomllib.loads(spec_path.read_text()) != tomllib.loads(text):
         raise SystemExit(f"{spec_path} is not law.toml with its name and seed set (`spec_text`);"
                          " resume would refuse it: move it away first")
-    if not spec_path.exists():
-        spec_path.write_text(text)
+    spec_path.write_text(text)  # the same settings; law.toml's comments may have moved on
     resumed = db_path(root, seed).exists()
     start = time.monotonic()
     submit_or_resume(f"law-s{seed}", spec_path, root,
