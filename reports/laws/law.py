@@ -11,8 +11,9 @@ the full run's C and the target's published recipe as points at the full run's x
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reports.html import inline
 from tuner.modeling.cost_model import non_embedding_flops_per_token
@@ -23,6 +24,9 @@ from tuner.modeling.laws.pooled_law import LACK_OF_FIT_P
 from tuner.modeling.published_recipes import published_recipe
 from tuner.study.specs.spec import StudySpec
 from tuner.study.workflows.law_fit import LawFit, law_fit_at
+
+if TYPE_CHECKING:
+    import optuna
 
 
 def full_run_view(fit: LawFit, spec: StudySpec) -> dict[str, Any] | None:
@@ -50,9 +54,11 @@ def full_run_view(fit: LawFit, spec: StudySpec) -> dict[str, Any] | None:
     return out
 
 
-def law_data(spec: StudySpec, url: str) -> dict[str, Any]:
-    """Everything ``law.md`` says, as numbers."""
-    fit = law_fit_at(spec, url)
+def law_data(spec: StudySpec, url: str,
+             loaded: Mapping[str, optuna.Study] | None = None) -> dict[str, Any]:
+    """Everything ``law.md`` says, as numbers (budgets' studies in ``loaded``, by name, are
+    read as given: a run that has just run them passes them)."""
+    fit = law_fit_at(spec, url, loaded)
     return fit.to_dict() | {"full_run": full_run_view(fit, spec), "mup": spec.law.mup}
 
 
@@ -403,12 +409,13 @@ def annotate_budget_report(report_dir: Path, data: dict[str, Any]) -> None:
 
 
 def write_law_report(spec: StudySpec, *, url: str, out: Path,
-                     budget_report: Path | None = None) -> dict[str, Path]:
+                     budget_report: Path | None = None,
+                     loaded: Mapping[str, optuna.Study] | None = None) -> dict[str, Path]:
     """Write ``law.md``, ``law.json`` and ``law.png`` under ``out``; their paths. With
     ``budget_report`` (budget 0's report folder), annotate its reports (`budget_note`)."""
     import json
 
-    data = law_data(spec, url)
+    data = law_data(spec, url, loaded)
     out.mkdir(parents=True, exist_ok=True)
     md = out / "law.md"
     md.write_text(law_markdown(data))

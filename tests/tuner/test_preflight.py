@@ -65,13 +65,17 @@ def test_a_law_submit_and_its_resume_go_through_the_one_preflight(ray_session, t
         (tmp_path / f"law{n}.toml").write_text(SPEC.format(n=n) + LAW)
     with counting() as c:
         assert main(["submit", str(tmp_path / "law2.toml"), "--root", root, *QT]) == 0
-    assert _seen(c, *KEYS) == {"spec parses": 5, "input checks": 1, "storage opens": 6,
-                               "resume-rule checks": 0, "lease calls": 4}
+    assert _seen(c, *KEYS, "study loads") == {
+        "spec parses": 5, "input checks": 1, "storage opens": 6, "resume-rule checks": 0,
+        "lease calls": 4, "study loads": 3}
     with counting() as c:
         assert main(["submit", str(tmp_path / "law3.toml"), "--resume", "--root", root,
                      *QT]) == 0
-    assert _seen(c, *KEYS) == {"spec parses": 14, "input checks": 1, "storage opens": 7,
-                               "resume-rule checks": 5, "lease calls": 5}
+    # each stored budget found once by the stage runner (its preflight and the held-out
+    # predictions take it from there) and once by the law report's fit
+    assert _seen(c, *KEYS, "study loads") == {
+        "spec parses": 9, "input checks": 1, "storage opens": 2, "resume-rule checks": 5,
+        "lease calls": 5, "study loads": 7}
 
 
 def test_the_plan_holds_the_lease_until_it_closes(tmp_path):

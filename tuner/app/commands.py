@@ -221,7 +221,8 @@ def _report_law(spec: StudySpec, run_dir: Path, budgets: list[Any], storage: str
         from reports.laws.law import write_law_report
 
         paths = write_law_report(spec, url=db.storage_url(run_dir, storage, spec.study.storage),
-                                 out=run_dir / "law", budget_report=run_dir / "report")
+                                 out=run_dir / "law", budget_report=run_dir / "report",
+                                 loaded={s.name: s.study for s in budgets})
     except Exception as e:  # noqa: BLE001 - the budgets are safe in storage; say why, go on
         print(f"warning: the law report could not be written: {type(e).__name__}: {e}",
               file=sys.stderr)

@@ -53,6 +53,17 @@ class StoredSpecError(SpecError):
     """A study's stored spec breaks a rule of this moetune (an older one stored it)."""
 
 
+@dataclass(frozen=True, eq=False)
+class Found:
+    """An existing study its caller has already loaded, with its stored spec parsed (a law's
+    stages: `tuner.study.workflows.law.law_stages`), so its preflight loads and parses neither
+    again."""
+
+    store: optuna.storages.RDBStorage
+    study: optuna.Study
+    stored: StudySpec
+
+
 @dataclass(kw_only=True, eq=False)
 class Plan:
     """A study ready to run (`prepare`); use it in a ``with`` block."""
@@ -94,7 +105,7 @@ class Plan:
 
 
 def prepare(spec: StudySpec, *, run_dir: Path, storage: str = "", resume: bool = False,
-            where: str = "") -> Plan:
+            where: str = "", found: Found | None = None) -> Plan:
     """The preflight of ``spec`` (module docstring). Writes nothing but the lease row of a
     study that exists.
 
@@ -102,6 +113,7 @@ def prepare(spec: StudySpec, *, run_dir: Path, storage: str = "", resume: bool =
         storage: database URL (beats the spec's); default: ``run_dir/study.db``.
         resume: continue the study if it exists (else an existing one is refused).
         where: the name the storage URL is reported under (a CLI flag); default: the field.
+        found: study ``spec.name`` as its caller loaded it from this URL's storage, if it did.
 
     Raises:
         FileExistsError: the study exists and not ``resume``. database.StorageError: an
@@ -113,7 +125,10 @@ def prepare(spec: StudySpec, *, run_dir: Path, storage: str = "", resume: bool =
     url = db.storage_url(run_dir, storage, spec.study.storage)
     where = where or ("--storage" if storage else "study.storage")
     db.check_url(url, where)
-    store, study = _existing(spec.name, url, where)
+    if found is not None and found.study.study_name != spec.name:
+        raise ValueError(f"found study {found.study.study_name!r} is not {spec.name!r}")
+    store, study = (found.store, found.study) if found is not None \
+        else _existing(spec.name, url, where)
     if study is not None and not resume:
         raise FileExistsError(f"study {spec.name!r} already exists in {db.shown(url)}; pass "
                               "--resume to continue it, or choose another name.")
@@ -123,7 +138,7 @@ def prepare(spec: StudySpec, *, run_dir: Path, storage: str = "", resume: bool =
         if study is not None and store is not None:
             plan.lost = plan._stack.enter_context(ls.held(store.engine, spec.name))
             if st.is_complete(study):
-                plan.stored = st.stored_spec(study)
+                plan.stored = found.stored if found is not None else st.stored_spec(study)
                 rs.check_resume_spec(plan.stored, spec)
         _resolve_start(plan)
     except BaseException:

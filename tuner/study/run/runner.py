@@ -29,7 +29,7 @@ from ray import tune
 from trainers import train
 from tuner.study.run import resume as rs
 from tuner.study.run.noise_retrain import measure_noise
-from tuner.study.run.preflight import Plan, prepare
+from tuner.study.run.preflight import Found, Plan, prepare
 from tuner.study.run.start import begin
 from tuner.study.specs.ladder_spec import RUNG_SEP
 from tuner.study.specs.law_spec import base_name
@@ -64,14 +64,14 @@ class StudySummary:
 def run_study(spec: StudySpec, *, run_dir: Path, storage: str = "", resume: bool = False,
               trainer: Trainer = train, address: str | None = None,
               progress: bool = True, stop: StopFlag | None = None,
-              interrupt: StopFlag | None = None) -> StudySummary:
+              interrupt: StopFlag | None = None, found: Found | None = None) -> StudySummary:
     """`preflight.prepare` and `run` in one call: run ``spec`` until its study counts
     ``n_trials`` finished trials (``resume``: continue the study if it exists).
 
     Raises:
         What `prepare` and `run` raise. Not ``resume`` and the study exists: FileExistsError.
     """
-    with prepare(spec, run_dir=run_dir, storage=storage, resume=resume) as plan:
+    with prepare(spec, run_dir=run_dir, storage=storage, resume=resume, found=found) as plan:
         return run(plan, trainer=trainer, address=address, progress=progress, stop=stop,
                    interrupt=interrupt)
 

@@ -31,6 +31,7 @@ from typing import Any
 import optuna
 
 from tuner.study.run import resume as rs
+from tuner.study.run.preflight import Found
 from tuner.study.specs.law_spec import LawSection, budget_name
 from tuner.study.specs.spec import BudgetSection, PruningSection, StudySpec, with_batches
 from tuner.study.specs.start_spec import StartSection
@@ -94,29 +95,35 @@ def snap(dist: optuna.distributions.BaseDistribution, value: float) -> Any:
     raise ValueError(f"cannot place {value!r} in {dist!r}")
 
 
-def law_stages(spec: StudySpec, url: str, log: Any = print) -> Stages:
+def law_stages(spec: StudySpec, url: str, log: Any = print,
+               first: Found | None = None) -> Stages:
     """The law's budgets as stages (`stage_runner.run_stages` runs them), smallest first, resuming
-    those that exist. The held-out budget and the held-out batch are predicted here, just
-    before they run, from the budgets already stored; a law whose fitted budgets place no lr
-    law stops before them (logged)."""
+    those that exist (``first``: budget 0's study as the caller's preflight found it). The
+    held-out budget and the held-out batch are predicted here, just before they run, from the
+    budgets already stored; a law whose fitted budgets place no lr law stops before them
+    (logged)."""
     law = spec.law
     rate = None  # tokens/s of the last budget run start to end here: the whole law's ETA
     log(plan_line(spec))
-    store = None  # opened once, when the first stage has created the database
+    # opened once, when the first stage has created the database
+    store = first.store if first is not None else None
+    loaded: dict[str, optuna.Study] = {}  # each budget's study once found or run here
     for i in range(len(law.budgets)):
         name = budget_name(spec.name, law, i)
         if store is None:
             store = st.storage_if_exists(url)
-        existing = st.find_study(name, store) if store is not None else None
-        if existing is not None:
-            bspec = st.stored_spec(existing)
+        found = first if i == 0 and first is not None else _found(name, store)
+        existing = found.study if found is not None else None
+        if found is not None:
+            bspec = found.stored
+            loaded[name] = found.study
         elif i in (len(law.tokens), law.held_out_batch_index):  # predict, then run
             try:
                 if store is None:
                     raise LawUnfit(f"{spec.name}: no held-out prediction: no fitted budget is "
                                    f"stored at {shown(url)}")
                 bspec = (_held_out_batch_spec if i == law.held_out_batch_index
-                         else _held_out_spec)(spec, store, log)
+                         else _held_out_spec)(spec, store, loaded, log)
             except LawUnfit as e:
                 log(str(e))
                 return
@@ -128,9 +135,17 @@ def law_stages(spec: StudySpec, url: str, log: Any = print) -> Stages:
             + (", held out, predicted lr {:.3g}".format(bspec.law.predicted["lr"])
                if bspec.law.is_held_out or bspec.law.is_held_out_batch else ""))
         t0 = time.monotonic()
-        yield Stage(i, bspec, existing is not None)
+        summary = yield Stage(i, bspec, existing is not None, found)
+        if summary is not None:  # the study as the stage ran it: a prediction reads it here
+            loaded[name] = summary.study
         if done_before == 0:
             rate = law_work(spec)[i].total / max(time.monotonic() - t0, 1e-9)
+
+
+def _found(name: str, store: optuna.storages.RDBStorage | None) -> Found | None:
+    """Study ``name`` with its stored spec, if ``store`` holds it."""
+    study = st.find_study(name, store) if store is not None else None
+    return Found(store, study, st.stored_spec(study)) if study is not None and store else None
 
 
 def _n_done(study: optuna.Study | None) -> int:
@@ -138,10 +153,10 @@ def _n_done(study: optuna.Study | None) -> int:
 
 
 def _held_out_spec(spec: StudySpec, store: optuna.storages.BaseStorage,
-                   log: Any) -> StudySpec:
+                   loaded: dict[str, optuna.Study], log: Any) -> StudySpec:
     """The held-out budget's spec, with the laws' prediction from the budgets below it."""
     law: LawSection = spec.law
-    studies = [(i, s) for i, s in budget_studies(spec, store) if i < len(law.tokens)]
+    studies = [(i, s) for i, s in budget_studies(spec, store, loaded) if i < len(law.tokens)]
     by_index = dict(studies)
     fit = fit_law(spec, studies)
     if fit.lr_law is None:  # the held-out budget would check nothing
@@ -169,11 +184,11 @@ def _held_out_spec(spec: StudySpec, store: optuna.storages.BaseStorage,
 
 
 def _held_out_batch_spec(spec: StudySpec, store: optuna.storages.BaseStorage,
-                         log: Any) -> StudySpec:
+                         loaded: dict[str, optuna.Study], log: Any) -> StudySpec:
     """The held-out batch's spec: the largest fitted budget at ``held_out_batch``, with lr*(D, B)
     of the fitted budgets' cells there as its prediction (and its first trial)."""
     law: LawSection = spec.law
-    fit = fit_law(spec, [(i, s) for i, s in budget_studies(spec, store)
+    fit = fit_law(spec, [(i, s) for i, s in budget_studies(spec, store, loaded)
                          if i < len(law.tokens)])
     if fit.lr_batch is None:
         raise LawUnfit(f"{spec.name}: no held-out batch prediction: no lr law in tokens and "

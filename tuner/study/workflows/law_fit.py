@@ -59,7 +59,7 @@ unchanged and a flat held-out bowl worsened a few studies; on a bent law it cut 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -289,16 +289,18 @@ class LawFit:
                 "batch_below_range": self.batch_below_range}
 
 
-def budget_studies(spec: StudySpec, storage: optuna.storages.BaseStorage
+def budget_studies(spec: StudySpec, storage: optuna.storages.BaseStorage,
+                   loaded: Mapping[str, optuna.Study] | None = None
                    ) -> list[tuple[int, optuna.Study]]:
     """(budget index, study) of every budget of the law ``spec`` (its base study's spec) that
-    exists in ``storage``."""
+    exists in ``storage``; those in ``loaded`` (by name) are taken from it, not loaded again."""
     names = set(db.study_names(storage))
+    loaded = loaded or {}
     out = []
     for i in range(len(spec.law.budgets)):
         name = budget_name(spec.name, spec.law, i)
         if name in names:
-            out.append((i, st.load_study(name, storage)))
+            out.append((i, loaded[name] if name in loaded else st.load_study(name, storage)))
     return out
 
 
@@ -310,6 +312,7 @@ def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
     law = spec.law
     results = []
     m = n = 0.0
+    stored = {i: st.stored_spec(study) for i, study in studies}  # each parsed once, here
     for i, study in studies:
         recs = [r for r in trial_records(study) if r.feasible and not r.warm_start]
         if recs and not m:
@@ -317,7 +320,7 @@ def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
             m = non_embedding_flops_per_token(args, recs[0].recipe.seq_len)
             c = count_params(args)
             n = float(c.active - c.embedding - c.head)
-        results.append(_budget(i, study, recs, law, m, seed))
+        results.append(_budget(i, study, recs, law, m, seed, stored[i].study.n_trials))
     held_in = any(b.held_out and b.finished and b.optimum is not None for b in results)
     in_law = [b for b in results if b.index < len(law.tokens) or (held_in and b.held_out)]
     fitted = [b for b in in_law if b.optimum is not None]
@@ -340,12 +343,10 @@ def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
         batch_law = fit_power_law([x_of(b) for b in batch_pts], [_o(b).batch for b in batch_pts],
                                   [[10 ** s[1] for s in _o(b).samples] for b in batch_pts])
     lr_batch, lr_batch_note = lr_batch_law(in_law, seed=seed)
-    predicted: dict[str, Any] = {}
-    held = next((s for i, s in studies if law.held_out and i == len(law.tokens)), None)
-    if held is not None:
-        predicted = dict(st.stored_spec(held).law.predicted)
-    hob = next((s for i, s in studies if i == law.held_out_batch_index), None)
-    predicted_batch = dict(st.stored_spec(hob).law.predicted) if hob is not None else {}
+    held = stored.get(len(law.tokens)) if law.held_out else None
+    predicted = dict(held.law.predicted) if held is not None else {}
+    hob = stored.get(law.held_out_batch_index) if law.held_out_batch_index is not None else None
+    predicted_batch = dict(hob.law.predicted) if hob is not None else {}
     if pooled is not None:
         return LawFit(name=spec.name, variable=variable, flops_per_token=m, params=n,
                       budgets=tuple(results), lr_law=pooled.law, batch_law=batch_law,
@@ -453,7 +454,7 @@ def _o(b: BudgetResult) -> Optimum:
 
 
 def _budget(i: int, study: optuna.Study, recs: list[TrialRecord], law: LawSection, m: float,
-            seed: int) -> BudgetResult:
+            seed: int, n_trials: int) -> BudgetResult:
     held = bool(law.held_out) and i == len(law.tokens)
     hob = i == law.held_out_batch_index
     tokens = law.budgets[i]
@@ -480,7 +481,7 @@ def _budget(i: int, study: optuna.Study, recs: list[TrialRecord], law: LawSectio
                         best=best, noise_sd=sd, predicted_trial=pt,
                         trials=tuple((r.recipe.lr, _batch(r), r.values["val_loss"])
                                      for r in own),
-                        finished=n_done(study) >= st.stored_spec(study).study.n_trials,
+                        finished=n_done(study) >= n_trials,
                         held_out_batch=hob)
 
 
@@ -495,7 +496,9 @@ def _predicted_numbers(study: optuna.Study) -> set[int]:
             if t.user_attrs.get(records.START_POINT) == PREDICTED_POINT}
 
 
-def law_fit_at(spec: StudySpec, url: str) -> LawFit:
-    """`fit_law` of the law ``spec`` (its base study's spec) from the storage at ``url``."""
+def law_fit_at(spec: StudySpec, url: str,
+               loaded: Mapping[str, optuna.Study] | None = None) -> LawFit:
+    """`fit_law` of the law ``spec`` (its base study's spec) from the storage at ``url``
+    (budgets in ``loaded`` are not loaded again)."""
     store = db.open_existing_storage(url)
-    return fit_law(spec, budget_studies(spec, store))
+    return fit_law(spec, budget_studies(spec, store, loaded))

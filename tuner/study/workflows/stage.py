@@ -7,17 +7,20 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
+from tuner.study.run.preflight import Found
 from tuner.study.specs.spec import StudySpec
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage: its index (0 runs in the run's own folder), its spec, and whether its study
-    exists already (then it is resumed)."""
+    """One stage: its index (0 runs in the run's own folder), its spec, whether its study
+    exists already (then it is resumed) and, if the kind loaded that study to decide its spec,
+    the study as loaded (its preflight then loads and parses it no second time)."""
 
     index: int
     spec: StudySpec
     exists: bool
+    found: Found | None = None
 
 
 Stages = Generator[Stage, Any, None]  # sent each finished stage's StudySummary

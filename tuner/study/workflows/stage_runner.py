@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tuner.study.run.preflight import Found
 from tuner.study.specs.spec import StudySpec
 from tuner.study.store import database as db
 from tuner.study.workflows.ladder import ladder_stages, rung_spec
@@ -48,8 +49,17 @@ def reached_end(spec: StudySpec, summaries: list[Any]) -> bool:
             and summaries[-1].done >= summaries[-1].n_trials)
 
 
-def _stages_of(spec: StudySpec, url: str, log: Callable[[str], None]) -> Stages:
-    return (law_stages if spec.kind == "law" else ladder_stages)(spec, url, log)
+def _stages_of(spec: StudySpec, url: str, log: Callable[[str], None], first: Any) -> Stages:
+    if spec.kind == "law":
+        return law_stages(spec, url, log, _found_by(first))
+    return ladder_stages(spec, url, log)
+
+
+def _found_by(plan: Any) -> Found | None:
+    """The first stage's study as ``plan`` (its preflight) loaded it, if it exists."""
+    if plan is None or plan.study is None or plan.store is None or plan.stored is None:
+        return None
+    return Found(plan.store, plan.study, plan.stored)
 
 
 def run_stages(spec: StudySpec, *, run_dir: Path, plan: Any = None, storage: str = "",
@@ -76,13 +86,13 @@ def run_stages(spec: StudySpec, *, run_dir: Path, plan: Any = None, storage: str
     url = db.storage_url(run_dir, storage, spec.study.storage)
     summaries: list[Any] = []
     with ray_cluster(address, spec):
-        stages = _stages_of(spec, url, log)
+        stages = _stages_of(spec, url, log, plan)
         stage = next(stages, None)
         while stage is not None:
             folder = run_dir if stage.index == 0 else run_dir.parent / stage.spec.name
             summary = run_study(stage.spec, run_dir=folder, storage=url, resume=stage.exists,
                                 trainer=trainer or train, progress=progress, stop=stop,
-                                interrupt=interrupt)
+                                interrupt=interrupt, found=stage.found)
             summaries.append(summary)
             if summary.done < stage.spec.study.n_trials or (stop is not None and stop.is_set()):
                 break
