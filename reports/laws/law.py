@@ -129,7 +129,31 @@ def lr_batch_lines(data: dict[str, Any]) -> list[str]:
         f"of this law and one bent in D, the bend believed in the share the cells tell it from "
         f"their noise ({law.bend_shrink:.0%}); the band also carries the bowls' asymmetry "
         f"({law.skew:.3g} decades). At the largest budget and batch: lr* "
-        f"{law.at(d1, b1):.3g}, band {_span(law.band(d1, b1))}."]
+        f"{law.at(d1, b1):.3g}, band {_span(law.band(d1, b1))}."] + _interaction_lines(data)
+
+
+def _interaction_lines(data: dict[str, Any]) -> list[str]:
+    """Whether the cells resolve the D x B term, and what it gives at the full run: far out it
+    is multiplied by both distances, so it can decide the answer there."""
+    law = LrBatchLaw.from_dict(data["lr_batch_law"])
+    d1, b1 = law.tokens_range[1], law.batch_range[1]
+    here = law.interaction(d1, b1)
+    if here is None:
+        return []
+    line = (f"The D x B term is {here['coef']:+.3f} ± {here['se']:.3f} (|t| = "
+            f"{abs(here['t']):.1f}): "
+            + ("the cells resolve it." if here["resolved"] else
+               "the cells do not tell it from zero."))
+    full = data.get("full_run") or {}
+    if full.get("batch") and full.get("tokens"):
+        far = law.interaction(full["tokens"], full["batch"])
+        assert far is not None
+        line += (f" At the full run ({full['tokens']:.3g} tokens, {full['batch']:.4g} tokens "
+                 f"per step) it gives {far['decades']:+.2f} decades of log10 lr*"
+                 + ("" if here["resolved"] else
+                    ", a part of the answer the grid did not measure (the band carries its "
+                    "variance)") + ".")
+    return ["", line]
 
 
 def _answer(data: dict[str, Any]) -> list[str]:

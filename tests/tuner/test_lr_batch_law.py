@@ -350,3 +350,57 @@ def test_a_law_json_written_before_the_bent_covariance_still_reads() -> None:
     old = LrBatchLaw.from_dict(d)
     lo, hi = old.band(battery.HELD_D, 810.0)
     assert lo < old.at(battery.HELD_D, 810.0) < hi
+
+
+def _cells_of(truth, noise: float, seed: int = 0) -> list[Cell]:
+    """Cells of ``truth(D, B)`` (log10 lr*), each measured with noise ``noise`` (its se)."""
+    rng = np.random.default_rng(seed)
+    return [Cell(tokens=d, batch=b, se=noise, lr=10 ** (truth(d, b) + rng.normal(0, noise)))
+            for d in battery.TOKENS for b in battery.BATCHES]
+
+
+def test_the_d_by_b_term_says_whether_the_cells_resolve_it_and_what_it_gives_far_out() -> None:
+    """Far past the cells the D x B term is multiplied by both distances: the law states its t
+    and its share of the answer, so a far answer resting on an unmeasured term is visible."""
+    from tuner.modeling.laws.lr_at_batch import lr_at_batch
+
+    resolved = fit_lr_batch_law(_cells_of(lambda d, b: battery.true_log_lr("loglinear", d, b),
+                                          noise=0.01))
+    far_d, far_b = 1e13, 6e7
+    info = resolved.interaction(far_d, far_b)
+    assert info is not None and info["resolved"] and abs(info["t"]) >= 2
+    assert info["coef"] == pytest.approx(0.1, abs=0.02)  # the loglinear truth's term
+    u = math.log10(far_d) - resolved.centre[0]
+    v = math.log10(far_b) - resolved.centre[1]
+    assert info["decades"] == pytest.approx(info["coef"] * u * v)
+    flat = fit_lr_batch_law(_cells_of(  # no D x B term in the truth
+        lambda d, b: -2 - 0.3 * math.log10(d) + 0.4 * math.log10(b), noise=0.1))
+    none = flat.interaction(far_d, far_b)
+    assert none is not None and not none["resolved"] and abs(none["t"]) < 2
+    rule = lr_at_batch(flat, tokens=far_d, batch=far_b, flops_per_token=1.0).rule
+    assert "of which the D x B term" in rule and "not resolved by the cells" in rule
+    assert f"{none['decades']:+.2f} decades" in rule
+    from reports.laws.law import lr_batch_lines
+
+    data = {"lr_batch_law": flat.to_dict(), "full_run": {"tokens": far_d, "batch": far_b}}
+    text = "\n".join(lr_batch_lines(data))
+    assert f"The D x B term is {none['coef']:+.3f} ± {none['se']:.3f}" in text
+    assert "the cells do not tell it from zero" in text
+    assert f"it gives {none['decades']:+.2f} decades of log10 lr*" in text
+    assert "the cells resolve it." in "\n".join(lr_batch_lines({"lr_batch_law":
+                                                               resolved.to_dict()}))
+
+
+def test_the_backtest_gives_the_d_by_b_terms_share_of_each_row() -> None:
+    from tests.tuner.test_export_lr_at_batch import PROXY
+    from tuner.export.backtest import backtest, backtest_lines, backtest_table
+
+    law = fit_lr_batch_law(_cells_of(
+        lambda d, b: -2 - 0.3 * math.log10(d) + 0.4 * math.log10(b), noise=0.1))
+    rows = backtest(law, proxy=PROXY)
+    for r in rows:
+        want = law.interaction(r["tokens"], r["batch_tokens"])
+        assert r["interaction"] == want and want is not None
+        assert f"{want['decades']:+.2f} decades (|t| = {abs(want['t']):.1f}, not resolved)" in \
+            backtest_table(rows)
+    assert all("its D x B term gives" in line for line in backtest_lines(rows))

@@ -43,6 +43,9 @@ def backtest(law: StudyLaw | BatchLaw, *, proxy: ModelArgs,
                          flops_per_token=non_embedding_flops_per_token(args, pub.seq_len),
                          params=float(c.active - c.embedding - c.head))
         hidden = at.lr / mult if at.lr is not None else None
+        inner = law.lr_batch if isinstance(law, StudyLaw) else law
+        said = getattr(inner, "interaction", None)  # a law with a D x B term
+        term = said(pub.tokens, pub.batch_tokens) if at.lr is not None and said else None
         rows.append({
             "target": name, "recipe": pub.name, "source": pub.source, "tokens": pub.tokens,
             "batch": f"{pub.batch_end} x {pub.seq_len}", "batch_tokens": pub.batch_tokens,
@@ -51,6 +54,7 @@ def backtest(law: StudyLaw | BatchLaw, *, proxy: ModelArgs,
             "band": [at.band[0] / mult, at.band[1] / mult] if at.lr is not None else None,
             "decades_past_tokens": at.decades_tokens, "decades_past_batch": at.decades_batch,
             "refusal": at.refusal, "valid_at_batch": at.valid_at_batch,
+            "interaction": term,
             "hidden_lr_at_fitted_batch": at.law_lr / mult,
             "ratio_at_fitted_batch": at.law_lr / mult / pub.lr})
     return rows
@@ -67,7 +71,8 @@ def backtest_table(rows: list[dict[str, Any]]) -> str:
     LR (standard parametrization); a refused row shows the law's LR at its fitted batch, marked
     as measured there."""
     out = ["| target | tokens | final batch | published lr | study's lr (hidden matrices) | "
-           "ratio | band | decades past in D / B |", "|---|---|---|---|---|---|---|---|"]
+           "ratio | band | decades past in D / B | D x B term's share |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["lr"] is not None:
             lr, ratio = f"{r['hidden_lr']:.3g}", _times(r["ratio"])
@@ -78,8 +83,17 @@ def backtest_table(rows: list[dict[str, Any]]) -> str:
             ratio, band = f"({_times(r['ratio_at_fitted_batch'])} at the fitted batch)", "-"
         out.append(f"| {r['recipe']} ({r['target']}) | {r['tokens']:.3g} | {r['batch']} | "
                    f"{r['published_lr']:.2g} | {lr} | {ratio} | {band} | "
-                   f"{r['decades_past_tokens']:.1f} / {r['decades_past_batch']:.1f} |")
+                   f"{r['decades_past_tokens']:.1f} / {r['decades_past_batch']:.1f} | "
+                   f"{_term(r.get('interaction'))} |")
     return "\n".join(out)
+
+
+def _term(info: dict[str, Any] | None) -> str:
+    """The D x B term's decades of a row's log10 lr, and whether the cells resolve it."""
+    if not info:
+        return "-"
+    return (f"{info['decades']:+.2f} decades (|t| = {abs(info['t']):.1f}, "
+            f"{'resolved' if info['resolved'] else 'not resolved'})")
 
 
 def backtest_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -89,9 +103,12 @@ def backtest_lines(rows: list[dict[str, Any]]) -> list[str]:
         head = (f"backtest {r['recipe']} at its {r['tokens']:.3g} tokens and {r['batch']} "
                 f"tokens per step (published lr {r['published_lr']:.2g}): ")
         if r["lr"] is not None:
+            term = r.get("interaction")
             out.append(head + f"the study's law gives {r['hidden_lr']:.3g} for the hidden "
                        f"matrices, {_times(r['ratio'])} published (band {r['band'][0]:.3g}-"
-                       f"{r['band'][1]:.3g}).")
+                       f"{r['band'][1]:.3g})"
+                       + (f"; its D x B term gives {_term(term)} of it" if term else "")
+                       + ".")
         else:
             where = (f"measured at {r['valid_at_batch']:.4g} tokens per step, not there"
                      if r["valid_at_batch"] else "measured at no batch it can name")

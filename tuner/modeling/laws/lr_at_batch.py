@@ -131,7 +131,7 @@ def lr_at_batch(law: StudyLaw | BatchLaw, *, tokens: float, batch: float,
                               f"at D = {tokens:.4g}, B = {batch:.4g} tokens per step: {lr:.4g}, "
                               f"band [{lo:.3g}, {hi:.3g}] ({LEVEL:.0%}), {d_tokens:.1f} decades "
                               f"past the fitted budgets in D and {d_batch:.1f} in B"
-                              f"{_params_said(law, params)}")
+                              f"{_params_said(law, params)}{interaction_said(law, tokens, batch)}")
     x = law.x(tokens, flops_per_token)
     lr, (lo, hi) = law.lr.at(x), law.lr.band(x, LEVEL)
     d_tokens = law.lr.decades_past(x)
@@ -150,6 +150,17 @@ def lr_at_batch(law: StudyLaw | BatchLaw, *, tokens: float, batch: float,
     if why:
         return at
     return dataclasses.replace(at, lr=lr, rule=f"{said}; {_where(law, batch, valid)}")
+
+
+def interaction_said(law: Any, tokens: float, batch: float) -> str:
+    """For a law with a D x B term: how many decades of its answer at (tokens, batch) that term
+    gives, and whether the cells resolve it (`LrBatchLaw.interaction`)."""
+    info = law.interaction(tokens, batch) if hasattr(law, "interaction") else None
+    if info is None:
+        return ""
+    return (f"; of which the D x B term ({info['coef']:+.3g} ± {info['se']:.2g}, |t| = "
+            f"{abs(info['t']):.1f}: {'resolved' if info['resolved'] else 'not resolved'} by "
+            f"the cells) gives {info['decades']:+.2f} decades")
 
 
 def _params_said(law: BatchLaw, params: float | None) -> str:

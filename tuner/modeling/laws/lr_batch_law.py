@@ -66,6 +66,7 @@ from tuner.modeling.laws.response_surface import MIN_TRIALS, Optimum, SurfaceErr
 WINDOW = 0.5  # decades of lr either side of a cell's best trial that its quadratic is fitted to
 MIN_CELLS = 6  # 4 or 5 coefficients and at least one degree of freedom for the scatter
 TERMS = ("1", "u", "v", "uv")
+RESOLVED_T = 2.0  # a term whose |coefficient / se| is below this, the cells do not tell from 0
 TERMS_N = TERMS + ("w",)
 BENT = ("uu",)  # the bent law: the form plus a bend in D
 
@@ -243,6 +244,21 @@ class LrBatchLaw:
         ``batch`` separately (0 inside the fitted range)."""
         return {"tokens": _past(tokens, self.tokens_range),
                 "batch": _past(batch, self.batch_range)}
+
+    def interaction(self, tokens: float, batch: float) -> dict[str, Any] | None:
+        """The D x B term at (tokens, batch): its coefficient, standard error and t, whether
+        the cells resolve it (|t| >= `RESOLVED_T`), and the decades it adds to log10 lr* there.
+        Far past the cells this term is multiplied by both distances, so an answer can rest on
+        a term the grid did not measure; None for a law without it."""
+        if "uv" not in self.terms:
+            return None
+        i = self.terms.index("uv")
+        coef, se = self.coef[i], math.sqrt(max(self.cov[i][i], 0.0))
+        t = coef / se if se > 0 else math.inf
+        u = math.log10(tokens) - self.centre[0]
+        v = math.log10(batch) - self.centre[1]
+        return {"coef": coef, "se": se, "t": t, "resolved": abs(t) >= RESOLVED_T,
+                "decades": coef * u * v}
 
     def tokens_exponent(self, batch: float) -> float:
         """d log lr* / d log D at ``batch`` (the u·v term makes it depend on the batch)."""
