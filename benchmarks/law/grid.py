@@ -173,9 +173,12 @@ def _check(h: dict[str, Any] | None) -> str:
     """A held-out check's predicted [band] / measured = ratio (inside or outside its band)."""
     if not h:
         return "not reached yet"
+    surface = h.get("lr_surface")
     return (f"{g(h['lr_predicted'])} [{g(h['lr_band'][0])}, {g(h['lr_band'][1])}] / "
             f"{g(h['lr_measured'])} = {h['lr_ratio']:.2f} "
-            f"({'inside' if h['lr_inside'] else 'outside'})")
+            f"({'inside' if h['lr_inside'] else 'outside'})"
+            + (f"; the whole-range quadratic: {g(surface)} = "
+               f"{h['lr_predicted'] / surface:.2f}" if surface else ""))
 
 
 def _wall(d: dict[str, Any]) -> str:

@@ -333,6 +333,7 @@ def _held_batch(data: dict[str, Any]) -> list[str]:
             "|---|---|---|---|",
             f"| lr | {num(h['lr_predicted'])} [{_span(h['lr_band'])}] | "
             f"{num(h['lr_measured'])} [{_span(h['lr_interval'])}] | {h['lr_ratio']:.2f} |", "",
+            *_estimators(h),
             ("The optimum this batch found lies inside the band predicted for it."
              if h["lr_inside"] else "**The law in tokens and batch missed its own check**: "
              "the optimum this batch found lies outside the band predicted for it, so the band "
@@ -340,6 +341,22 @@ def _held_batch(data: dict[str, Any]) -> list[str]:
             + (f" Its optimum sits on the searched range's edge ({', '.join(h['at_edge'])}): "
                "the measured value is a bound." if h["at_edge"] else "")]
     return out
+
+
+def _estimators(h: dict[str, Any]) -> list[str]:
+    """The measured optimum's two estimates: the cells' (as the law's cells are found) and the
+    budget's whole-range quadratic; where they differ by more than 1.5x the bowl is flat and
+    the measured lr* is not pinned closer than that."""
+    surface = h.get("lr_surface")
+    if not surface:  # a law.json written before the check used the cells' estimator
+        return []
+    spread = h["estimator_spread"]
+    line = (f"Measured as the law's cells are (a quadratic in log lr near the best trial); the "
+            f"whole-range quadratic through the same trials puts the optimum at {num(surface)} "
+            f"[{_span(h['lr_surface_interval'])}], {spread:.2f}x from it"
+            + (": the bowl is flat over that span within the noise, so this check cannot pin "
+               "lr* closer than that." if spread > 1.5 else "."))
+    return [line, ""]
 
 
 def law_figure(data: dict[str, Any], path: Path) -> Path:

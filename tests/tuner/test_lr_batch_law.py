@@ -404,3 +404,44 @@ def test_the_backtest_gives_the_d_by_b_terms_share_of_each_row() -> None:
         assert f"{want['decades']:+.2f} decades (|t| = {abs(want['t']):.1f}, not resolved)" in \
             backtest_table(rows)
     assert all("its D x B term gives" in line for line in backtest_lines(rows))
+
+
+def test_the_held_out_batch_is_measured_as_the_laws_cells_are_with_the_surface_beside() -> None:
+    """Like with like: the held-out batch's measured lr* is the cells' estimator (a quadratic
+    near the best trial), as the law's cells were found; the budget's whole-range quadratic is
+    given beside it with the factor between them. A bowl steep below its bottom and flat above
+    it over a decade (as the grid's 64-step held-out batch was) pulls the whole-range
+    quadratic's vertex off the bottom: the two estimates differ, and law.md says the check
+    cannot pin lr* closer."""
+    from reports.laws.law import _held_batch
+    from tuner.modeling.laws.lr_batch_law import cell_optimum
+    from tuner.modeling.laws.response_surface import fit_optimum
+    from tuner.study.workflows.law_fit import BudgetResult, LawFit
+
+    xs = np.linspace(-3.4, -1.3, 24)  # log10 lr over the searched range
+    bottom = -1.6  # a bottom at the top of a decade-wide shelf, with a steep wall below it
+    losses = [2.7 + (0.05 if x < bottom else 4.0) * (x - bottom) ** 2
+              + 3.0 * max(0.0, -2.6 - x) ** 2 for x in xs]
+    trials = tuple((10 ** x, 8192.0, z) for x, z in zip(xs, losses))
+    surface = fit_optimum([t[0] for t in trials], [1.0] * len(trials), losses, seed=5)
+    hob = BudgetResult(index=5, study="s.b64", tokens=524288, compute=524288.0,
+                       held_out=False, n_trials=24, optimum=surface, error="", best={},
+                       noise_sd=None, predicted_trial={}, trials=trials, held_out_batch=True)
+    fit = LawFit(name="s", variable="tokens", flops_per_token=1.0, params=1.0, budgets=(hob,),
+                 lr_law=None, batch_law=None, predicted={},
+                 predicted_batch={"tokens": 524288, "batch": 8192.0, "lr": 0.02,
+                                  "lr_band": [0.005, 0.08], "decades_past": {"batch": 0.6}})
+    check = fit.held_out_batch_check()
+    assert check is not None
+    cell, _ = cell_optimum([t[0] for t in trials], losses, seed=5)
+    assert check["lr_measured"] == pytest.approx(cell.lr)
+    assert check["lr_surface"] == pytest.approx(surface.lr)
+    # the cells' estimate lies nearer the true bottom than the whole-range quadratic's
+    assert abs(math.log10(cell.lr) - bottom) < abs(math.log10(surface.lr) - bottom)
+    assert check["lr_ratio"] == pytest.approx(0.02 / cell.lr)
+    spread = max(cell.lr / surface.lr, surface.lr / cell.lr)
+    assert check["estimator_spread"] == pytest.approx(spread) and spread > 1.5
+    text = "\n".join(_held_batch({"budgets": [{"held_out_batch": True}],
+                                  "held_out_batch_check": check}))
+    assert f"puts the optimum at {surface.lr:.3g}" in text
+    assert "this check cannot pin lr* closer than that" in text

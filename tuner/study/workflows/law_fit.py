@@ -67,6 +67,7 @@ import optuna
 
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
 from tuner.modeling.laws.lr_batch_law import (
+    WINDOW,
     LawFitError,
     LrBatchLaw,
     cell_from_optimum,
@@ -248,17 +249,34 @@ class LawFit:
 
     def held_out_batch_check(self) -> dict[str, Any] | None:
         """Predicted / measured lr* at the held-out batch (the prediction stored in its spec
-        before it ran, from the fitted budgets' cells); None before it has an optimum."""
+        before it ran, from the fitted budgets' cells); None before it has an optimum.
+
+        Like with like: the measured lr* is found as the law's cells are (`cell_optimum`: a
+        quadratic in log lr within `WINDOW` decades of the best trial), not by the budget's
+        whole-range surface, which is given beside it (``lr_surface``) with the factor between
+        the two (``estimator_spread``): where a bowl is flat over a decade they differ by more
+        than a check's tolerance, and the measured optimum is not pinned that closely."""
         hob = next((b for b in self.budgets if b.held_out_batch), None)
         p = self.predicted_batch
-        if hob is None or hob.optimum is None or not p:
+        if hob is None or not p:
             return None
-        o = hob.optimum
+        try:
+            o, censored = cell_optimum([t[0] for t in hob.trials], [t[2] for t in hob.trials],
+                                       seed=hob.index)
+        except SurfaceError:
+            return None
+        s = hob.optimum
+        spread = max(o.lr / s.lr, s.lr / o.lr) if s is not None else None
         return {"tokens": hob.tokens, "batch": p["batch"], "lr_predicted": p["lr"],
                 "lr_band": p["lr_band"], "lr_measured": o.lr,
                 "lr_interval": list(o.lr_interval), "lr_ratio": p["lr"] / o.lr,
                 "lr_inside": p["lr_band"][0] <= o.lr <= p["lr_band"][1],
-                "at_edge": list(o.at_edge), "decades_past": p.get("decades_past")}
+                "at_edge": sorted(set(o.at_edge) | ({"lr"} if censored else set())),
+                "estimator": f"cells' (a quadratic within {WINDOW} decades of the best trial)",
+                "lr_surface": s.lr if s is not None else None,
+                "lr_surface_interval": list(s.lr_interval) if s is not None else None,
+                "estimator_spread": spread,
+                "decades_past": p.get("decades_past")}
 
     def compute_ratio(self) -> float | None:
         """The fitted budgets' compute (every trial) over a direct search at the held-out
