@@ -19,7 +19,7 @@ from reports.html import inline
 from tuner.modeling.cost_model import non_embedding_flops_per_token
 from tuner.modeling.full_run import load_target
 from tuner.modeling.laws import power_law as pl
-from tuner.modeling.laws.lr_batch_law import LrBatchLaw
+from tuner.modeling.laws.lr_batch_law import RESOLVED_T, LrBatchLaw
 from tuner.modeling.laws.pooled_law import LACK_OF_FIT_P
 from tuner.modeling.published_recipes import published_recipe
 from tuner.study.specs.spec import StudySpec
@@ -119,7 +119,8 @@ def lr_batch_lines(data: dict[str, Any]) -> list[str]:
     law = LrBatchLaw.from_dict(d)
     (d0, d1), (b0, b1) = law.tokens_range, law.batch_range
     return head + [
-        f"Modeled: log10 lr* linear in log D, log B and log D·log B, through {law.n_cells} "
+        "Modeled: log10 lr* linear in log D, log B"
+        + (" and log D·log B" if "uv" in law.terms else "") + f", through {law.n_cells} "
         f"(budget, batch) cells (D {d0:.4g}–{d1:.4g} tokens, B {b0:.4g}–{b1:.4g} tokens per "
         f"step). D-exponent of lr*: {law.tokens_exponent(b0):+.3f} at B = {b0:.4g}, "
         f"{law.tokens_exponent(b1):+.3f} at B = {b1:.4g}; B-exponent "
@@ -143,16 +144,18 @@ def _interaction_lines(data: dict[str, Any]) -> list[str]:
     line = (f"The D x B term is {here['coef']:+.3f} ± {here['se']:.3f} (|t| = "
             f"{abs(here['t']):.1f}): "
             + ("the cells resolve it." if here["resolved"] else
-               "the cells do not tell it from zero."))
+               "the cells do not tell it from zero, so lr* leaves it out (|t| < "
+               f"{RESOLVED_T:g}) and the band mixes in the law that keeps it."))
     full = data.get("full_run") or {}
     if full.get("batch") and full.get("tokens"):
         far = law.interaction(full["tokens"], full["batch"])
         assert far is not None
-        line += (f" At the full run ({full['tokens']:.3g} tokens, {full['batch']:.4g} tokens "
-                 f"per step) it gives {far['decades']:+.2f} decades of log10 lr*"
-                 + ("" if here["resolved"] else
-                    ", a part of the answer the grid did not measure (the band carries its "
-                    "variance)") + ".")
+        where = (f"At the full run ({full['tokens']:.3g} tokens, {full['batch']:.4g} tokens "
+                 "per step)")
+        line += (f" {where} it gives {far['decades']:+.2f} decades of log10 lr*."
+                 if not far["left_out"] else
+                 f" {where} it would give {far['decades_if_kept']:+.2f} decades of log10 lr*: "
+                 "a part of the answer the grid did not measure.")
     return ["", line]
 
 

@@ -24,15 +24,16 @@ COVERAGE_FLOOR = 0.85  # per truth family and point group, 10 draws, nominal 95%
 DRAWS = 10
 
 
-def _exact_cells(noise: float = 0.0, seed: int = 0) -> list[Cell]:
+def _exact_cells(noise: float = 0.0, seed: int = 0, se: float = 0.05) -> list[Cell]:
     rng = np.random.default_rng(seed)
-    return [Cell(tokens=d, batch=b, se=0.05,
+    return [Cell(tokens=d, batch=b, se=se,
                  lr=10 ** (battery.true_log_lr("loglinear", d, b) + rng.normal(0, noise)))
             for d in battery.TOKENS for b in battery.BATCHES]
 
 
 def test_the_law_recovers_a_loglinear_truth_with_its_d_by_b_term() -> None:
-    law = fit_lr_batch_law(_exact_cells())
+    law = fit_lr_batch_law(_exact_cells(se=0.01))  # cells precise enough to resolve the term
+    assert "uv" in law.terms and not law.left_out
     for d, b in [(battery.HELD_D, 2560.0), (battery.FAR_D, 256.0), (6.3e5, battery.HELD_B)]:
         assert math.log10(law.at(d, b)) == pytest.approx(
             battery.true_log_lr("loglinear", d, b), abs=1e-6)
@@ -333,8 +334,8 @@ def test_a_bend_the_cells_show_widens_the_band_past_them_and_the_band_holds_lr()
     bent = [Cell(tokens=d, batch=b, se=0.02, lr=10 ** battery.true_log_lr("bent", d, b))
             for d in battery.TOKENS for b in battery.BATCHES]
     law = fit_lr_batch_law(bent)
-    straight = fit_lr_batch_law(_exact_cells())
-    assert law.bend_shrink > 0.8
+    straight = fit_lr_batch_law(_exact_cells(se=0.02))  # as precise, on the straight truth
+    assert law.bend_shrink > 0.8 and not straight.left_out
     for d in (battery.FAR_D, 1e7 * battery.TOKENS[-1]):
         lo, hi = law.band(d, 810.0)
         assert lo <= law.at(d, 810.0) <= hi
@@ -360,35 +361,47 @@ def _cells_of(truth, noise: float, seed: int = 0) -> list[Cell]:
 
 
 def test_the_d_by_b_term_says_whether_the_cells_resolve_it_and_what_it_gives_far_out() -> None:
-    """Far past the cells the D x B term is multiplied by both distances: the law states its t
-    and its share of the answer, so a far answer resting on an unmeasured term is visible."""
+    """Far past the cells the D x B term is multiplied by both distances. A term the cells
+    resolve stays in lr* and the law states its share of the answer; one they cannot tell from
+    zero (|t| < 2) is left out of lr*, the band mixes in the law that keeps it, and every
+    statement says what keeping it would give there."""
+    from reports.laws.law import lr_batch_lines
     from tuner.modeling.laws.lr_at_batch import lr_at_batch
 
-    resolved = fit_lr_batch_law(_cells_of(lambda d, b: battery.true_log_lr("loglinear", d, b),
-                                          noise=0.01))
+    truth = lambda d, b: battery.true_log_lr("loglinear", d, b)  # noqa: E731 - has a D x B term
+    resolved = fit_lr_batch_law(_cells_of(truth, noise=0.01))
     far_d, far_b = 1e13, 6e7
     info = resolved.interaction(far_d, far_b)
-    assert info is not None and info["resolved"] and abs(info["t"]) >= 2
-    assert info["coef"] == pytest.approx(0.1, abs=0.02)  # the loglinear truth's term
+    assert info is not None and info["resolved"] and not info["left_out"]
+    assert abs(info["t"]) >= 2 and info["coef"] == pytest.approx(0.1, abs=0.02)
     u = math.log10(far_d) - resolved.centre[0]
     v = math.log10(far_b) - resolved.centre[1]
     assert info["decades"] == pytest.approx(info["coef"] * u * v)
-    flat = fit_lr_batch_law(_cells_of(  # no D x B term in the truth
-        lambda d, b: -2 - 0.3 * math.log10(d) + 0.4 * math.log10(b), noise=0.1))
-    none = flat.interaction(far_d, far_b)
-    assert none is not None and not none["resolved"] and abs(none["t"]) < 2
-    rule = lr_at_batch(flat, tokens=far_d, batch=far_b, flops_per_token=1.0).rule
-    assert "of which the D x B term" in rule and "not resolved by the cells" in rule
-    assert f"{none['decades']:+.2f} decades" in rule
-    from reports.laws.law import lr_batch_lines
-
-    data = {"lr_batch_law": flat.to_dict(), "full_run": {"tokens": far_d, "batch": far_b}}
-    text = "\n".join(lr_batch_lines(data))
-    assert f"The D x B term is {none['coef']:+.3f} ± {none['se']:.3f}" in text
-    assert "the cells do not tell it from zero" in text
-    assert f"it gives {none['decades']:+.2f} decades of log10 lr*" in text
+    rule = lr_at_batch(resolved, tokens=far_d, batch=far_b, flops_per_token=1.0).rule
+    assert f"of which the D x B term ({info['coef']:+.3g}" in rule
+    assert f"gives {info['decades']:+.2f} decades" in rule
     assert "the cells resolve it." in "\n".join(lr_batch_lines({"lr_batch_law":
                                                                resolved.to_dict()}))
+
+    vague = fit_lr_batch_law(_cells_of(truth, noise=0.08))  # the same truth, noisy cells
+    gone = vague.interaction(far_d, far_b)
+    assert gone is not None and gone["left_out"] and abs(gone["t"]) < 2
+    assert "uv" not in vague.terms and vague.left_out[0][0] == "uv"
+    assert gone["decades"] == 0.0
+    assert gone["decades_if_kept"] == pytest.approx(gone["coef"] * (
+        math.log10(far_d) - vague.centre[0]) * (math.log10(far_b) - vague.centre[1]))
+    lo, hi = vague.band(far_d, far_b)  # the band still holds the truth, term and all
+    assert math.log10(lo) <= truth(far_d, far_b) <= math.log10(hi)
+    rule = lr_at_batch(vague, tokens=far_d, batch=far_b, flops_per_token=1.0).rule
+    assert "not resolved by the cells) is left out of lr*" in rule
+    assert f"kept, it would give {gone['decades_if_kept']:+.2f} decades here" in rule
+    data = {"lr_batch_law": vague.to_dict(), "full_run": {"tokens": far_d, "batch": far_b}}
+    text = "\n".join(lr_batch_lines(data))
+    assert f"The D x B term is {gone['coef']:+.3f} ± {gone['se']:.3f}" in text
+    assert "so lr* leaves it out" in text and "log D·log B" not in text
+    assert f"it would give {gone['decades_if_kept']:+.2f} decades of log10 lr*" in text
+    again = LrBatchLaw.from_dict(vague.to_dict())  # law.json keeps the choice
+    assert again.left_out == vague.left_out and again.band(far_d, far_b) == (lo, hi)
 
 
 def test_the_backtest_gives_the_d_by_b_terms_share_of_each_row() -> None:
@@ -396,14 +409,19 @@ def test_the_backtest_gives_the_d_by_b_terms_share_of_each_row() -> None:
     from tuner.export.backtest import backtest, backtest_lines, backtest_table
 
     law = fit_lr_batch_law(_cells_of(
-        lambda d, b: -2 - 0.3 * math.log10(d) + 0.4 * math.log10(b), noise=0.1))
+        lambda d, b: battery.true_log_lr("loglinear", d, b), noise=0.01))
     rows = backtest(law, proxy=PROXY)
     for r in rows:
         want = law.interaction(r["tokens"], r["batch_tokens"])
         assert r["interaction"] == want and want is not None
-        assert f"{want['decades']:+.2f} decades (|t| = {abs(want['t']):.1f}, not resolved)" in \
+        assert f"{want['decades']:+.2f} decades (|t| = {abs(want['t']):.1f}, resolved)" in \
             backtest_table(rows)
     assert all("its D x B term gives" in line for line in backtest_lines(rows))
+    vague = fit_lr_batch_law(_cells_of(
+        lambda d, b: battery.true_log_lr("loglinear", d, b), noise=0.08))
+    rows = backtest(vague, proxy=PROXY)
+    kept = rows[-1]["interaction"]["decades_if_kept"]
+    assert f"not resolved); kept: {kept:+.2f} decades |" in backtest_table(rows)
 
 
 def test_the_held_out_batch_is_measured_as_the_laws_cells_are_with_the_surface_beside() -> None:

@@ -92,6 +92,9 @@ def _term(info: dict[str, Any] | None) -> str:
     """The D x B term's decades of a row's log10 lr, and whether the cells resolve it."""
     if not info:
         return "-"
+    if info["left_out"]:
+        return (f"left out (|t| = {abs(info['t']):.1f}, not resolved); kept: "
+                f"{info['decades_if_kept']:+.2f} decades")
     return (f"{info['decades']:+.2f} decades (|t| = {abs(info['t']):.1f}, "
             f"{'resolved' if info['resolved'] else 'not resolved'})")
 

@@ -158,9 +158,13 @@ def interaction_said(law: Any, tokens: float, batch: float) -> str:
     info = law.interaction(tokens, batch) if hasattr(law, "interaction") else None
     if info is None:
         return ""
-    return (f"; of which the D x B term ({info['coef']:+.3g} ± {info['se']:.2g}, |t| = "
+    said = (f"the D x B term ({info['coef']:+.3g} ± {info['se']:.2g}, |t| = "
             f"{abs(info['t']):.1f}: {'resolved' if info['resolved'] else 'not resolved'} by "
-            f"the cells) gives {info['decades']:+.2f} decades")
+            "the cells)")
+    if info["left_out"]:
+        return (f"; {said} is left out of lr*: kept, it would give "
+                f"{info['decades_if_kept']:+.2f} decades here (the band carries it)")
+    return f"; of which {said} gives {info['decades']:+.2f} decades"
 
 
 def _params_said(law: BatchLaw, params: float | None) -> str:

@@ -16,6 +16,13 @@ quadratic over the whole searched range anywhere).
   laws in D and B cannot express; the u·v term lets each batch have its own D-exponent, cD + cDB·v.
   With several N, N enters as a power (``cN``), not one law per N: a model size with one fitted
   D would otherwise have no D-dependence at all, and Step Law's own fit is a power in N.
+- The D x B term only where the cells resolve it (|cDB| ≥ `RESOLVED_T` standard errors);
+  otherwise it is left out of lr* (the law is refitted without it, ``left_out`` names it with
+  its fitted value) and the band's alternative law keeps it (below). Far past the cells the
+  term is multiplied by both distances: on this CPU's shipped grid it was unresolved in two
+  seeds (t = −0.15 and −1.3) and, kept, moved their answers at the DeepSeek runs by −0.6 and
+  −3.5 to −4.1 decades, so the seeds disagreed there by three decades on a term neither had
+  measured. On Step Law's sweep it is resolved (t = 6–8 on every fitting subset) and stays.
 - Fit: weighted least squares with weights 1 / (σ_i² + τ²), σ_i a cell's own standard error
   (its bootstrap minimizers' spread) and τ² the scatter of the cells about the law beyond their
   own noise: the law's lack of fit, estimated so that the weighted residuals' χ² equals its
@@ -24,9 +31,10 @@ quadratic over the whole searched range anywhere).
   describe the cells to within their noise, and τ carries the misfit into the band).
 - Band: a prediction interval for lr* at (D, B) — the fit's own variance there, x'·Cov·x, which
   grows with the distance from the fitted cells in D and in B, plus τ² — averaged with a law
-  that bends in D (the same form with u² added, `_bent`): the bend is believed in the share
-  ``bend_shrink`` = q² / (q² + se²) that the cells tell it from their noise (q the fitted bend,
-  se its standard error). The band is that of the two laws' mixture in that share (its centre
+  that bends in D (the same form with u² added, and the D x B term where lr* left it out,
+  `_bent`): the alternative is believed in the share ``bend_shrink`` = Q / (Q + k) that the
+  cells tell its k extra terms from their noise (Q their Wald statistic; q² / (q² + se²) for the
+  bend alone). The band is that of the two laws' mixture in that share (its centre
   moves toward the bent law by that share of their disagreement; its variance adds that share
   of the bent law's own extra variance and share·(1 − share) of the disagreement squared),
   stretched to hold lr* itself. lr* stays the
@@ -178,14 +186,20 @@ class LrBatchLaw:
     skew: float  # the bowls' asymmetry: |mean skew_shift| + its standard error (decades)
     dof: int
     lack_of_fit_p: float
-    form: tuple[float, ...]  # the bent law's coefficients over `terms` + BENT
+    form: tuple[float, ...]  # the alternative law's coefficients over `form_terms`
     form_cov: tuple[tuple[float, ...], ...]  # their covariance
-    bend_shrink: float  # the share of belief in the bend: q² / (q² + se²)
+    bend_shrink: float  # the share of belief in the alternative: Q / (Q + k) (`_bent`)
     tokens_range: tuple[float, float]
     batch_range: tuple[float, float]
     params_range: tuple[float, float] | None
     n_cells: int
     resid_sd: float  # the cells' rms residual about the law (decades)
+    # the alternative law the band mixes in: `terms` + BENT, and the D x B term when it was
+    # left out of `terms`
+    form_terms: tuple[str, ...] = ()
+    # (term, coefficient, se) of a term fitted and left out of lr* because the cells do not
+    # resolve it (|t| < RESOLVED_T): the D x B term
+    left_out: tuple[tuple[str, float, float], ...] = ()
 
     def _row(self, tokens: float, batch: float, params: float | None,
              bent: bool = False) -> np.ndarray:
@@ -197,7 +211,7 @@ class LrBatchLaw:
                 raise ValueError("params: this law has an N term and needs the model's "
                                  f"non-embedding parameters, but got {params!r}")
             vals["w"] = math.log10(params) - self.centre[2]
-        names = self.terms + (BENT if bent else ())
+        names = (self.form_terms or self.terms + BENT) if bent else self.terms
         return np.array([vals[t] for t in names])
 
     def _linear_and_bent(self, tokens: float, batch: float, params: float | None
@@ -250,15 +264,21 @@ class LrBatchLaw:
         the cells resolve it (|t| >= `RESOLVED_T`), and the decades it adds to log10 lr* there.
         Far past the cells this term is multiplied by both distances, so an answer can rest on
         a term the grid did not measure; None for a law without it."""
+        u = math.log10(tokens) - self.centre[0]
+        v = math.log10(batch) - self.centre[1]
+        gone = dict((name, (c, s)) for name, c, s in self.left_out)
+        if "uv" in gone:  # fitted, unresolved, left out of lr*: it gives 0 decades here
+            coef, se = gone["uv"]
+            t = coef / se if se > 0 else math.inf
+            return {"coef": coef, "se": se, "t": t, "resolved": False, "left_out": True,
+                    "decades": 0.0, "decades_if_kept": coef * u * v}
         if "uv" not in self.terms:
             return None
         i = self.terms.index("uv")
         coef, se = self.coef[i], math.sqrt(max(self.cov[i][i], 0.0))
         t = coef / se if se > 0 else math.inf
-        u = math.log10(tokens) - self.centre[0]
-        v = math.log10(batch) - self.centre[1]
         return {"coef": coef, "se": se, "t": t, "resolved": abs(t) >= RESOLVED_T,
-                "decades": coef * u * v}
+                "left_out": False, "decades": coef * u * v, "decades_if_kept": coef * u * v}
 
     def tokens_exponent(self, batch: float) -> float:
         """d log lr* / d log D at ``batch`` (the u·v term makes it depend on the batch)."""
@@ -271,8 +291,11 @@ class LrBatchLaw:
         return c["v"] + c.get("uv", 0.0) * (math.log10(tokens) - self.centre[0])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"form": "log-linear in log D, log B with a D x B term"
+        return {"form": "log-linear in log D, log B"
+                        + (" with a D x B term" if "uv" in self.terms else "")
                         + (" and log N" if "w" in self.terms else ""),
+                "form_terms": list(self.form_terms or self.terms + BENT),
+                "left_out_terms": [{"term": t, "coef": c, "se": s} for t, c, s in self.left_out],
                 "terms": list(self.terms), "coef": list(self.coef),
                 "cov": [list(r) for r in self.cov], "centre": list(self.centre),
                 "tau": self.tau, "skew": self.skew, "dof": self.dof,
@@ -298,7 +321,10 @@ class LrBatchLaw:
                    bend_shrink=float(d["bend_shrink"]),
                    tokens_range=_pair(d["tokens_range"]), batch_range=_pair(d["batch_range"]),
                    params_range=_pair(pr) if pr else None, n_cells=int(d["n_cells"]),
-                   resid_sd=float(d["resid_sd"]))
+                   resid_sd=float(d["resid_sd"]),
+                   form_terms=tuple(d.get("form_terms") or tuple(d["terms"]) + BENT),
+                   left_out=tuple((str(x["term"]), float(x["coef"]), float(x["se"]))
+                                  for x in d.get("left_out_terms", ())))
 
 
 def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
@@ -315,7 +341,7 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
     """
     kept = [c for c in cells if not c.censored and c.lr > 0]
     with_n = len({c.params for c in kept}) > 1
-    terms = TERMS_N if with_n else TERMS
+    terms: tuple[str, ...] = TERMS_N if with_n else TERMS
     need = max(MIN_CELLS, len(terms) + 2)
     for name, vals in (("tokens", {c.tokens for c in kept}), ("batch", {c.batch for c in kept})):
         if len(vals) < 2:
@@ -328,12 +354,24 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
     centre = logs.mean(axis=0)
     u, v, w = (logs - centre).T
     cols = {"1": np.ones_like(u), "u": u, "v": v, "uv": u * v, "w": w, "uu": u * u, "vv": v * v}
-    x = np.stack([cols[t] for t in terms], axis=1)
     y = np.log10([c.lr for c in kept])
     se2 = np.array([c.se for c in kept]) ** 2
-    tau2 = _tau2(x, y, se2)
-    beta, cov = _wls(x, y, 1.0 / (se2 + tau2))
-    xb = np.stack([cols[t] for t in terms + BENT], axis=1)
+
+    def fit(names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        x = np.stack([cols[t] for t in names], axis=1)
+        tau2 = _tau2(x, y, se2)
+        return (x, *_wls(x, y, 1.0 / (se2 + tau2)), tau2)
+
+    x, beta, cov, tau2 = fit(terms)
+    left_out: tuple[tuple[str, float, float], ...] = ()
+    i = terms.index("uv")
+    uv, uv_se = float(beta[i]), math.sqrt(max(float(cov[i, i]), 0.0))
+    if abs(uv) < RESOLVED_T * uv_se:  # the cells do not tell the D x B term from zero
+        left_out = (("uv", uv, uv_se),)
+        terms = tuple(t for t in terms if t != "uv")
+        x, beta, cov, tau2 = fit(terms)
+    form_terms = terms + tuple(t for t, _, _ in left_out) + BENT
+    xb = np.stack([cols[t] for t in form_terms], axis=1)
     bent, bent_cov, shrink = _bent(xb, y, 1.0 / (se2 + tau2), beta)
     resid = y - x @ beta
     q0 = float(np.sum(resid ** 2 / se2))
@@ -345,7 +383,7 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
         tau=math.sqrt(tau2), skew=_skew([c.skew for c in kept]), dof=dof,
         lack_of_fit_p=_chi2_p(q0, dof),
         form=tuple(bent.tolist()), form_cov=tuple(map(tuple, bent_cov.tolist())),
-        bend_shrink=shrink,
+        bend_shrink=shrink, form_terms=form_terms, left_out=left_out,
         tokens_range=(min(c.tokens for c in kept), max(c.tokens for c in kept)),
         batch_range=(min(c.batch for c in kept), max(c.batch for c in kept)),
         params_range=(min(params), max(params)) if with_n else None, n_cells=len(kept),
@@ -354,16 +392,18 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
 
 def _bent(xb: np.ndarray, y: np.ndarray, wt: np.ndarray, beta: np.ndarray
           ) -> tuple[np.ndarray, np.ndarray, float]:
-    """The bent law's coefficients, their covariance and the belief in its bend,
-    q² / (q² + se²) for a fitted bend q with standard error se: a bend the cells cannot tell
-    from their noise would otherwise widen the band two decades out by its noise alone (×7–×45
-    on the synthetic truths at noise sd 0.05–0.07, RESULTS.md)."""
-    k = xb.shape[1]
+    """The alternative law's coefficients (``xb``: the law's terms, then its extra ones), their
+    covariance and the belief in it, Q / (Q + k) for the Wald statistic Q of its k extra
+    coefficients (q² / (q² + se²) for one, the bend alone): extra terms the cells cannot tell
+    from their noise would otherwise widen the band two decades out by their noise alone
+    (×7–×45 on the synthetic truths at noise sd 0.05–0.07, RESULTS.md)."""
+    k, extra = xb.shape[1], xb.shape[1] - len(beta)
     if len(y) <= k:
-        return np.concatenate([beta, np.zeros(len(BENT))]), np.zeros((k, k)), 0.0
+        return np.concatenate([beta, np.zeros(extra)]), np.zeros((k, k)), 0.0
     bent, cov = _wls(xb, y, wt)
-    q2, se2 = float(bent[-1]) ** 2, float(cov[-1, -1])
-    return bent, cov, q2 / (q2 + se2) if q2 + se2 > 0 else 0.0
+    b, c = bent[-extra:], cov[-extra:, -extra:]
+    q = float(b @ np.linalg.pinv(c) @ b)
+    return bent, cov, q / (q + extra) if q + extra > 0 else 0.0
 
 
 def _bent_cov(d: Mapping[str, Any]) -> tuple[tuple[float, ...], ...]:
