@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reports.html import inline
-from tuner.modeling.cost_model import non_embedding_flops_per_token
+from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
 from tuner.modeling.full_run import load_target
 from tuner.modeling.laws import power_law as pl
+from tuner.modeling.laws.lr_at_batch import lr_at_batch
 from tuner.modeling.laws.lr_batch_law import RESOLVED_T, LrBatchLaw
 from tuner.modeling.laws.pooled_law import LACK_OF_FIT_P
 from tuner.modeling.published_recipes import published_recipe
+from tuner.study.specs.proxy import resolve_model_args
 from tuner.study.specs.spec import StudySpec
 from tuner.study.workflows.law_fit import LawFit, law_fit_at
 
@@ -47,11 +49,38 @@ def full_run_view(fit: LawFit, spec: StudySpec) -> dict[str, Any] | None:
                            "deepseek_llm_batch": pl.deepseek_llm_batch(m_full * tokens)}
     if fit.batch_law is not None:
         out |= {"batch": fit.batch_law.at(x), "batch_band": list(fit.batch_law.band(x))}
+    if fit.lr_batch is not None:
+        out |= _lr_at_full_batch(fit, spec, args, m_full, tokens, x)
     rec = published_recipe(target)
     if rec is not None:
         out["published"] = {"name": rec.name, "lr": rec.lr, "batch": rec.batch_tokens,
                             "source": rec.source}
     return out
+
+
+def _lr_at_full_batch(fit: LawFit, spec: StudySpec, args: Any, m_full: float, tokens: float,
+                      x: float) -> dict[str, Any]:
+    """A law in tokens and batch answers at a batch: the one an export of it writes without
+    ``--global-batch`` (the study's batch law, else DeepSeek LLM's B_opt at the full run's
+    compute), through the export's own hook (`lr_at_batch`). The lr law in D alone, through
+    each budget's optimum at whatever batch it sat at, is kept beside it, labelled: an LR
+    without its batch. Under µP, the LR the target's hidden matrices get too (lr / width_mult),
+    the one to set beside a published single LR."""
+    if fit.batch_law is not None:
+        batch, how = fit.batch_law.at(x), "the study's batch law B*(D)"
+    else:
+        batch, how = (pl.deepseek_llm_batch(m_full * tokens),
+                      "DeepSeek LLM's B_opt at the full run's compute")
+    c = count_params(args)
+    law = fit.study_law()
+    assert law is not None and fit.lr_law is not None  # the caller checked fit.lr_law
+    at = lr_at_batch(law, tokens=tokens, batch=batch, flops_per_token=m_full,
+                     params=float(c.active - c.embedding - c.head))
+    base = resolve_model_args(spec).dim if spec.law.mup else 0
+    return {"lr": at.lr, "lr_band": list(at.band), "decades_past": at.decades_tokens,
+            "lr_at_batch": batch, "lr_batch_rule": how, "decades_past_batch": at.decades_batch,
+            "lr_in_d": fit.lr_law.at(x), "lr_in_d_band": list(fit.lr_law.band(x)),
+            "width_mult": args.dim / base if base else None}
 
 
 def law_data(spec: StudySpec, url: str,
@@ -147,11 +176,11 @@ def _interaction_lines(data: dict[str, Any]) -> list[str]:
                "the cells do not tell it from zero, so lr* leaves it out (|t| < "
                f"{RESOLVED_T:g}) and the band mixes in the law that keeps it."))
     full = data.get("full_run") or {}
-    if full.get("batch") and full.get("tokens"):
-        far = law.interaction(full["tokens"], full["batch"])
+    batch = full.get("lr_at_batch") or full.get("batch")
+    if batch and full.get("tokens"):
+        far = law.interaction(full["tokens"], batch)
         assert far is not None
-        where = (f"At the full run ({full['tokens']:.3g} tokens, {full['batch']:.4g} tokens "
-                 "per step)")
+        where = f"At the full run ({full['tokens']:.3g} tokens, {batch:.4g} tokens per step)"
         line += (f" {where} it gives {far['decades']:+.2f} decades of log10 lr*."
                  if not far["left_out"] else
                  f" {where} it would give {far['decades_if_kept']:+.2f} decades of log10 lr*: "
@@ -164,12 +193,27 @@ def _answer(data: dict[str, Any]) -> list[str]:
     if not full:
         return ["No law yet (it needs 2 budgets with an optimum), or no [full_run] target: "
                 "no full-run answer."]
-    out = [f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens): lr "
-           f"{num(full['lr'])} (band {_span(full['lr_band'])}), "
-           + (f"final batch {num(full['batch'], '.4g')} tokens (band "
-              f"{_span(full['batch_band'], '.4g')}), " if "batch" in full else "")
-           + f"extrapolated {full['decades_past']:.1f} decades past the largest fitted budget."]
-    if data["mup"]:
+    if "lr_at_batch" in full:
+        out = [f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens, at "
+               f"{full['lr_at_batch']:.4g} tokens per step: {full['lr_batch_rule']}): lr "
+               f"{num(full['lr'])} (band {_span(full['lr_band'])}), lr*(D, B) below, "
+               f"extrapolated {full['decades_past']:.1f} decades past the fitted cells in D and "
+               f"{full['decades_past_batch']:.1f} in B. The lr law in D alone, through each "
+               f"budget's optimum at the batch it sat at, gives {num(full['lr_in_d'])} there: an "
+               "LR without its batch, not this answer."]
+    else:
+        out = [f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens): lr "
+               f"{num(full['lr'])} (band {_span(full['lr_band'])}), "
+               + (f"final batch {num(full['batch'], '.4g')} tokens (band "
+                  f"{_span(full['batch_band'], '.4g')}), " if "batch" in full else "")
+               + f"extrapolated {full['decades_past']:.1f} decades past the largest fitted "
+               "budget."]
+    if full.get("width_mult"):
+        mult = full["width_mult"]
+        out.append(f"The lr is µP's base lr (the proxy's width); the full run's hidden matrices "
+                   f"train at lr / width_mult = {num(full['lr'] / mult)} (width_mult "
+                   f"{mult:g}): that is the LR to set beside a published single LR.")
+    elif data["mup"]:
         out.append("The lr is µP's base lr (the proxy's width); the full run's hidden matrices "
                    "train at lr / width_mult.")
     pub = full.get("published")
@@ -404,7 +448,10 @@ def law_figure(data: dict[str, Any], path: Path) -> Path:
         if full and key in full:
             lo, hi = full[f"{key}_band"]
             ax.errorbar([full["x"]], [full[key]], yerr=[[full[key] - lo], [hi - full[key]]],
-                        fmt="s", color="tab:blue", capsize=3, label="law at the full run")
+                        fmt="s", color="tab:blue", capsize=3,
+                        label=(f"lr*(D, B) at the full run's {full['lr_at_batch']:.3g} "
+                               "tokens per step" if key == "lr" and "lr_at_batch" in full
+                               else "law at the full run"))
             ax.plot([full["x"]], [full[f"deepseek_llm_{key}"]], "^", color="tab:green",
                     label="DeepSeek LLM's law at the full run")
             if "published" in full:

@@ -447,11 +447,15 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     from tuner import testing
     from tuner.app.cli import main
     from tuner.modeling.laws.lr_batch_law import LrBatchLaw
+    from tuner.modeling.laws.power_law import deepseek_llm_batch
+    from tuner.study.specs.proxy import resolve_model_args
     from tuner.study.workflows.stage_runner import run_stages
 
     table = _table(trials=24, batches=GRID, held_out=2_621_440, held_out_batch=4 * GRID[-1])
     del table["space"]["params"]["batch_end"]
     table["study"] |= {"sampler": "qmc", "max_concurrent": 4, "seed": 5}
+    table["full_run"] = {"target": "deepseek-v3-671b", "hardware": "h800", "gpus": 2048,
+                         "tokens": 14_800_000_000_000, "seq_len": 4096}
     spec = parse_spec(table)
     run_dir = tmp_path / "runs" / "lw"
     said: list[str] = []
@@ -473,6 +477,23 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     assert data["lr_batch_law"] is not None, data["lr_batch_note"]
     law = LrBatchLaw.from_dict(data["lr_batch_law"])
     assert law.n_cells == 15  # the held-out budget's 3 cells joined once its check was made
+    # law.md's answer is lr*(D, B) at the batch an export writes (the study's batch law where
+    # it placed one, else DeepSeek LLM's B_opt), never the lr law in D alone
+    full = data["full_run"]
+    batch, rule = ((full["batch"], "the study's batch law") if data["batch_law"] else
+                   (deepseek_llm_batch(full["compute"]), "DeepSeek LLM's B_opt"))
+    assert full["lr_at_batch"] == pytest.approx(batch)
+    assert full["lr"] == pytest.approx(law.at(14.8e12, batch))
+    assert full["lr_band"][0] < full["lr"] < full["lr_band"][1]
+    assert full["lr_in_d"] != pytest.approx(full["lr"])
+    answer = law_markdown(data).split("\n\n")[1]
+    assert f"at {batch:.4g} tokens per step: {rule}" in answer
+    assert f"lr {full['lr']:.3g}" in answer and "an LR without its batch" in answer
+    if spec.law.mup:  # like with like: the hidden matrices' LR beside a published one
+        assert full["width_mult"] == pytest.approx(7168 / resolve_model_args(spec).dim)
+        assert f"lr / width_mult = {full['lr'] / full['width_mult']:.3g}" in answer
+    else:
+        assert full["width_mult"] is None
     for tokens in FITTED:  # the known lr*(D, B) at every cell
         for b in GRID:
             truth = testing.law_lr_batch_optimum(tokens, b * 128)
