@@ -177,6 +177,8 @@ def _check(h: dict[str, Any] | None) -> str:
     return (f"{g(h['lr_predicted'])} [{g(h['lr_band'][0])}, {g(h['lr_band'][1])}] / "
             f"{g(h['lr_measured'])} = {h['lr_ratio']:.2f} "
             f"({'inside' if h['lr_inside'] else 'outside'})"
+            + ("; its optimum on its window's edge (a flat bowl): a bound, not judged"
+               if h.get("at_edge") else "")
             + (f"; the whole-range quadratic: {g(surface)} = "
                f"{h['lr_predicted'] / surface:.2f}" if surface else ""))
 
