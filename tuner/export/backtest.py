@@ -43,9 +43,6 @@ def backtest(law: StudyLaw | BatchLaw, *, proxy: ModelArgs,
                          flops_per_token=non_embedding_flops_per_token(args, pub.seq_len),
                          params=float(c.active - c.embedding - c.head))
         hidden = at.lr / mult if at.lr is not None else None
-        inner = law.lr_batch if isinstance(law, StudyLaw) else law
-        said = getattr(inner, "interaction", None)  # a law with a D x B term
-        term = said(pub.tokens, pub.batch_tokens) if at.lr is not None and said else None
         rows.append({
             "target": name, "recipe": pub.name, "source": pub.source, "tokens": pub.tokens,
             "batch": f"{pub.batch_end} x {pub.seq_len}", "batch_tokens": pub.batch_tokens,
@@ -54,7 +51,7 @@ def backtest(law: StudyLaw | BatchLaw, *, proxy: ModelArgs,
             "band": [at.band[0] / mult, at.band[1] / mult] if at.lr is not None else None,
             "decades_past_tokens": at.decades_tokens, "decades_past_batch": at.decades_batch,
             "refusal": at.refusal, "valid_at_batch": at.valid_at_batch,
-            "interaction": term,
+            "interaction": at.interaction if at.lr is not None else None,
             "hidden_lr_at_fitted_batch": at.law_lr / mult,
             "ratio_at_fitted_batch": at.law_lr / mult / pub.lr})
     return rows

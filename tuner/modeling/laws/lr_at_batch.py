@@ -100,6 +100,8 @@ class LrAtBatch:
     valid_at_batch: float | None  # None: the law holds at any batch (two variables)
     refusal: str
     rule: str
+    # a two-variable law's D x B term at (tokens, batch) (`LrBatchLaw.interaction`), if it has one
+    interaction: dict[str, Any] | None = None
 
     def band_dict(self) -> dict[str, Any]:
         """The band as numbers (the native export's ``lr.band``)."""
@@ -124,6 +126,7 @@ def lr_at_batch(law: StudyLaw | BatchLaw, *, tokens: float, batch: float,
         past = law.decades_past(tokens, batch)
         d_tokens, d_batch = past["tokens"], past["batch"]
         lr = law.at(tokens, batch, params)
+        term = law.interaction(tokens, batch) if hasattr(law, "interaction") else None
         return LrAtBatch(law=name, tokens=tokens, batch=batch, lr=lr, law_lr=lr,
                          band=(lo, hi), level=LEVEL, decades_tokens=d_tokens,
                          decades_batch=d_batch, valid_at_batch=None, refusal="",
@@ -131,7 +134,8 @@ def lr_at_batch(law: StudyLaw | BatchLaw, *, tokens: float, batch: float,
                               f"at D = {tokens:.4g}, B = {batch:.4g} tokens per step: {lr:.4g}, "
                               f"band [{lo:.3g}, {hi:.3g}] ({LEVEL:.0%}), {d_tokens:.1f} decades "
                               f"past the fitted budgets in D and {d_batch:.1f} in B"
-                              f"{_params_said(law, params)}{interaction_said(law, tokens, batch)}")
+                              f"{_params_said(law, params)}{interaction_said(term)}",
+                         interaction=term)
     x = law.x(tokens, flops_per_token)
     lr, (lo, hi) = law.lr.at(x), law.lr.band(x, LEVEL)
     d_tokens = law.lr.decades_past(x)
@@ -152,10 +156,9 @@ def lr_at_batch(law: StudyLaw | BatchLaw, *, tokens: float, batch: float,
     return dataclasses.replace(at, lr=lr, rule=f"{said}; {_where(law, batch, valid)}")
 
 
-def interaction_said(law: Any, tokens: float, batch: float) -> str:
-    """For a law with a D x B term: how many decades of its answer at (tokens, batch) that term
-    gives, and whether the cells resolve it (`LrBatchLaw.interaction`)."""
-    info = law.interaction(tokens, batch) if hasattr(law, "interaction") else None
+def interaction_said(info: dict[str, Any] | None) -> str:
+    """For a law with a D x B term (``info``: `LrBatchLaw.interaction` at the point asked): how
+    many decades of its answer there that term gives, and whether the cells resolve it."""
     if info is None:
         return ""
     said = (f"the D x B term ({info['coef']:+.3g} ± {info['se']:.2g}, |t| = "

@@ -266,19 +266,19 @@ class LrBatchLaw:
         a term the grid did not measure; None for a law without it."""
         u = math.log10(tokens) - self.centre[0]
         v = math.log10(batch) - self.centre[1]
-        gone = dict((name, (c, s)) for name, c, s in self.left_out)
-        if "uv" in gone:  # fitted, unresolved, left out of lr*: it gives 0 decades here
+        gone = {name: (c, s) for name, c, s in self.left_out}
+        left_out = "uv" in gone  # fitted, unresolved, left out of lr*: it gives 0 decades here
+        if left_out:
             coef, se = gone["uv"]
-            t = coef / se if se > 0 else math.inf
-            return {"coef": coef, "se": se, "t": t, "resolved": False, "left_out": True,
-                    "decades": 0.0, "decades_if_kept": coef * u * v}
-        if "uv" not in self.terms:
+        elif "uv" in self.terms:
+            i = self.terms.index("uv")
+            coef, se = self.coef[i], math.sqrt(max(self.cov[i][i], 0.0))
+        else:
             return None
-        i = self.terms.index("uv")
-        coef, se = self.coef[i], math.sqrt(max(self.cov[i][i], 0.0))
         t = coef / se if se > 0 else math.inf
         return {"coef": coef, "se": se, "t": t, "resolved": abs(t) >= RESOLVED_T,
-                "left_out": False, "decades": coef * u * v, "decades_if_kept": coef * u * v}
+                "left_out": left_out, "decades": 0.0 if left_out else coef * u * v,
+                "decades_if_kept": coef * u * v}
 
     def tokens_exponent(self, batch: float) -> float:
         """d log lr* / d log D at ``batch`` (the u·v term makes it depend on the batch)."""

@@ -96,6 +96,13 @@ class Plan:
         """Release what the plan holds (its lease)."""
         self._stack.close()
 
+    def found(self) -> Found | None:
+        """The existing study as this preflight loaded it, with its stored spec, for a caller
+        that reads it again (a law's first stage); None for a new or unfinished one."""
+        if self.study is None or self.store is None or self.stored is None:
+            return None
+        return Found(self.store, self.study, self.stored)
+
     def hold_lease(self, store: optuna.storages.RDBStorage) -> threading.Event:
         """The study's lease, taken now if the plan does not hold it yet (a new study: the run
         takes it once it has created the storage); the event is set if it is lost."""

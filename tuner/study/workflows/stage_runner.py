@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tuner.study.run.preflight import Found
 from tuner.study.specs.spec import StudySpec
 from tuner.study.store import database as db
 from tuner.study.workflows.ladder import ladder_stages, rung_spec
@@ -49,17 +48,10 @@ def reached_end(spec: StudySpec, summaries: list[Any]) -> bool:
             and summaries[-1].done >= summaries[-1].n_trials)
 
 
-def _stages_of(spec: StudySpec, url: str, log: Callable[[str], None], first: Any) -> Stages:
+def _stages_of(spec: StudySpec, url: str, log: Callable[[str], None], plan: Any) -> Stages:
     if spec.kind == "law":
-        return law_stages(spec, url, log, _found_by(first))
+        return law_stages(spec, url, log, plan.found() if plan is not None else None)
     return ladder_stages(spec, url, log)
-
-
-def _found_by(plan: Any) -> Found | None:
-    """The first stage's study as ``plan`` (its preflight) loaded it, if it exists."""
-    if plan is None or plan.study is None or plan.store is None or plan.stored is None:
-        return None
-    return Found(plan.store, plan.study, plan.stored)
 
 
 def run_stages(spec: StudySpec, *, run_dir: Path, plan: Any = None, storage: str = "",
