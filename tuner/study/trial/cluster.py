@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import socket
 import threading
@@ -42,7 +43,7 @@ def connect_cluster(address: str | None, spec: StudySpec) -> bool:
         check_reachable(address)
         try:
             with _keeping_sigterm_handler():
-                ray.init(address=address, include_dashboard=False,
+                ray.init(address=init_address(address), include_dashboard=False,
                          logging_level=logging.WARNING, log_to_driver=False)
         except (ConnectionError, ValueError, RuntimeError) as e:
             raise ClusterError(f"--address {address}: cannot connect to a Ray cluster "
@@ -55,6 +56,15 @@ def connect_cluster(address: str | None, spec: StudySpec) -> bool:
             ray.shutdown()
         raise
     return started
+
+
+def init_address(address: str | None) -> str:
+    """What ``ray.init`` is given: ``address``, else ``RAY_ADDRESS`` (the user's own choice, as
+    inside a Ray job), else ``"local"``, a Ray of this process' own. Ray reads a missing address
+    as "the latest Ray started on this machine" (its /tmp/ray/ray_current_cluster): a study would
+    join another process' Ray, another user's included, and die when that one shut down (two
+    `moetune submit` on one machine; the test suite on two processes did)."""
+    return address or os.environ.get("RAY_ADDRESS") or "local"
 
 
 @contextlib.contextmanager
