@@ -52,6 +52,7 @@ HEADING = ("## The shipped law design on real trainings: lr*(D, B) over a grid, 
            "budget and batch")
 COMMAND = "nice -n 15 python benchmarks/bench_law.py grid"
 TARGET = 1.5  # each held-out lr* predicted within 1.5x of the measured
+NEAR_SD = 2.0  # the predicted recipe's trial within this many noise sd of the best searched
 # --smoke: law.toml with these lines changed too ([law] tokens and held_out, [study] n_trials),
 # trained by the known-law fake over the grid; 18 trials are 6 per (budget, batch) cell, the
 # fewest a cell's lr optimum is placed from (`response_surface.MIN_TRIALS`): with fewer no
@@ -105,7 +106,28 @@ def read_seed(seed: int, root: Path) -> dict[str, Any] | None:
         data = stored_law_data(seed, root)
     except (ValueError, KeyError, RuntimeError) as e:  # a study caught before its first trials
         return NOT_STARTED | {"lr_batch_note": f"not readable yet ({e})"}
-    return data if data is None else data | {"busy_s": busy_seconds(seed, root)}
+    return data if data is None else data | {"busy_s": busy_seconds(seed, root),
+                                             "fitted_bend": fitted_bend(seed, root)}
+
+
+def fitted_bend(seed: int, root: Path) -> dict[str, float] | None:
+    """The bend in D (the u² term of the band's alternative law) of lr*(D, B) through the
+    fitted budgets alone, the law that made the held-out predictions: its coefficient, se and
+    the share the band believed it in. Positive: lr* flattening with D inside the grid, so a
+    fall past it was not in the cells to see. None before that law is fitted."""
+    import optuna
+
+    from tuner.study.store import storage as st
+    from tuner.study.workflows.law_fit import budget_studies, fit_law
+
+    url = f"sqlite:///{db_path(root, seed)}"
+    spec = st.stored_spec(optuna.load_study(study_name=f"law-s{seed}", storage=url))
+    studies = budget_studies(spec, optuna.storages.RDBStorage(url))
+    law = fit_law(spec, [(i, s) for i, s in studies if i < len(spec.law.tokens)]).lr_batch
+    if law is None:
+        return None
+    return {"uu": law.form[-1], "se": math.sqrt(max(law.form_cov[-1][-1], 0.0)),
+            "shrink": law.bend_shrink}
 
 
 def busy_seconds(seed: int, root: Path) -> float:
@@ -180,7 +202,10 @@ def _check(h: dict[str, Any] | None) -> str:
             + ("; its optimum on its window's edge (a flat bowl): a bound, not judged"
                if h.get("at_edge") else "")
             + (f"; the whole-range quadratic: {g(surface)} = "
-               f"{h['lr_predicted'] / surface:.2f}" if surface else ""))
+               f"{h['lr_predicted'] / surface:.2f}" if surface else "")
+            + (f"; the predicted recipe's trial {h['loss_gap_best']:+.3f} "
+               f"({h['loss_gap_best_sd']:+.1f} sd) from the best searched"
+               if "loss_gap_best" in h else ""))
 
 
 def _wall(d: dict[str, Any]) -> str:
@@ -214,7 +239,37 @@ def results_lines(data: dict[str, Any], *, command: str = COMMAND) -> list[str]:
                           for c in (d.get("held_out_check") or {}).get("cells", [])) or "—"
         lines.append(f"| {seed} | {_coefficients(d)} | {_check(d.get('held_out_check'))} | "
                      f"{cells} | {_check(d.get('held_out_batch_check'))} | {_wall(d)} |")
-    return lines + [""] + _targets(seeds) + [""] + ["- " + n for n in data.get("notes", [])]
+    return (lines + [""] + _targets(seeds) + _past_grid(seeds) + [""]
+            + ["- " + n for n in data.get("notes", [])])
+
+
+def _past_grid(seeds: dict[str, Any]) -> list[str]:
+    """Per seed, how lr* moved from the largest fitted budget to the held-out one against the
+    law: the judged cells' predicted / measured and the D-exponent each would have needed beyond
+    the law's (log10 of the ratio over the decades between them), beside the fitted cells' own
+    bend in D."""
+    rows, spans = [], set()
+    for seed, d in sorted(seeds.items()):
+        h, bend = d.get("held_out_check") or {}, d.get("fitted_bend")
+        judged = [c for c in h.get("cells", []) if "lr_ratio" in c and not c.get("at_edge")
+                  and not c.get("censored")]
+        if not judged or not bend:
+            continue
+        span = math.log10(h["tokens"] / max(b["tokens"] for b in d["budgets"]
+                                            if not b["held_out"] and not b["held_out_batch"]))
+        spans.add(f"{span:.2f}")
+        steeper = ", ".join(f"{c['batch']:.0f}: {c['lr_ratio']:.2f}x, "
+                            f"{-math.log10(c['lr_ratio']) / span:+.2f}" for c in judged)
+        rows.append(f"seed {seed}: {steeper}; the fitted cells' bend {bend['uu']:+.3f} ± "
+                    f"{bend['se']:.3f} (believed in {bend['shrink']:.0%})")
+    if not rows:
+        return []
+    return ["- Past the grid, per batch at the held-out budget (lr*(D, B) predicted / measured, "
+            "and the D-exponent beyond the law's that the fall would need over the "
+            f"{'/'.join(sorted(spans))} decades from the largest fitted budget; measured cells "
+            "only, a flat or edge bowl not judged): " + "; ".join(rows) + ". A positive bend "
+            "is lr* flattening with D inside the grid: the fall past it is not in the fitted "
+            "cells."]
 
 
 def _targets(seeds: dict[str, Any]) -> list[str]:
@@ -232,9 +287,14 @@ def _targets(seeds: dict[str, Any]) -> list[str]:
         others = (f"each seed's prediction inside the other seeds' bands: {inside}/{pairs} "
                   "pairs" if pairs else "one seed: no cross-seed check")
         late = f"; {len(seeds) - n} seed(s) not reached yet" if n < len(seeds) else ""
+        near = [c for c in checks if "loss_gap_best_sd" in c]
+        close = sum(c["loss_gap_best_sd"] <= NEAR_SD for c in near)
+        cost = (f"; the predicted recipe's own trial within {NEAR_SD:g} noise sd of the best "
+                f"searched in {close}/{len(near)} (proposed target: what following the "
+                "prediction cost, where a flat bowl leaves lr* unpinned)" if near else "")
         out.append(f"- {what}: lr* predicted within {TARGET}x of the measured in {ok}/{n} "
                    f"seeds (target {n}/{n}); the measured inside its own band in {own}/{n}; "
-                   f"{others}{late}.")
+                   f"{others}{cost}{late}.")
     return out
 
 

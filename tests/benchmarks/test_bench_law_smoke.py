@@ -147,6 +147,33 @@ def test_the_grid_section_says_what_a_seed_has_not_reached():
     assert "1.5 min (partial: resumed" in text and "unknown (not run by this benchmark)" in text
 
 
+def test_the_grid_section_says_how_far_past_the_grid_lr_fell_and_what_the_prediction_cost():
+    """Per seed, each judged held-out cell's ratio and the D-exponent beyond the law's its fall
+    needs (a 2x over-prediction over log10(5) decades needs -0.43 more), beside the fitted
+    cells' own bend; a flat-bowl cell is left out; and the predicted recipe's trial against
+    the best searched, counted against 2 noise sd."""
+    check = {"lr_predicted": 2e-3, "lr_band": [1e-3, 4e-3], "lr_measured": 1e-3,
+             "lr_ratio": 2.0, "lr_inside": True, "tokens": 2_621_440,
+             "loss_gap_best": 0.03, "loss_gap_best_sd": 1.5,
+             "cells": [{"batch": 128.0, "lr_ratio": 2.0, "censored": False},
+                       {"batch": 2048.0, "lr_ratio": 0.1, "censored": True, "at_edge": True}]}
+    seed = {"lr_batch_law": None, "lr_batch_note": "", "held_out_check": check,
+            "held_out_batch_check": check | {"loss_gap_best_sd": 6.5},
+            "fitted_bend": {"uu": 0.1, "se": 0.15, "shrink": 0.48},
+            "budgets": [{"tokens": 524_288, "held_out": False, "held_out_batch": False},
+                        {"tokens": 2_621_440, "held_out": True, "held_out_batch": False}]}
+    data = {"config": {"tokens": [1, 2], "held_out": 3, "batches": [1, 4], "held_out_batch": 8,
+                       "trials": 6, "trainer": "fake"}, "seeds": {"0": seed}}
+    text = "\n".join(grid.results_lines(data))
+    assert "over the 0.70 decades from the largest fitted budget" in text
+    assert "seed 0: 128: 2.00x, -0.43; the fitted cells' bend +0.100 ± 0.150" in text
+    assert "2048: 0.10x" not in text  # the flat bowl is not judged
+    assert "the predicted recipe's trial +0.030 (+1.5 sd) from the best searched" in text
+    budget, batch = (line for line in text.splitlines() if line.startswith("- held-out"))
+    assert "within 2 noise sd of the best searched in 1/1" in budget
+    assert "within 2 noise sd of the best searched in 0/1" in batch
+
+
 def test_the_grid_mode_runs_the_shipped_design_end_to_end_on_the_fake(tmp_path):
     """``grid --smoke``: law.toml with its budgets and trials made small, trained by the
     known-law fake over its grid: the JSON and the section carry the held-out budget's and the
@@ -171,6 +198,10 @@ def test_the_grid_mode_runs_the_shipped_design_end_to_end_on_the_fake(tmp_path):
     assert " / " in held and " = " in held and " / " in batch and " = " in batch
     assert f"= {d['held_out_check']['lr_ratio']:.2f}" in held
     assert f"= {d['held_out_batch_check']['lr_ratio']:.2f}" in batch
+    assert d["fitted_bend"]["se"] > 0 and 0 <= d["fitted_bend"]["shrink"] <= 1
+    for key in ("held_out_check", "held_out_batch_check"):  # the predicted recipe's own trial
+        assert d[key]["loss_gap_best"] == pytest.approx(
+            d[key]["loss_predicted_recipe"] - d[key]["loss_best_searched"])
     assert "- held-out budget: lr* predicted within 1.5x of the measured in " in proc.stdout
     assert "- held-out batch: lr* predicted within 1.5x of the measured in " in proc.stdout
     assert "Measured: " in proc.stdout and "Modeled: " in proc.stdout

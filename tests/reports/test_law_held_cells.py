@@ -32,3 +32,26 @@ def test_a_placed_cell_outside_its_band_is_still_a_miss() -> None:
                                _cell(2048.0, 0.0495, inside=False, at_edge=True))))
     assert "missed its own check" in md and "lr at B = 512 optimum" in md
     assert "Not judged: lr at B = 2048" in md
+
+
+def test_cells_that_all_miss_on_one_side_are_said_to_lean_that_way() -> None:
+    """Every judged cell inside its band but all 1.4-2.1x high (as every seed of the CPU grid
+    was): law.md says the point leans high, with the range; a flat-bowl cell is not counted."""
+    md = "\n".join(_held(_data(_cell(128.0, 0.0019, inside=True),
+                               _cell(512.0, 0.0028, inside=True),
+                               _cell(2048.0, 0.0495, inside=False, at_edge=True))))
+    assert "lies inside the band" in md
+    assert ("**The law's point lies above the measured optimum in every judged cell** "
+            "(2 of 2, 1.43x-2.11x)") in md
+    assert "the point leans high" in md
+
+
+def test_cells_on_both_sides_or_near_the_optimum_lean_no_way() -> None:
+    for measured in ((0.0019, 0.0060), (0.0019, 0.0035)):  # one above one below; one 1.14x
+        md = "\n".join(_held(_data(*(_cell(b, m, inside=True)
+                                     for b, m in zip((128.0, 512.0), measured)))))
+        assert "in every judged cell" not in md
+    md = "\n".join(_held(_data(_cell(128.0, 0.008, inside=True),
+                               _cell(512.0, 0.010, inside=True))))
+    assert "lies below the measured optimum in every judged cell** (2 of 2, 2.00x-2.50x)" in md
+    assert "the point leans low" in md

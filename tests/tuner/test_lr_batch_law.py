@@ -463,3 +463,38 @@ def test_the_held_out_batch_is_measured_as_the_laws_cells_are_with_the_surface_b
                                   "held_out_batch_check": check}))
     assert f"puts the optimum at {surface.lr:.3g}" in text
     assert "this check cannot pin lr* closer than that" in text
+
+
+def test_the_held_out_batch_says_what_following_its_prediction_cost() -> None:
+    """Where a flat bowl leaves lr* unpinned, the held-out batch gives what the held-out
+    budget gives: the predicted recipe's own trial against the optimum and the best searched
+    trial, in loss, noise sd and percent, and law.md says it."""
+    from reports.laws.law import _held_batch
+    from tuner.study.workflows.law_fit import BudgetResult, LawFit
+
+    xs = np.linspace(-3.4, -1.3, 24)
+    losses = [2.7 + 0.5 * (x + 2.0) ** 2 for x in xs]
+    trials = tuple((10 ** x, 8192.0, z) for x, z in zip(xs, losses))
+    best = min(range(24), key=lambda i: losses[i])
+    hob = BudgetResult(index=5, study="s.b64", tokens=524288, compute=524288.0,
+                       held_out=False, n_trials=24, optimum=None, error="",
+                       best={"number": best, "lr": trials[best][0], "batch": 8192.0,
+                             "loss": losses[best]},
+                       noise_sd=0.05, predicted_trial={"number": 24, "lr": 0.02,
+                                                       "batch": 8192.0, "loss": 2.85},
+                       trials=trials, held_out_batch=True)
+    fit = LawFit(name="s", variable="tokens", flops_per_token=1.0, params=1.0, budgets=(hob,),
+                 lr_law=None, batch_law=None, predicted={},
+                 predicted_batch={"tokens": 524288, "batch": 8192.0, "lr": 0.02,
+                                  "lr_band": [0.005, 0.08], "decades_past": {"batch": 0.6}})
+    check = fit.held_out_batch_check()
+    assert check is not None
+    assert check["loss_gap_best"] == pytest.approx(2.85 - losses[best])
+    assert check["loss_gap_best_sd"] == pytest.approx((2.85 - losses[best]) / 0.05)
+    assert check["loss_gap"] == pytest.approx(2.85 - check["loss_optimum"])
+    assert check["sd"] == 0.05 and check["sd_measured"]
+    text = "\n".join(_held_batch({"budgets": [{"held_out_batch": True}],
+                                  "held_out_batch_check": check}))
+    assert ("The predicted recipe's val_loss 2.8500 (measured) against the held-out batch's "
+            "optimum") in text
+    assert f"{check['loss_gap_best_sd']:+.2f} sd" in text

@@ -227,25 +227,7 @@ class LawFit:
         if smallest.best:
             today = smallest.best["lr"] * (held.compute / smallest.compute) ** LR_EXPONENT
             out |= {"lr_today_rule": today, "lr_today_ratio": today / o.lr}
-        if held.predicted_trial:
-            sd = held.noise_sd or o.tolerance
-            measured = held.predicted_trial["loss"]
-            gap = measured - o.loss
-            out |= {"loss_predicted_recipe": measured,
-                    "loss_optimum": o.loss, "loss_gap": gap, "loss_gap_sd": gap / sd if sd
-                    else math.nan, "loss_gap_pct": 100 * gap / o.loss, "sd": sd,
-                    "sd_measured": held.noise_sd is not None}
-            if held.best:
-                # Measured against measured: the surface's floor is a model, and where the
-                # quadratic does not describe the bottom (its floor below every trial it was
-                # fitted to) the gap to it is the fit's, not the recipe's. The best searched
-                # trial is a best of n (biased low), so this gap errs against the prediction.
-                best = held.best["loss"]
-                out |= {"loss_best_searched": best, "loss_gap_best": measured - best,
-                        "loss_gap_best_sd": (measured - best) / sd if sd else math.nan,
-                        "loss_gap_best_pct": 100 * (measured - best) / best,
-                        "floor_below_trials": o.loss < min(best, measured) - 2 * sd}
-        return out
+        return out | _recipe_gap(held, o)
 
     def held_out_batch_check(self) -> dict[str, Any] | None:
         """Predicted / measured lr* at the held-out batch (the prediction stored in its spec
@@ -276,7 +258,7 @@ class LawFit:
                 "lr_surface": s.lr if s is not None else None,
                 "lr_surface_interval": list(s.lr_interval) if s is not None else None,
                 "estimator_spread": spread,
-                "decades_past": p.get("decades_past")}
+                "decades_past": p.get("decades_past")} | _recipe_gap(hob, o)
 
     def compute_ratio(self) -> float | None:
         """The fitted budgets' compute (every trial) over a direct search at the held-out
@@ -305,6 +287,33 @@ class LawFit:
                 "lr_batch_note": self.lr_batch_note,
                 "held_out_batch_check": self.held_out_batch_check(),
                 "batch_below_range": self.batch_below_range}
+
+
+def _recipe_gap(b: BudgetResult, o: Optimum) -> dict[str, Any]:
+    """The predicted recipe's measured val_loss (its trial, `PREDICTED_POINT`) against the
+    optimum ``o`` of ``b``'s own search and against its best searched trial, in loss, in noise
+    sd and in percent: what following the prediction cost, where a flat bowl leaves lr* itself
+    unpinned. Empty without a predicted trial."""
+    if not b.predicted_trial:
+        return {}
+    sd = b.noise_sd or o.tolerance
+    measured = b.predicted_trial["loss"]
+    gap = measured - o.loss
+    out: dict[str, Any] = {"loss_predicted_recipe": measured, "loss_optimum": o.loss,
+                           "loss_gap": gap, "loss_gap_sd": gap / sd if sd else math.nan,
+                           "loss_gap_pct": 100 * gap / o.loss, "sd": sd,
+                           "sd_measured": b.noise_sd is not None}
+    if b.best:
+        # Measured against measured: the surface's floor is a model, and where the quadratic
+        # does not describe the bottom (its floor below every trial it was fitted to) the gap
+        # to it is the fit's, not the recipe's. The best searched trial is a best of n (biased
+        # low), so this gap errs against the prediction.
+        best = b.best["loss"]
+        out |= {"loss_best_searched": best, "loss_gap_best": measured - best,
+                "loss_gap_best_sd": (measured - best) / sd if sd else math.nan,
+                "loss_gap_best_pct": 100 * (measured - best) / best,
+                "floor_below_trials": o.loss < min(best, measured) - 2 * sd}
+    return out
 
 
 def budget_studies(spec: StudySpec, storage: optuna.storages.BaseStorage,
