@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -424,6 +425,20 @@ def test_the_backtest_gives_the_d_by_b_terms_share_of_each_row() -> None:
     assert f"not resolved); kept: {kept:+.2f} decades |" in backtest_table(rows)
 
 
+def _held_out_batch_fit(trials: tuple, **budget: Any) -> Any:
+    """A law fit holding only a held-out batch at 524,288 tokens and 8,192 tokens per step,
+    with ``trials`` as its own search and an lr of 0.02 [0.005, 0.08] predicted for it."""
+    from tuner.study.workflows.law_fit import BudgetResult, LawFit
+
+    hob = BudgetResult(index=5, study="s.b64", tokens=524288, compute=524288.0,
+                       held_out=False, n_trials=len(trials), error="", trials=trials,
+                       held_out_batch=True, **budget)
+    return LawFit(name="s", variable="tokens", flops_per_token=1.0, params=1.0,
+                  budgets=(hob,), lr_law=None, batch_law=None, predicted={},
+                  predicted_batch={"tokens": 524288, "batch": 8192.0, "lr": 0.02,
+                                   "lr_band": [0.005, 0.08], "decades_past": {"batch": 0.6}})
+
+
 def test_the_held_out_batch_is_measured_as_the_laws_cells_are_with_the_surface_beside() -> None:
     """Like with like: the held-out batch's measured lr* is the cells' estimator (a quadratic
     near the best trial), as the law's cells were found; the budget's whole-range quadratic is
@@ -434,7 +449,6 @@ def test_the_held_out_batch_is_measured_as_the_laws_cells_are_with_the_surface_b
     from reports.laws.law import _held_batch
     from tuner.modeling.laws.lr_batch_law import cell_optimum
     from tuner.modeling.laws.response_surface import fit_optimum
-    from tuner.study.workflows.law_fit import BudgetResult, LawFit
 
     xs = np.linspace(-3.4, -1.3, 24)  # log10 lr over the searched range
     bottom = -1.6  # a bottom at the top of a decade-wide shelf, with a steep wall below it
@@ -442,14 +456,8 @@ def test_the_held_out_batch_is_measured_as_the_laws_cells_are_with_the_surface_b
               + 3.0 * max(0.0, -2.6 - x) ** 2 for x in xs]
     trials = tuple((10 ** x, 8192.0, z) for x, z in zip(xs, losses))
     surface = fit_optimum([t[0] for t in trials], [1.0] * len(trials), losses, seed=5)
-    hob = BudgetResult(index=5, study="s.b64", tokens=524288, compute=524288.0,
-                       held_out=False, n_trials=24, optimum=surface, error="", best={},
-                       noise_sd=None, predicted_trial={}, trials=trials, held_out_batch=True)
-    fit = LawFit(name="s", variable="tokens", flops_per_token=1.0, params=1.0, budgets=(hob,),
-                 lr_law=None, batch_law=None, predicted={},
-                 predicted_batch={"tokens": 524288, "batch": 8192.0, "lr": 0.02,
-                                  "lr_band": [0.005, 0.08], "decades_past": {"batch": 0.6}})
-    check = fit.held_out_batch_check()
+    check = _held_out_batch_fit(trials, optimum=surface, best={}, noise_sd=None,
+                                predicted_trial={}).held_out_batch_check()
     assert check is not None
     cell, _ = cell_optimum([t[0] for t in trials], losses, seed=5)
     assert check["lr_measured"] == pytest.approx(cell.lr)
@@ -470,24 +478,16 @@ def test_the_held_out_batch_says_what_following_its_prediction_cost() -> None:
     budget gives: the predicted recipe's own trial against the optimum and the best searched
     trial, in loss, noise sd and percent, and law.md says it."""
     from reports.laws.law import _held_batch
-    from tuner.study.workflows.law_fit import BudgetResult, LawFit
 
     xs = np.linspace(-3.4, -1.3, 24)
     losses = [2.7 + 0.5 * (x + 2.0) ** 2 for x in xs]
     trials = tuple((10 ** x, 8192.0, z) for x, z in zip(xs, losses))
     best = min(range(24), key=lambda i: losses[i])
-    hob = BudgetResult(index=5, study="s.b64", tokens=524288, compute=524288.0,
-                       held_out=False, n_trials=24, optimum=None, error="",
-                       best={"number": best, "lr": trials[best][0], "batch": 8192.0,
-                             "loss": losses[best]},
-                       noise_sd=0.05, predicted_trial={"number": 24, "lr": 0.02,
-                                                       "batch": 8192.0, "loss": 2.85},
-                       trials=trials, held_out_batch=True)
-    fit = LawFit(name="s", variable="tokens", flops_per_token=1.0, params=1.0, budgets=(hob,),
-                 lr_law=None, batch_law=None, predicted={},
-                 predicted_batch={"tokens": 524288, "batch": 8192.0, "lr": 0.02,
-                                  "lr_band": [0.005, 0.08], "decades_past": {"batch": 0.6}})
-    check = fit.held_out_batch_check()
+    check = _held_out_batch_fit(
+        trials, optimum=None, noise_sd=0.05,
+        best={"number": best, "lr": trials[best][0], "batch": 8192.0, "loss": losses[best]},
+        predicted_trial={"number": 24, "lr": 0.02, "batch": 8192.0, "loss": 2.85}
+    ).held_out_batch_check()
     assert check is not None
     assert check["loss_gap_best"] == pytest.approx(2.85 - losses[best])
     assert check["loss_gap_best_sd"] == pytest.approx((2.85 - losses[best]) / 0.05)
