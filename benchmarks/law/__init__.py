@@ -5,4 +5,4 @@ from __future__ import annotations
 
 # mode -> module under benchmarks.law: each has add_arguments(parser) and run(args) -> int
 MODES = {"one-batch": "one_batch", "batch": "batch", "pooled": "pooled", "table": "table",
-         "backtest": "backtest", "grid": "grid"}
+         "backtest": "backtest", "grid": "grid", "beyond": "beyond"}

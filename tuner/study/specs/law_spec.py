@@ -6,6 +6,8 @@ budget (`tuner.study.workflows.law` runs it; `tuner.study.workflows.law_fit` fit
                                 # ascending: at least 4, spanning at least 1.5 decades
     held_out = 2_700_000        # predicted from the fitted budgets before it runs, then
                                 # searched on its own (0: no held-out check)
+    held_out_at_batch = 32      # with batches and held_out: the held-out budget searches lr at
+                                # this one of the batches alone (0: at every one of them)
     held_out_batch = 128        # with batches: a batch_end >= 4x the largest, run at the
                                 # largest fitted budget, lr predicted by lr*(D, B) from the
                                 # fitted budgets before it runs, then searched (0: none)
@@ -51,8 +53,8 @@ MIN_DECADES = 1.5
 MIN_BATCHES = 3
 MIN_BATCH_DECADES = 1.0
 MIN_HELD_OUT_BATCH = 4  # x the largest fitted batch
-KNOWN = ("tokens", "held_out", "trials", "mup", "batches", "held_out_batch", "budget",
-         "predicted")
+KNOWN = ("tokens", "held_out", "trials", "mup", "batches", "held_out_at_batch",
+         "held_out_batch", "budget", "predicted")
 
 
 class LawError(FieldError):
@@ -67,6 +69,9 @@ class LawSection:
     mup: bool = True
     batches: tuple[int, ...] = ()  # batch_end values searched at every budget (() = as the
     # space has it)
+    held_out_at_batch: int = 0  # the one batch_end the held-out budget searches (0: every one
+    # in batches): that budget is most of a law's tokens, and the largest batch costs least per
+    # token, so a check at it alone is the cheap one
     held_out_batch: int = 0  # batch_end of the held-out batch (0: none), run at tokens[-1]
     budget: int = 0
     # at the held-out budget: {"lr": .., "lr_band": [lo, hi], "batch": .., "batch_band": ..}
@@ -98,9 +103,17 @@ class LawSection:
 
     @property
     def stage_batches(self) -> tuple[int, ...]:
-        """The batch_end values this budget searches: the held-out batch alone at its budget,
-        else ``batches``."""
-        return (self.held_out_batch,) if self.is_held_out_batch else self.batches
+        """The batch_end values this budget searches (`batches_at`)."""
+        return self.batches_at(self.budget)
+
+    def batches_at(self, i: int) -> tuple[int, ...]:
+        """The batch_end values budget ``i`` searches: the held-out batch alone at its budget,
+        ``held_out_at_batch`` alone (when set) at the held-out budget, else ``batches``."""
+        if self.held_out_batch and i == self.held_out_batch_index:
+            return (self.held_out_batch,)
+        if self.held_out and i == len(self.tokens) and self.held_out_at_batch:
+            return (self.held_out_at_batch,)
+        return self.batches
 
     @property
     def variable(self) -> str:
@@ -115,6 +128,8 @@ class LawSection:
                                "trials": self.trials, "mup": self.mup}
         if self.batches:
             out["batches"] = list(self.batches)
+        if self.held_out_at_batch:
+            out["held_out_at_batch"] = self.held_out_at_batch
         if self.held_out_batch:
             out["held_out_batch"] = self.held_out_batch
         if self.budget:
@@ -169,6 +184,10 @@ def parse_law(table: Any, *, study_name: str, name_re: Any) -> LawSection:
     mup = table.get("mup", True)
     require(isinstance(mup, bool), "law.mup", "must be true or false", mup, error=LawError)
     batches = _batches(table.get("batches", []))
+    at = table.get("held_out_at_batch", 0)
+    require(_is_int(at) and (at == 0 or (at in batches and bool(held))), "law.held_out_at_batch",
+            f"must be 0 (the held-out budget searches every batch) or, with law.held_out, one "
+            f"of law.batches {list(batches)}", at, error=LawError)
     hob = table.get("held_out_batch", 0)
     top_batch = batches[-1] if batches else 0
     require(_is_int(hob) and (hob == 0 or (bool(batches)
@@ -184,7 +203,8 @@ def parse_law(table: Any, *, study_name: str, name_re: Any) -> LawSection:
     require(isinstance(predicted, Mapping), "law.predicted",
             "must be a table (written by the law)", predicted, error=LawError)
     law = LawSection(tokens=tuple(tokens), held_out=held, trials=trials, mup=mup,
-                     batches=batches, held_out_batch=hob, budget=budget, predicted=dict(predicted))
+                     batches=batches, held_out_at_batch=at, held_out_batch=hob, budget=budget,
+                     predicted=dict(predicted))
     top = budget_name(base_name(study_name, law), law, n - 1)
     require(bool(name_re.fullmatch(top)), "study.name",
             f"must leave room for the budget suffix: the largest budget's study would be "

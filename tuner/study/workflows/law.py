@@ -53,8 +53,8 @@ def budget_spec(spec: StudySpec, i: int, *, predicted: dict[str, Any] | None = N
     tokens = law.budgets[i]
     n = law.trials or spec.study.n_trials
     every = max(1, tokens // 4)
-    space = (with_batches(spec.space, [law.held_out_batch])
-             if i == law.held_out_batch_index else spec.space)
+    batches = law.batches_at(i)
+    space = with_batches(spec.space, list(batches)) if batches != law.batches else spec.space
     return dataclasses.replace(
         spec, space=space,
         study=dataclasses.replace(spec.study, name=budget_name(spec.name, law, i),
@@ -73,9 +73,10 @@ def predicted_point(spec: StudySpec, prediction: dict[str, Any],
     dists = spec.space.distributions()
     point = {k: v for k, v in best_params.items() if k in dists}
     point["lr"] = snap(dists["lr"], prediction["lr"])
-    if "batch" in prediction and "batch_end" in dists:
+    batch = prediction.get("batch", prediction.get("at_batch"))
+    if batch and "batch_end" in dists:
         seq_len = spec.space.largest("seq_len")
-        point["batch_end"] = snap(dists["batch_end"], prediction["batch"] / seq_len)
+        point["batch_end"] = snap(dists["batch_end"], batch / seq_len)
     return point
 
 
@@ -164,21 +165,31 @@ def _held_out_spec(spec: StudySpec, store: optuna.storages.BaseStorage,
                        "have an lr optimum inside their searched range (law/law.md says which "
                        "sit on its edge); widen [space] lr and `moetune resume` the law")
     prediction = fit.predict(law.held_out)
+    if law.held_out_at_batch and fit.lr_batch is None:
+        raise LawUnfit(f"{spec.name}: no held-out prediction at law.held_out_at_batch = "
+                       f"{law.held_out_at_batch}: no lr law in tokens and batch "
+                       f"({fit.lr_batch_note})")
     if fit.lr_batch is not None and law.batches:  # lr*(D, B) at each batch it will search
         seq_len = spec.space.largest("seq_len")
         prediction["cells"] = [
             {"batch": float(b * seq_len), "lr": fit.lr_batch.at(law.held_out, b * seq_len),
              "lr_band": list(fit.lr_batch.band(law.held_out, b * seq_len))}
-            for b in law.batches]
+            for b in law.batches_at(len(law.tokens))]
+        if law.held_out_at_batch:  # checked at that batch alone: lr*(D, B) there is the answer
+            cell = prediction["cells"][0]
+            prediction = {k: v for k, v in prediction.items() if k not in ("batch", "batch_band")}
+            prediction |= {"lr": cell["lr"], "lr_band": cell["lr_band"], "at_batch": cell["batch"]}
     largest = fit.fitted[-1] if fit.fitted else None
     best = {}
     if largest is not None and largest.best:
         best = dict(by_index[largest.index].trials[int(largest.best["number"])].params)
-    point = predicted_point(spec, prediction, best)
+    point = predicted_point(budget_spec(spec, len(law.tokens)), prediction, best)
     log(f"{spec.name}: predicted at {law.held_out} tokens from {len(fit.fitted)} budgets: "
         f"lr {prediction['lr']:.3g} (band {prediction['lr_band'][0]:.3g}-"
         f"{prediction['lr_band'][1]:.3g})"
-        + (f", batch {prediction['batch']:.0f} tokens" if "batch" in prediction else ""))
+        + (f", batch {prediction['batch']:.0f} tokens" if "batch" in prediction else "")
+        + (f", lr*(D, B) at {prediction['at_batch']:.0f} tokens per step, the one batch it "
+           "searches" if "at_batch" in prediction else ""))
     return budget_spec(spec, len(law.tokens), predicted=prediction, point=point)
 
 
