@@ -13,6 +13,7 @@ fitted budgets' cells, stores the prediction, then runs it. The held-out batch i
 At 13.1M tokens the stdlib corpus (8 MiB, 95% of it train) is seen about 1.6 times.
 
     nice -n 15 python benchmarks/bench_law.py beyond --seeds 2 1   # real (~45 min a seed)
+    python benchmarks/bench_law.py beyond --refit --seeds 2 1        # read the studies back
     python benchmarks/bench_law.py beyond --results                  # JSON -> RESULTS.md
 """
 
@@ -128,14 +129,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[2, 1, 0])
     p.add_argument("--root", type=Path, default=ROOT / "runs" / "bench_law_beyond")
     p.add_argument("--results", action="store_true", help="no trainings: JSON -> RESULTS.md")
+    p.add_argument("--refit", action="store_true",
+                   help="no trainings: read each seed back from its stored studies")
 
 
 def run(a: argparse.Namespace) -> int:
     data: dict[str, Any] = read_json(OUT, {"seeds": {}})
     if not a.results:
         for seed in a.seeds:
-            print(f"seed {seed} ...", file=sys.stderr, flush=True)
-            run_seed(seed, a.root)
+            if not a.refit:
+                print(f"seed {seed} ...", file=sys.stderr, flush=True)
+                run_seed(seed, a.root)
             data["seeds"][str(seed)] = seed_result(seed, a.root)
             write_json(OUT, data)
     from benchmarks.results_md import publish

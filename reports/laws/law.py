@@ -300,6 +300,14 @@ def _held_unchecked(data: dict[str, Any]) -> str:
     return f"Searched, but no optimum placed ({held['error']}); {said}."
 
 
+def _held_row(h: dict[str, Any]) -> str:
+    """The held-out budget's lr row: the lr law's, or lr*(D, B) at the one batch it searched
+    (``law.held_out_at_batch``)."""
+    if "at_batch" not in h:
+        return "lr"
+    return f"lr at B = {h['at_batch']:.0f} tokens, the one batch searched (lr*(D, B))"
+
+
 def _held(data: dict[str, Any]) -> list[str]:
     h = data["held_out_check"]
     if h is None:
@@ -307,13 +315,14 @@ def _held(data: dict[str, Any]) -> list[str]:
     out = ["## Held-out budget: predicted before it ran, then searched on its own", "",
            "| | predicted [band] | measured optimum [95%] | predicted / measured |",
            "|---|---|---|---|",
-           f"| lr | {num(h['lr_predicted'])} [{_span(h['lr_band'])}] | {num(h['lr_measured'])} "
+           f"| {_held_row(h)} | {num(h['lr_predicted'])} [{_span(h['lr_band'])}] | "
+           f"{num(h['lr_measured'])} "
            f"[{_span(h['lr_interval'])}] | {h['lr_ratio']:.2f} |"]
     if "batch_predicted" in h:
         out.append(f"| B (tokens) | {num(h['batch_predicted'], '.0f')} "
                    f"[{_span(h['batch_band'], '.0f')}] | {num(h['batch_measured'], '.0f')} "
                    f"[{_span(h['batch_interval'], '.0f')}] | {h['batch_ratio']:.2f} |")
-    for c in h.get("cells", []):
+    for c in h.get("cells", []) if "at_batch" not in h else []:  # else the row above
         measured = (f"{num(c['lr_measured'])} [{_span(c['lr_interval'])}]"
                     + (" (at the range's edge)" if c["censored"] else "")
                     + (" (its quadratic's bottom on its window's edge: a flat bowl, no "

@@ -18,13 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import bench_law  # noqa: E402
-from benchmarks.law import MODES, grid, pooled  # noqa: E402
+from benchmarks.law import MODES, beyond, grid, pooled  # noqa: E402
 from benchmarks.law import batch as bench  # noqa: E402
 from benchmarks.law.common import spec_text  # noqa: E402
 
 
 def test_every_mode_is_a_subcommand_of_the_one_entry_point(capsys):
-    assert set(MODES) == {"one-batch", "batch", "pooled", "table", "backtest", "grid"}
+    assert set(MODES) == {"one-batch", "batch", "pooled", "table", "backtest", "grid", "beyond"}
     for mode in MODES:
         with pytest.raises(SystemExit) as e:
             bench_law.main([mode, "--help"])
@@ -205,3 +205,43 @@ def test_the_grid_mode_runs_the_shipped_design_end_to_end_on_the_fake(tmp_path):
     assert "- held-out budget: lr* predicted within 1.5x of the measured in " in proc.stdout
     assert "- held-out batch: lr* predicted within 1.5x of the measured in " in proc.stdout
     assert "Measured: " in proc.stdout and "Modeled: " in proc.stdout
+
+
+# --- beyond: the grid one budget further ---------------------------------------------------------
+
+def test_beyond_makes_the_held_out_budget_fitted_and_holds_out_5x_past_it(tmp_path):
+    """A grid study's stored spec gains its held-out budget as a fitted one and a new held-out
+    budget 5x above it at the largest batch alone, with no held-out batch; the result is a
+    spec the product reads, and a second call changes nothing."""
+    import optuna
+
+    from tuner.study.specs.spec import parse_spec
+    from tuner.study.store import records
+    from tuner.study.store import storage as st
+
+    spec = parse_spec(tomllib.loads(grid.spec_text(0)))
+    path = tmp_path / "study.db"
+    st.create_study(spec, optuna.storages.RDBStorage(f"sqlite:///{path}"))
+    law = beyond.extend(path, "law-s0")
+    assert law["tokens"] == [*spec.law.tokens, spec.law.held_out]
+    assert law["held_out"] == 5 * spec.law.held_out and "held_out_batch" not in law
+    assert law["held_out_at_batch"] == spec.law.batches[-1] == beyond.AT_BATCH
+    study = optuna.load_study(study_name="law-s0", storage=f"sqlite:///{path}")
+    stored = study.user_attrs[records.SPEC]
+    extended = parse_spec(stored)
+    assert extended.law.batches_at(len(extended.law.tokens)) == (beyond.AT_BATCH,)
+    assert extended.study.noise_top == 1 and extended.study.name == "law-s0"
+    assert beyond.extend(path, "law-s0") == law
+    assert study.user_attrs[records.SPEC] == stored
+
+
+def test_beyond_results_judge_each_seed_and_say_what_is_not_reached():
+    h = {"lr_predicted": 3.2e-3, "lr_band": [5e-4, 9e-3], "lr_measured": 2.0e-3,
+         "lr_interval": [1.5e-3, 2.6e-3], "lr_ratio": 1.6, "lr_inside": True,
+         "loss_gap_best": 0.012}
+    lines = beyond.results_lines({"seeds": {"2": {"held_out_check": h}, "1": None}})
+    row = next(line for line in lines if line.startswith("| 2 |"))
+    assert "0.0032 [0.0005, 0.009]" in row and "1.60 (inside the band)" in row
+    assert "+0.012 from the best searched" in row
+    assert "| 1 | not reached yet |" in "\n".join(lines)
+    assert "within 1.5x of the measured in 0/1 seeds" in "\n".join(lines)

@@ -346,6 +346,12 @@ def test_the_shipped_law_spec_validates_as_documented() -> None:
     ({"batches": [1, 4, 16], "trials": 16}, None, "law.trials", "multiple of"),
     ({"batches": [1, 4, 16], "held_out_batch": 32}, None, "law.held_out_batch", "4x"),
     ({"held_out_batch": 64}, None, "law.held_out_batch", "with law.batches"),
+    ({"batches": [1, 4, 16], "held_out": 2_621_440, "held_out_at_batch": 8}, None,
+     "law.held_out_at_batch", r"one of law.batches \[1, 4, 16\]"),
+    ({"batches": [1, 4, 16], "held_out_at_batch": 16}, None, "law.held_out_at_batch",
+     "with law.held_out"),
+    ({"batches": [1, 4, 16], "held_out": 2_621_440, "held_out_at_batch": [16]}, None,
+     "law.held_out_at_batch", "must be 0"),
 ])
 def test_bad_law_batches_name_the_field_and_rule(law, space, field, rule) -> None:
     t = _table(**law)
@@ -382,6 +388,27 @@ def test_law_batches_add_batch_end_to_the_space_and_the_stored_spec_reads_back()
     assert again.law.predicted == {"lr": 3e-3} and again.space == hob.space
     held = budget_spec(spec, 4, predicted={"lr": 2e-3}, point={"lr": 2e-3, "batch_end": 4})
     assert parse_spec(held.to_dict()).study.n_trials == 13  # 12 + its predicted trial
+
+
+def test_a_held_out_budget_at_one_batch_searches_it_alone_and_starts_at_lr_there() -> None:
+    """``held_out_at_batch``: the held-out budget alone searches that one batch (its stored spec
+    reads back so), every fitted budget all of them; its first trial runs lr*(D, B) at that
+    batch, not the law's lr at another batch."""
+    t = _table(batches=[1, 4, 16], trials=12, held_out=2_621_440, held_out_at_batch=16)
+    del t["space"]["params"]["batch_end"]
+    spec = parse_spec(t)
+    assert spec.to_dict()["law"]["held_out_at_batch"] == 16
+    assert [spec.law.batches_at(i) for i in range(5)] == [(1, 4, 16)] * 4 + [(16,)]
+    for i in range(4):
+        assert budget_spec(spec, i).space == spec.space
+    prediction = {"lr": 2e-3, "lr_band": [1e-3, 4e-3], "at_batch": 2048.0}
+    point = predicted_point(budget_spec(spec, 4), prediction, {"lr": 1e-2, "batch_end": 1})
+    assert point == {"lr": 2e-3, "batch_end": 16}  # not the largest budget's best batch, 1
+    held = budget_spec(spec, 4, predicted=prediction, point=point)
+    assert held.space.distributions()["batch_end"] == optuna_categorical([16])
+    assert held.study.n_trials == 13 and held.law.stage_batches == (16,)
+    again = parse_spec(held.to_dict())
+    assert again.space == held.space and again.law.predicted == prediction
 
 
 def optuna_categorical(choices):
@@ -536,3 +563,47 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     assert lr["band"]["decades_past_batch"] == pytest.approx(math.log10(batch / 4096))
     # the known law's lr at the full run's tokens and batch, 7.5 decades out, inside the band
     assert lr["band"]["lo"] < testing.law_lr_batch_optimum(14.8e12, batch) < lr["band"]["hi"]
+
+
+@pytest.mark.integration
+def test_a_held_out_budget_at_one_batch_checks_lr_in_tokens_and_batch_there(ray_session,
+                                                                            tmp_path) -> None:
+    """End to end with `law_batch_train`: ``held_out_at_batch`` makes the held-out budget search
+    the largest batch alone; its prediction, stored before it ran, is lr*(D, B) at that batch
+    (its first trial runs it), and the check and law.md judge that against the optimum there."""
+    import optuna
+
+    from reports.laws.law import law_data, law_markdown
+    from tuner import testing
+    from tuner.study.store import storage as st
+    from tuner.study.workflows.stage_runner import run_stages
+
+    table = _table(trials=18, batches=GRID, held_out=2_621_440, held_out_at_batch=GRID[-1])
+    del table["space"]["params"]["batch_end"]
+    table["study"] |= {"sampler": "qmc", "max_concurrent": 4, "seed": 3}
+    spec = parse_spec(table)
+    run_dir = tmp_path / "runs" / "lw"
+    said: list[str] = []
+    runs = run_stages(spec, run_dir=run_dir, trainer=testing.law_batch_train, progress=False,
+                      log=said.append)
+    assert [s.done for s in runs] == [18] * 4 + [19]
+    url = f"sqlite:///{run_dir / 'study.db'}"
+    held = optuna.load_study(study_name="lw.t2621440", storage=url)
+    assert {t.params["batch_end"] for t in held.trials} == {GRID[-1]}
+    predicted = st.stored_spec(held).law.predicted
+    assert predicted["at_batch"] == GRID[-1] * 128 and "batch" not in predicted
+    assert predicted["lr"] == predicted["cells"][0]["lr"]  # lr*(D, B) at the batch it searched
+    assert held.trials[0].params["lr"] == pytest.approx(predicted["lr"])
+    assert any("lr*(D, B) at 4096 tokens per step, the one batch it searches" in line
+               for line in said)
+    data = law_data(spec, url)
+    h = data["held_out_check"]
+    truth = testing.law_lr_batch_optimum(2_621_440, GRID[-1] * 128)
+    assert h["lr_predicted"] == predicted["lr"] and "batch_predicted" not in h
+    assert abs(math.log10(h["lr_predicted"] / truth)) < math.log10(1.25)
+    assert abs(math.log10(h["lr_measured"] / truth)) < math.log10(1.5)
+    assert [c["batch"] for c in h["cells"]] == [GRID[-1] * 128]
+    assert h["lr_measured"] == h["cells"][0]["lr_measured"]  # measured as the cells are
+    md = law_markdown(data)
+    assert md.count("| lr at B = 4096 tokens, the one batch searched (lr*(D, B)) |") == 1
+    assert "| lr |" not in md.split("## Held-out budget")[1].split("##")[0]

@@ -223,6 +223,12 @@ class LawFit:
                     "batch_inside": p["batch_band"][0] <= o.batch <= p["batch_band"][1]}
         if p.get("cells"):
             out["cells"] = _held_cells(held, p["cells"])
+        if "at_batch" in p and "lr_measured" in out["cells"][0]:  # searched at that batch
+            # alone: the check is lr*(D, B) there against that cell's optimum, as the law's
+            # cells are measured
+            c = out["cells"][0]
+            out |= {k: c[k] for k in ("lr_measured", "lr_interval", "lr_ratio", "lr_inside")}
+            out["at_batch"] = p["at_batch"]
         smallest = self.budgets[0]
         if smallest.best:
             today = smallest.best["lr"] * (held.compute / smallest.compute) ** LR_EXPONENT
