@@ -51,6 +51,8 @@ def full_run_view(fit: LawFit, spec: StudySpec) -> dict[str, Any] | None:
         out |= {"batch": fit.batch_law.at(x), "batch_band": list(fit.batch_law.band(x))}
     if fit.lr_batch is not None:
         out |= _lr_at_full_batch(fit, spec, args, m_full, tokens, x)
+    c = count_params(args)
+    out["params"] = float(c.active - c.embedding - c.head)  # as the proxy's `params` counts
     rec = published_recipe(target)
     if rec is not None:
         out["published"] = {"name": rec.name, "lr": rec.lr, "batch": rec.batch_tokens,
@@ -219,6 +221,7 @@ def _answer(data: dict[str, Any]) -> list[str]:
     elif data["mup"]:
         out.append("The lr is µP's base lr (the proxy's width); the full run's hidden matrices "
                    "train at lr / width_mult.")
+    out += _regime(data)
     pub = full.get("published")
     out.append(f"Beside it: DeepSeek LLM's law at C = {full['compute']:.3g} gives lr "
                f"{num(full['deepseek_llm_lr'])}, batch {num(full['deepseek_llm_batch'], '.4g')} "
@@ -226,6 +229,26 @@ def _answer(data: dict[str, Any]) -> list[str]:
                             f"{num(pub['batch'], '.4g')} tokens ({pub['source']})."
                             if pub else "."))
     return out
+
+
+def _regime(data: dict[str, Any]) -> list[str]:
+    """Where the budgets sit against the full run in tokens per parameter (non-embedding,
+    active): a law fitted far below the full run's ratio is extrapolated in regime too, not only
+    in D (on this CPU's proxy lr* fell faster past about 5 tokens per parameter than the law
+    through the budgets below it said: benchmarks/RESULTS.md, "The shipped law design on real
+    trainings")."""
+    n, full = data.get("params"), data.get("full_run") or {}
+    if not n or not full.get("params"):
+        return []
+    fitted = [b["tokens"] / n for b in data["budgets"]
+              if not b["held_out"] and not b.get("held_out_batch")]
+    held = [b["tokens"] / n for b in data["budgets"] if b["held_out"]]
+    return [f"Tokens per parameter (non-embedding, active): the fitted budgets train the proxy "
+            f"(N = {n:,.0f}) on {fitted[0]:.3g}–{fitted[-1]:.3g}"
+            + (f", the held-out budget on {held[0]:.3g}" if held else "")
+            + f"; the full run trains N = {full['params']:.3g} on "
+            f"{full['tokens'] / full['params']:.3g}. An lr* fitted below the full run's ratio "
+            "is extrapolated in regime as well as in D."]
 
 
 def _laws(data: dict[str, Any]) -> list[str]:

@@ -607,3 +607,19 @@ def test_a_held_out_budget_at_one_batch_checks_lr_in_tokens_and_batch_there(ray_
     md = law_markdown(data)
     assert md.count("| lr at B = 4096 tokens, the one batch searched (lr*(D, B)) |") == 1
     assert "| lr |" not in md.split("## Held-out budget")[1].split("##")[0]
+
+
+def test_law_md_says_where_the_budgets_sit_in_tokens_per_parameter() -> None:
+    """The answer says the fitted and held-out budgets' tokens per parameter beside the full
+    run's: a law fitted at a few tokens per parameter is extrapolated in regime, not only in D."""
+    from reports.laws.law import _regime
+
+    budgets = [{"tokens": t, "held_out": False} for t in (16_384, 524_288)]
+    budgets += [{"tokens": 2_621_440, "held_out": True},
+                {"tokens": 524_288, "held_out": False, "held_out_batch": True}]
+    data = {"params": 115_936.0, "budgets": budgets,
+            "full_run": {"tokens": 1.48e13, "params": 3.57e10}}
+    line = _regime(data)[0]
+    assert "(N = 115,936) on 0.141–4.52, the held-out budget on 22.6" in line
+    assert "the full run trains N = 3.57e+10 on 415" in line
+    assert _regime(data | {"full_run": {"tokens": 1.48e13}}) == []  # no target counted: silent
