@@ -91,6 +91,19 @@ def _table(**law):
                       "fixed": {"seq_len": 128, "batch_schedule": "constant"}}}
 
 
+def _run_law(tmp_path, table, trainer, *, sampler: str):
+    """The law ``table`` run end to end under ``tmp_path``/runs/lw by the fake ``trainer`` (4
+    trials at once, seed 3): (spec, the stages' summaries, its storage url, what it logged)."""
+    from tuner.study.workflows.stage_runner import run_stages
+
+    table["study"] |= {"sampler": sampler, "max_concurrent": 4, "seed": 3}
+    spec = parse_spec(table)
+    run_dir = tmp_path / "runs" / "lw"
+    said: list[str] = []
+    runs = run_stages(spec, run_dir=run_dir, trainer=trainer, progress=False, log=said.append)
+    return spec, runs, f"sqlite:///{run_dir / 'study.db'}", said
+
+
 def _held_out_fit(lrs, losses, predicted_loss: float):
     """A law fit whose held-out budget searched ``(lrs, losses)`` at one batch and ran the
     predicted recipe (lr 2e-3) to ``predicted_loss``, its noise measured at sd 0.011."""
@@ -202,15 +215,10 @@ def test_a_law_study_recovers_the_known_law_and_exports_it(ray_session, tmp_path
     from tuner.study.workflows.law_fit import budget_studies, fit_law
     from tuner.study.workflows.stage_runner import run_stages
 
-    table = _table(held_out=2_621_440, trials=10)
-    table["study"] |= {"sampler": "random", "max_concurrent": 4, "seed": 3}
-    spec = parse_spec(table)
+    spec, runs, url, said = _run_law(tmp_path, _table(held_out=2_621_440, trials=10),
+                                     testing.law_train, sampler="random")
     run_dir = tmp_path / "runs" / "lw"
-    said: list[str] = []
-    runs = run_stages(spec, run_dir=run_dir, trainer=testing.law_train, progress=False,
-                   log=said.append)
     assert [s.done for s in runs] == [10, 10, 10, 10, 11]
-    url = f"sqlite:///{run_dir / 'study.db'}"
     assert len(optuna.get_all_study_names(url)) == 5
     data = law_data(spec, url)
     lr_law, batch_law = data["lr_law"], data["batch_law"]
@@ -576,18 +584,11 @@ def test_a_held_out_budget_at_one_batch_checks_lr_in_tokens_and_batch_there(ray_
     from reports.laws.law import law_data, law_markdown
     from tuner import testing
     from tuner.study.store import storage as st
-    from tuner.study.workflows.stage_runner import run_stages
 
     table = _table(trials=18, batches=GRID, held_out=2_621_440, held_out_at_batch=GRID[-1])
     del table["space"]["params"]["batch_end"]
-    table["study"] |= {"sampler": "qmc", "max_concurrent": 4, "seed": 3}
-    spec = parse_spec(table)
-    run_dir = tmp_path / "runs" / "lw"
-    said: list[str] = []
-    runs = run_stages(spec, run_dir=run_dir, trainer=testing.law_batch_train, progress=False,
-                      log=said.append)
+    spec, runs, url, said = _run_law(tmp_path, table, testing.law_batch_train, sampler="qmc")
     assert [s.done for s in runs] == [18] * 4 + [19]
-    url = f"sqlite:///{run_dir / 'study.db'}"
     held = optuna.load_study(study_name="lw.t2621440", storage=url)
     assert {t.params["batch_end"] for t in held.trials} == {GRID[-1]}
     predicted = st.stored_spec(held).law.predicted
