@@ -85,12 +85,36 @@ def run_seed(seed: int, root: Path) -> None:
 
 
 def seed_result(seed: int, root: Path) -> dict[str, Any] | None:
-    """The seed's new held-out check (predicted before it ran, measured after), its law."""
+    """The seed's new held-out check (predicted before it ran, measured after), its law, and
+    the `alternatives` at the new held-out cell."""
     data = stored_law_data(seed, root)
     if data is None:
         return None
-    keep = ("held_out_check", "predicted", "lr_batch_law", "fitted_bend")
-    return {k: data.get(k) for k in keep}
+    keep = ("held_out_check", "predicted", "lr_batch_law")
+    return {k: data.get(k) for k in keep} | {"alternatives": alternatives(db_path(root, seed),
+                                                                          f"law-s{seed}")}
+
+
+def alternatives(path: Path, name: str) -> dict[str, float]:
+    """At the new held-out cell, from the fitted budgets alone (what the prediction saw): the
+    law's own lr* (the product's point), the law bent in D (its u² term, the band's
+    alternative), and the band's mixture of the two (its centre); and the bend itself. The
+    product predicts with the first; the others are written down before the runs to be read
+    against the same measurement, not chosen after it."""
+    import optuna
+
+    from tuner.study.store import storage as st
+    from tuner.study.workflows.law_fit import budget_studies, fit_law
+
+    url = f"sqlite:///{path}"
+    spec = st.stored_spec(optuna.load_study(study_name=name, storage=url))
+    studies = budget_studies(spec, optuna.storages.RDBStorage(url))
+    law = fit_law(spec, [(i, s) for i, s in studies if i < len(spec.law.tokens)]).lr_batch
+    if law is None:
+        return {}
+    tokens, batch = spec.law.held_out, AT_BATCH * spec.space.largest("seq_len")
+    return {"tokens": tokens, "batch": batch, **law.readings(tokens, batch),
+            "uu": law.form[-1], "uu_se": law.form_cov[-1][-1] ** 0.5, "shrink": law.bend_shrink}
 
 
 def results_lines(data: dict[str, Any]) -> list[str]:
@@ -105,12 +129,15 @@ def results_lines(data: dict[str, Any]) -> list[str]:
            "lr*(D, B) through the five fitted budgets' cells and its prediction, made and stored "
            "before the new budget's first trial.", "",
            "| seed | lr*(D, B) at 13.1M tokens, 2,048 per step: pred [band] | measured "
-           "[interval] | ratio | the predicted recipe's trial |", "|---|---|---|---|---|"]
+           "[interval] | ratio | the predicted recipe's trial | the bent law / the band's "
+           "centre: lr (ratio), written down before the runs |", "|---|---|---|---|---|---|"]
+    pre = data.get("preregistered", {})
     ok = n = 0
     for seed, d in data["seeds"].items():
         h = (d or {}).get("held_out_check")
+        alt = pre.get(seed) or (d or {}).get("alternatives") or {}
         if not h:
-            out.append(f"| {seed} | not reached yet | | | |")
+            out.append(f"| {seed} | not reached yet | | | | {_readings(alt, None)} |")
             continue
         n += 1
         ok += 1 / TARGET <= h["lr_ratio"] <= TARGET
@@ -120,9 +147,19 @@ def results_lines(data: dict[str, Any]) -> list[str]:
         out.append(f"| {seed} | {g(h['lr_predicted'])} [{g(lo)}, {g(hi)}] | "
                    f"{g(h['lr_measured'])} [{g(mlo)}, {g(mhi)}] | {h['lr_ratio']:.2f} "
                    f"({'inside' if h['lr_inside'] else 'outside'} the band) | "
-                   + (f"{gap:+.3f} from the best searched" if gap is not None else "-") + " |")
+                   + (f"{gap:+.3f} from the best searched" if gap is not None else "-")
+                   + f" | {_readings(alt, h['lr_measured'])} |")
     out += ["", f"- lr* predicted within {TARGET}x of the measured in {ok}/{n} seeds."]
     return out + [f"- {note}" for note in data.get("notes", [])]
+
+
+def _readings(alt: dict[str, Any], measured: float | None) -> str:
+    """The bent law's and the mixture's lr* at the cell, with their ratios to ``measured``."""
+    if not alt:
+        return "-"
+    said = " / ".join(f"{g(alt[k])}" + (f" ({alt[k] / measured:.2f})" if measured else "")
+                      for k in ("bent", "mixture"))
+    return said + f" (bend {alt['uu']:+.3f} ± {alt['uu_se']:.3f})"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -242,6 +242,16 @@ class LrBatchLaw:
         return mid + w * diff, math.sqrt(var + w * extra + w * (1 - w) * diff ** 2
                                          + self.tau ** 2 + self.skew ** 2)
 
+    def readings(self, tokens: float, batch: float, params: float | None = None
+                 ) -> dict[str, float]:
+        """lr* at (tokens, batch) as three readings of the cells: the law's own (``linear``, the
+        answer), the law bent in D (``bent``, the band's alternative) and the band's mixture
+        of the two (``mixture``, its centre)."""
+        mid, _, diff, _ = self._linear_and_bent(tokens, batch, params)
+        centre, _ = self._mixture(tokens, batch, params)
+        return {"linear": float(10 ** mid), "bent": float(10 ** (mid + diff)),
+                "mixture": float(10 ** centre)}
+
     def band(self, tokens: float, batch: float, params: float | None = None,
              level: float = 0.95) -> tuple[float, float]:
         """The central ``level`` prediction interval of lr* at (tokens, batch): the mixture's,
