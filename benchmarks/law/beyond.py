@@ -91,8 +91,21 @@ def seed_result(seed: int, root: Path) -> dict[str, Any] | None:
     if data is None:
         return None
     keep = ("held_out_check", "predicted", "lr_batch_law")
-    return {k: data.get(k) for k in keep} | {"alternatives": alternatives(db_path(root, seed),
-                                                                          f"law-s{seed}")}
+    path, name = db_path(root, seed), f"law-s{seed}"
+    return {k: data.get(k) for k in keep} | {"alternatives": alternatives(path, name),
+                                             "trials": held_out_trials(path, name)}
+
+
+def held_out_trials(path: Path, name: str) -> list[list[float]]:
+    """The new held-out budget's finished trials, [lr, val_loss], by lr."""
+    import optuna
+
+    from tuner.study.store import storage as st
+
+    spec = st.stored_spec(optuna.load_study(study_name=name, storage=f"sqlite:///{path}"))
+    held = optuna.load_study(study_name=f"{name}.t{spec.law.held_out}",
+                             storage=f"sqlite:///{path}")
+    return sorted([t.params["lr"], t.values[0]] for t in held.trials if t.values)
 
 
 def alternatives(path: Path, name: str) -> dict[str, float]:
@@ -143,13 +156,17 @@ def results_lines(data: dict[str, Any]) -> list[str]:
         ok += 1 / TARGET <= h["lr_ratio"] <= TARGET
         lo, hi = h["lr_band"]
         mlo, mhi = h["lr_interval"]
-        gap = h.get("loss_gap_best")
+        gap, sd = h.get("loss_gap_best"), h.get("loss_gap_best_sd")
         out.append(f"| {seed} | {g(h['lr_predicted'])} [{g(lo)}, {g(hi)}] | "
                    f"{g(h['lr_measured'])} [{g(mlo)}, {g(mhi)}] | {h['lr_ratio']:.2f} "
                    f"({'inside' if h['lr_inside'] else 'outside'} the band) | "
-                   + (f"{gap:+.3f} from the best searched" if gap is not None else "-")
+                   + (f"{gap:+.3f}" + (f" ({sd:.1f} noise sd)" if sd is not None else "")
+                      + " from the best searched" if gap is not None else "-")
                    + f" | {_readings(alt, h['lr_measured'])} |")
     out += ["", f"- lr* predicted within {TARGET}x of the measured in {ok}/{n} seeds."]
+    out += [f"- Seed {seed}'s trials at the new held-out budget (lr: val_loss): "
+            + ", ".join(f"{g(lr)}: {loss:.3f}" for lr, loss in d["trials"]) + "."
+            for seed, d in data["seeds"].items() if d and d.get("trials")]
     return out + [f"- {note}" for note in data.get("notes", [])]
 
 

@@ -238,10 +238,13 @@ def test_beyond_makes_the_held_out_budget_fitted_and_holds_out_5x_past_it(tmp_pa
 def test_beyond_results_judge_each_seed_and_say_what_is_not_reached():
     h = {"lr_predicted": 3.2e-3, "lr_band": [5e-4, 9e-3], "lr_measured": 2.0e-3,
          "lr_interval": [1.5e-3, 2.6e-3], "lr_ratio": 1.6, "lr_inside": True,
-         "loss_gap_best": 0.012}
-    lines = beyond.results_lines({"seeds": {"2": {"held_out_check": h}, "1": None}})
+         "loss_gap_best": 0.012, "loss_gap_best_sd": 0.4}
+    lines = beyond.results_lines({"seeds": {"2": {"held_out_check": h, "trials": [
+        [1e-3, 1.39], [3.2e-3, 1.34]]}, "1": None}})
     row = next(line for line in lines if line.startswith("| 2 |"))
     assert "0.0032 [0.0005, 0.009]" in row and "1.60 (inside the band)" in row
-    assert "+0.012 from the best searched" in row
+    assert "+0.012 (0.4 noise sd) from the best searched" in row
+    assert ("- Seed 2's trials at the new held-out budget (lr: val_loss): 0.001: 1.390, "
+            "0.0032: 1.340.") in lines
     assert "| 1 | not reached yet |" in "\n".join(lines)
     assert "within 1.5x of the measured in 0/1 seeds" in "\n".join(lines)
