@@ -133,7 +133,7 @@ def alternatives(path: Path, name: str) -> dict[str, float]:
 def results_lines(data: dict[str, Any]) -> list[str]:
     """The RESULTS.md section: per seed, lr*(D, B) at the new held-out budget and the one batch
     it searched, predicted [band] / measured, and the predicted recipe's cost."""
-    out = [HEADING, "", f"Command: `{COMMAND} --seeds {' '.join(data['seeds'])}` "
+    out = [f"Command: `{COMMAND} --seeds {' '.join(data['seeds'])}` "
            "(`benchmarks/law/beyond.py`: each seed's grid study copied, its held-out budget "
            f"(2,621,440 tokens) fitted as a fifth budget, a new held-out budget {FACTOR}x above "
            f"it searched at batch_end {AT_BATCH} alone (2,048 tokens per step), {TRIALS} trials "
