@@ -608,6 +608,11 @@ def test_a_held_out_budget_at_one_batch_checks_lr_in_tokens_and_batch_there(ray_
     md = law_markdown(data)
     assert md.count("| lr at B = 4096 tokens, the one batch searched (lr*(D, B)) |") == 1
     assert "| lr |" not in md.split("## Held-out budget")[1].split("##")[0]
+    from tuner.export.answers import law_answer
+
+    _, law, said = law_answer(held, tmp_path / "runs" / "lw", "")
+    assert law is not None and f"lr {h['lr_ratio']:.2f} at 4096 tokens per step, the one " \
+        "batch it searched" in said
 
 
 def test_law_md_says_where_the_budgets_sit_in_tokens_per_parameter() -> None:

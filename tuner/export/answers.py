@@ -44,6 +44,8 @@ def law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]:
             + (" (the held-out one included, after its check)" if fit.held_out_in_law else "")
             + f"; other knobs from {largest.study_name}"
             + (f"; held-out check: predicted/measured lr {held['lr_ratio']:.2f}"
+               + (f" at {held['at_batch']:.0f} tokens per step, the one batch it searched"
+                  if "at_batch" in held else "")
                if held else "; no held-out check yet")
             + (f"; no batch law (every budget's batch optimum at the smallest batch searched, "
                f"<= {fit.batch_below_range:.0f} tokens): the final batch is DeepSeek LLM's "

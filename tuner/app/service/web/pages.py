@@ -386,7 +386,8 @@ svg.innerHTML=g+axes(X,Y,'log10 tokens per trial','log10 lr*')+legend([['#111',
 'optimum, 95% interval'],['#6b7280','best of n (hollow)'],['#2563eb','lr law (fit)'],
 ['#d62728','held out: predicted (band)']]);
 const h=L.held_out_check;document.getElementById('lawheld').textContent=h?
-`held out at ${fmt(h.tokens)} tokens: lr predicted ${fmt(h.lr_predicted)}, measured ${
+`held out at ${fmt(h.tokens)} tokens`+(h.at_batch?` and ${fmt(h.at_batch)} tokens per step `+
+'(the one batch searched)':'')+`: lr predicted ${fmt(h.lr_predicted)}, measured ${
 fmt(h.lr_measured)} (ratio ${fmt(h.lr_ratio)}, `+(h.lr_inside?'inside the predicted band)':
 'outside the predicted band: the law missed its own check)')+
 (h.loss_gap_sd!==undefined?`; the predicted `+
