@@ -418,7 +418,7 @@ def _held_batch(data: dict[str, Any]) -> list[str]:
         why = f"no optimum placed ({hob['error']})" if hob["error"] else "its search has not ended"
         return out + [f"No check yet: {why}."]
     past = h.get("decades_past") or {}
-    out += [f"At {h['tokens']} tokens (the largest fitted budget) and {h['batch']:.0f} tokens "
+    out += [f"At {h['tokens']} tokens ({_hob_budget(data, h)}) and {h['batch']:.0f} tokens "
             f"per step ({past.get('batch', 0):.2f} decades past the fitted batches):", "",
             "| | predicted [band] | measured optimum [95%] | predicted / measured |",
             "|---|---|---|---|",
@@ -433,6 +433,16 @@ def _held_batch(data: dict[str, Any]) -> list[str]:
                "the measured value is a bound." if h["at_edge"] else ""),
             *_recipe_gap(h, "held-out batch")]
     return out
+
+
+def _hob_budget(data: dict[str, Any], h: dict[str, Any]) -> str:
+    """Which budget the held-out batch ran at, as law.md says it."""
+    held = next((b for b in data["budgets"] if b["held_out"]), None)
+    if held is None or held["tokens"] != h["tokens"]:
+        return "the largest fitted budget"
+    if data.get("held_out_in_law"):
+        return "the held-out budget, which joined the law after its check"
+    return "the held-out budget, not in the law: its check placed no lr optimum"
 
 
 def _recipe_gap(h: dict[str, Any], what: str) -> list[str]:

@@ -360,6 +360,13 @@ def test_the_shipped_law_spec_validates_as_documented() -> None:
      "with law.held_out"),
     ({"batches": [1, 4, 16], "held_out": 2_621_440, "held_out_at_batch": [16]}, None,
      "law.held_out_at_batch", "must be 0"),
+    ({"batches": [1, 4, 16], "held_out": 2_621_440, "held_out_batch": 64,
+      "held_out_batch_tokens": 1_000_000}, None, "law.held_out_batch_tokens",
+     r"one of law.tokens or law.held_out \[16384, 49152, 147456, 524288, 2621440\]"),
+    ({"batches": [1, 4, 16], "held_out": 2_621_440, "held_out_batch_tokens": 2_621_440}, None,
+     "law.held_out_batch_tokens", "with law.held_out_batch"),
+    ({"batches": [1, 4, 16], "held_out_batch": 64, "held_out_batch_tokens": 2_621_440}, None,
+     "law.held_out_batch_tokens", r"\[16384, 49152, 147456, 524288\]"),
 ])
 def test_bad_law_batches_name_the_field_and_rule(law, space, field, rule) -> None:
     t = _table(**law)
@@ -396,6 +403,15 @@ def test_law_batches_add_batch_end_to_the_space_and_the_stored_spec_reads_back()
     assert again.law.predicted == {"lr": 3e-3} and again.space == hob.space
     held = budget_spec(spec, 4, predicted={"lr": 2e-3}, point={"lr": 2e-3, "batch_end": 4})
     assert parse_spec(held.to_dict()).study.n_trials == 13  # 12 + its predicted trial
+    # at the held-out budget: 5x the steps, after that budget (its own name, its tokens)
+    spec = parse_spec(t | {"law": t["law"] | {"held_out": 2_621_440, "held_out_batch": 64,
+                                              "held_out_batch_tokens": 2_621_440}})
+    assert spec.law.budgets[-2:] == (2_621_440, 2_621_440) and spec.law.held_out_batch_index == 5
+    hob = budget_spec(spec, 5, predicted={"lr": 3e-3}, point={"lr": 3e-3, "batch_end": 64})
+    assert hob.name == "lw.t2621440.b64" and hob.budget.tokens_per_trial == 2_621_440
+    assert budget_spec(spec, 4).name == "lw.t2621440"
+    again = parse_spec(hob.to_dict())
+    assert again.law == hob.law and again.law.held_out_batch_at == 2_621_440
 
 
 def test_a_held_out_budget_at_one_batch_searches_it_alone_and_starts_at_lr_there() -> None:
@@ -585,10 +601,11 @@ def test_a_held_out_budget_at_one_batch_checks_lr_in_tokens_and_batch_there(ray_
     from tuner import testing
     from tuner.study.store import storage as st
 
-    table = _table(trials=18, batches=GRID, held_out=2_621_440, held_out_at_batch=GRID[-1])
+    table = _table(trials=18, batches=GRID, held_out=2_621_440, held_out_at_batch=GRID[-1],
+                   held_out_batch=4 * GRID[-1], held_out_batch_tokens=2_621_440)
     del table["space"]["params"]["batch_end"]
     spec, runs, url, said = _run_law(tmp_path, table, testing.law_batch_train, sampler="qmc")
-    assert [s.done for s in runs] == [18] * 4 + [19]
+    assert [s.done for s in runs] == [18] * 4 + [19, 19]
     held = optuna.load_study(study_name="lw.t2621440", storage=url)
     assert {t.params["batch_end"] for t in held.trials} == {GRID[-1]}
     predicted = st.stored_spec(held).law.predicted
@@ -597,6 +614,7 @@ def test_a_held_out_budget_at_one_batch_checks_lr_in_tokens_and_batch_there(ray_
     assert held.trials[0].params["lr"] == pytest.approx(predicted["lr"])
     assert any("lr*(D, B) at 4096 tokens per step, the one batch it searches" in line
                for line in said)
+    said_run = said
     data = law_data(spec, url)
     h = data["held_out_check"]
     truth = testing.law_lr_batch_optimum(2_621_440, GRID[-1] * 128)
@@ -613,6 +631,17 @@ def test_a_held_out_budget_at_one_batch_checks_lr_in_tokens_and_batch_there(ray_
     _, law, said = law_answer(held, tmp_path / "runs" / "lw", "")
     assert law is not None and f"lr {h['lr_ratio']:.2f} at 4096 tokens per step, the one " \
         "batch it searched" in said
+    # the held-out batch at the held-out budget: predicted after that budget's check, from
+    # the 12 fitted cells and the held-out one it joined the law with, then searched there
+    assert any("predicted at 2621440 tokens and 16384 tokens per step from 13 cells" in line
+               for line in said_run), said_run
+    hob_study = optuna.load_study(study_name="lw.t2621440.b128", storage=url)
+    assert {t.params["batch_end"] for t in hob_study.trials} == {4 * GRID[-1]}
+    hob = data["held_out_batch_check"]
+    assert hob["tokens"] == 2_621_440 and hob["decades_past"]["tokens"] == 0
+    truth = testing.law_lr_batch_optimum(2_621_440, 4 * GRID[-1] * 128)
+    assert hob["lr_inside"] and abs(math.log10(hob["lr_predicted"] / truth)) < math.log10(1.25)
+    assert "At 2621440 tokens (the held-out budget, which joined the law after its check)" in md
 
 
 def test_law_md_says_where_the_budgets_sit_in_tokens_per_parameter() -> None:

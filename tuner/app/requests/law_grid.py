@@ -55,7 +55,7 @@ def law_grid(study: optuna.Study, *, driven: bool | None = True) -> dict[str, An
     for i, tokens in enumerate(law.budgets):
         name = budget_name(spec.name, law, i)
         held = bool(law.held_out) and i == len(law.tokens)
-        # the held-out batch: a last budget at the largest fitted tokens, one batch, predicted
+        # the held-out batch: a last budget at a fitted budget's tokens, one batch, predicted
         held_batch = law.held_out_batch_index == i
         row: dict[str, Any] = {"index": i, "study": name, "tokens": tokens, "held_out": held,
                                "held_out_batch": law.held_out_batch if held_batch else None,

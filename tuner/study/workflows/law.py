@@ -15,9 +15,11 @@ space, the other knobs from the largest fitted budget's best trial), then its ow
 trial.
 
 The held-out batch (``held_out_batch``, with ``batches``) runs after it, at the largest fitted
-budget: before it is created, lr*(D, B) is fitted on the fitted budgets' cells alone and its lr
-at that budget and batch (with the band) is written into its spec the same way; its first trial
-is that lr at that batch, then its own search of lr at that one batch.
+budget or at ``held_out_batch_tokens``: before it is created, lr*(D, B) is fitted on the cells
+of the budgets up to that one (at the held-out budget: the fitted budgets' and the held-out
+budget's, whose check has ended and joined the law) and its lr at that budget and batch (with
+the band) is written into its spec the same way; its first trial is that lr at that batch, then
+its own search of lr at that one batch.
 """
 
 from __future__ import annotations
@@ -196,15 +198,18 @@ def _held_out_spec(spec: StudySpec, store: optuna.storages.BaseStorage,
 
 def _held_out_batch_spec(spec: StudySpec, store: optuna.storages.BaseStorage,
                          loaded: dict[str, optuna.Study], log: Any) -> StudySpec:
-    """The held-out batch's spec: the largest fitted budget at ``held_out_batch``, with lr*(D, B)
-    of the fitted budgets' cells there as its prediction (and its first trial)."""
+    """The held-out batch's spec: its budget (`LawSection.held_out_batch_at`) at
+    ``held_out_batch``, with lr*(D, B) there as its prediction (and its first trial), fitted
+    on the fitted budgets' cells and, when it runs at the held-out budget, that budget's cells
+    too (its check has ended: `law_fit.fit_law` joins it to the law)."""
     law: LawSection = spec.law
-    fit = fit_law(spec, [(i, s) for i, s in budget_studies(spec, store, loaded)
-                         if i < len(law.tokens)])
+    tokens = law.held_out_batch_at
+    below = len(law.tokens) + (1 if law.held_out and tokens == law.held_out else 0)
+    fit = fit_law(spec, [(i, s) for i, s in budget_studies(spec, store, loaded) if i < below])
     if fit.lr_batch is None:
         raise LawUnfit(f"{spec.name}: no held-out batch prediction: no lr law in tokens and "
                        f"batch ({fit.lr_batch_note})")
-    tokens, batch = law.tokens[-1], law.held_out_batch * spec.space.largest("seq_len")
+    batch = law.held_out_batch * spec.space.largest("seq_len")
     lr, band = fit.lr_batch.at(tokens, batch), fit.lr_batch.band(tokens, batch)
     prediction: dict[str, Any] = {"tokens": tokens, "batch": float(batch), "lr": lr,
                                   "lr_band": list(band),
