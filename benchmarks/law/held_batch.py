@@ -46,6 +46,7 @@ COMMAND = "nice -n 15 python benchmarks/bench_law.py held-batch"
 TOKENS = 2_621_440  # law.toml's held-out budget, in the grid's laws after its check
 TARGET = 1.5
 NEAR_SD = 2.0
+NOTE_ATTR = "bench.note"
 
 
 def seed_spec(seed: int, root: Path) -> Any:
@@ -89,6 +90,7 @@ def run_seed(seed: int, root: Path, predicted: dict[str, Any]) -> float:
 
     from trainers import train
     from tuner.study.run.runner import run_study
+    from tuner.study.store import records
     from tuner.study.store import storage as st
     from tuner.study.trial.cluster import ray_cluster
     from tuner.study.workflows.law import budget_spec, snap
@@ -104,6 +106,13 @@ def run_seed(seed: int, root: Path, predicted: dict[str, Any]) -> float:
     url = f"sqlite:///{folder / 'study.db'}"
     store = st.storage_if_exists(url)
     exists = store is not None and st.find_study(bspec.name, store) is not None
+    if store is None or st.find_study(spec.name, store) is None:
+        # the law's base study, which a budget's run reads (a stop asked of the law reaches
+        # its budgets through it): its spec only; its trials ran in the grid
+        base = optuna.create_study(study_name=spec.name, storage=url, direction="minimize")
+        base.set_user_attr(records.SPEC, budget_spec(spec, 0).to_dict())
+        base.set_user_attr(NOTE_ATTR, "the grid's law, its budgets not kept here: only its "
+                           "held-out batch at the held-out budget ran in this storage")
     if exists:  # the stored prediction is the one made before: never a new one
         stored = st.stored_spec(optuna.load_study(study_name=bspec.name, storage=url))
         if stored.law.predicted["lr"] != predicted["lr"]:
