@@ -309,7 +309,7 @@ def _laws(data: dict[str, Any]) -> list[str]:
 
 def _held_unchecked(data: dict[str, Any]) -> str:
     """Why the held-out check has no row yet: not started, interrupted, or no optimum."""
-    held = next((b for b in data["budgets"] if b["held_out"]), None)
+    held = next((b for b in data["budgets"] if b.get("held_out")), None)
     if held is None:
         return "Not run yet (or no held_out in [law])."
     p = data["predicted"] or {}
@@ -437,7 +437,7 @@ def _held_batch(data: dict[str, Any]) -> list[str]:
 
 def _hob_budget(data: dict[str, Any], h: dict[str, Any]) -> str:
     """Which budget the held-out batch ran at, as law.md says it."""
-    held = next((b for b in data["budgets"] if b["held_out"]), None)
+    held = next((b for b in data["budgets"] if b.get("held_out")), None)
     if held is None or held["tokens"] != h["tokens"]:
         return "the largest fitted budget"
     if data.get("held_out_in_law"):

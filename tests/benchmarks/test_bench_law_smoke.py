@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import subprocess
 import sys
 import tomllib
@@ -18,13 +19,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import bench_law  # noqa: E402
-from benchmarks.law import MODES, beyond, grid, pooled  # noqa: E402
+from benchmarks.law import MODES, beyond, grid, held_batch, pooled  # noqa: E402
 from benchmarks.law import batch as bench  # noqa: E402
 from benchmarks.law.common import spec_text  # noqa: E402
 
 
 def test_every_mode_is_a_subcommand_of_the_one_entry_point(capsys):
-    assert set(MODES) == {"one-batch", "batch", "pooled", "table", "backtest", "grid", "beyond"}
+    assert set(MODES) == {"one-batch", "batch", "pooled", "table", "backtest", "grid", "beyond",
+                          "held-batch"}
     for mode in MODES:
         with pytest.raises(SystemExit) as e:
             bench_law.main([mode, "--help"])
@@ -248,3 +250,46 @@ def test_beyond_results_judge_each_seed_and_say_what_is_not_reached():
             "0.0032: 1.340.") in lines
     assert "| 1 | not reached yet |" in "\n".join(lines)
     assert "within 1.5x of the measured in 0/1 seeds" in "\n".join(lines)
+
+
+# --- held-batch: the grid's held-out batch at its held-out budget --------------------------------
+
+def test_held_batch_predicts_with_the_grid_law_at_the_held_out_budget_and_batch(tmp_path):
+    """The prediction is each seed's stored lr*(D, B) at 2,621,440 tokens and law.toml's
+    held-out batch, inside the law's D range (a fitted budget); the spec is law.toml's with the
+    held-out batch moved there, and its budget is the product's (320 steps of 8,192 tokens)."""
+    from tuner.modeling.laws.lr_batch_law import LrBatchLaw
+    from tuner.study.workflows.law import budget_spec
+
+    stored = json.loads(held_batch.GRID.read_text())["seeds"]["1"]["lr_batch_law"]
+    law = LrBatchLaw.from_dict(stored)
+    p = held_batch.prediction(1)
+    assert p["batch"] == 64 * 128 and p["tokens"] == held_batch.TOKENS
+    assert p["lr"] == pytest.approx(law.at(2_621_440, 8192))
+    assert p["lr_band"][0] < p["lr"] < p["lr_band"][1]
+    assert p["decades_past"] == {"tokens": 0.0, "batch": pytest.approx(math.log10(4))}
+    spec = held_batch.seed_spec(1, tmp_path)
+    hob = budget_spec(spec, spec.law.held_out_batch_index, predicted=p, point={"lr": p["lr"]})
+    assert hob.name == "law-s1.t2621440.b64" and hob.budget.tokens_per_trial == 2_621_440
+    assert hob.study.seed == 1 and hob.study.n_trials == spec.study.n_trials + 1
+
+
+def test_held_batch_results_judge_each_seed_beside_the_grids_check():
+
+    check = {"lr_predicted": 0.0087, "lr_band": [0.0034, 0.02], "lr_measured": 0.0070,
+             "lr_interval": [0.005, 0.0095], "lr_ratio": 0.0087 / 0.0070, "lr_inside": True,
+             "at_edge": [], "lr_surface": 0.0075, "loss_gap_best": 0.01,
+             "loss_gap_best_sd": 0.5}
+    pre = {"0": {"lr": 0.0087, "lr_band": [0.0034, 0.02]},
+           "1": {"lr": 0.0118, "lr_band": [0.0034, 0.027]}}
+    lines = held_batch.results_lines({"preregistered": pre, "seeds": {
+        "0": {"check": check, "trials": [[0.001, 2.1], [0.0087, 2.0]]}}, "notes": ["n."]})
+    text = "\n".join(lines)
+    row = next(line for line in lines if line.startswith("| 0 |"))
+    assert "0.0087 [0.0034, 0.02] | 0.007 [0.005, 0.0095] | 1.24 (inside the band)" in row
+    assert "0.0075 (1.16)" in row and "+0.010 (0.5 noise sd) from the best searched" in row
+    assert row.endswith("| 0.39 |")  # the grid's own check at 64 steps, from law_grid.json
+    assert "| 1 | 0.0118 [0.0034, 0.027] | not reached yet |" in text
+    assert "lr* within 1.5x: 1 of 1 seeds" in text and "within 2 noise sd" in text
+    assert "- Seed 0's trials (lr: val_loss): 0.001: 2.100, 0.0087: 2.000." in lines
+    assert lines[-1] == "- n." and "Measured: " in text and "Modeled: " in text
