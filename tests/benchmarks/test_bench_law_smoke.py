@@ -271,7 +271,8 @@ def test_held_batch_predicts_with_the_grid_law_at_the_held_out_budget_and_batch(
     spec = held_batch.seed_spec(1, tmp_path)
     hob = budget_spec(spec, spec.law.held_out_batch_index, predicted=p, point={"lr": p["lr"]})
     assert hob.name == "law-s1.t2621440.b64" and hob.budget.tokens_per_trial == 2_621_440
-    assert hob.study.seed == 1 and hob.study.n_trials == spec.study.n_trials + 1
+    assert hob.study.seed == 1 and hob.study.n_trials == held_batch.TRIALS + 1
+    assert hob.study.noise_top == 1 and hob.study.noise_repeats == 2
 
 
 def test_held_batch_results_judge_each_seed_beside_the_grids_check():
