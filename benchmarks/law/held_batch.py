@@ -47,8 +47,9 @@ COMMAND = "nice -n 15 python benchmarks/bench_law.py held-batch"
 TOKENS = 2_621_440  # law.toml's held-out budget, in the grid's laws after its check
 TARGET = 1.5
 NEAR_SD = 2.0
-# trials after the predicted one: law.toml's 24 took 4.8 min each two at once here (2.6M tokens
-# at 8,192 per step), an hour a seed; 12 are 1.5x a grid cell's 8, within an evening for 3 seeds
+# trials after the predicted one: law.toml's 24, at 4.8 min a trial two at once (2.6M tokens at
+# 8,192 per step, measured beside the test suite), were an hour a seed; 12 are 1.5x a grid cell's
+# 8. (Quiet, a trial took 2.0 min: seed 0's.)
 TRIALS = 12
 NOTE_ATTR = "bench.note"
 
