@@ -363,8 +363,6 @@ def test_the_shipped_law_spec_validates_as_documented() -> None:
     ({"batches": [1, 4, 16], "held_out": 2_621_440, "held_out_batch": 64,
       "held_out_batch_tokens": 1_000_000}, None, "law.held_out_batch_tokens",
      r"one of law.tokens or law.held_out \[16384, 49152, 147456, 524288, 2621440\]"),
-    ({"batches": [1, 4, 16], "held_out": 2_621_440, "held_out_batch_tokens": 2_621_440}, None,
-     "law.held_out_batch_tokens", "with law.held_out_batch"),
     ({"batches": [1, 4, 16], "held_out_batch": 64, "held_out_batch_tokens": 2_621_440}, None,
      "law.held_out_batch_tokens", r"\[16384, 49152, 147456, 524288\]"),
 ])

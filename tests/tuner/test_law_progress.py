@@ -20,8 +20,8 @@ def law():
 
 def test_work_counts_trials_noise_and_the_predicted_first_trial(law) -> None:
     work = law_work(law)
-    # the held-out budget, then the held-out batch at the largest fitted budget's tokens
-    assert [w.tokens for w in work] == [16_384, 49_152, 147_456, 524_288, 2_621_440, 524_288]
+    # the held-out budget, then the held-out batch at the held-out budget's tokens
+    assert [w.tokens for w in work] == [16_384, 49_152, 147_456, 524_288, 2_621_440, 2_621_440]
     assert [w.trials for w in work] == [24, 24, 24, 24, 25, 25]  # held out: the predicted one
     assert {w.noise_runs for w in work} == {law.study.noise_top * law.study.noise_repeats}
     assert work[1].total == 49_152 * (24 + work[1].noise_runs)

@@ -11,9 +11,9 @@ budget (`tuner.study.workflows.law` runs it; `tuner.study.workflows.law_fit` fit
     held_out_batch = 128        # with batches: a batch_end >= 4x the largest, run at the
                                 # largest fitted budget, lr predicted by lr*(D, B) from the
                                 # fitted budgets before it runs, then searched (0: none)
-    held_out_batch_tokens = 2_700_000  # with held_out_batch: the budget it runs at, one of
-                                # tokens or held_out (0: the largest of tokens); at held_out it
-                                # runs after that budget's check, which joins the law first
+    held_out_batch_tokens = 2_700_000  # the budget the held-out batch runs at, one of tokens
+                                # or held_out (0: the largest of tokens); at held_out it runs
+                                # after that budget's check, which joins the law first
     trials = 0                  # trials per budget (0: [study] n_trials)
     batches = [2, 8, 32]        # batch_end values (sequences per step): each budget searches
                                 # lr at each of them, n / len(batches) trials per (budget,
@@ -212,10 +212,11 @@ def parse_law(table: Any, *, study_name: str, name_re: Any) -> LawSection:
             hob, error=LawError)
     hob_at = table.get("held_out_batch_tokens", 0)
     places = [*tokens, *([held] if held else [])]
-    require(_is_int(hob_at) and (hob_at == 0 or (bool(hob) and hob_at in places)),
-            "law.held_out_batch_tokens", f"must be 0 (the largest fitted budget) or, with "
-            f"law.held_out_batch, one of law.tokens or law.held_out {places}", hob_at,
-            error=LawError)
+    # checked with or without a held-out batch: law.toml's value stays valid when a user sets
+    # held_out_batch = 0, and has no effect then
+    require(_is_int(hob_at) and (hob_at == 0 or hob_at in places),
+            "law.held_out_batch_tokens", f"must be 0 (the largest fitted budget) or one of "
+            f"law.tokens or law.held_out {places}", hob_at, error=LawError)
     n = len(tokens) + (1 if held else 0) + (1 if hob else 0)
     budget = table.get("budget", 0)
     require(_is_int(budget) and 0 <= budget < n, "law.budget",
