@@ -60,7 +60,7 @@ def extend(path: Path, name: str) -> dict[str, Any]:
     if law.get("held_out_at_batch"):
         return law
     tokens = [*law["tokens"], law["held_out"]]
-    dropped = ("held_out_batch", "held_out_batch_tokens")
+    dropped = ("held_out_batch", "held_out_batch_budget")
     law = {k: v for k, v in law.items() if k not in dropped} | {
         "tokens": tokens, "held_out": FACTOR * tokens[-1], "held_out_at_batch": AT_BATCH,
         "trials": TRIALS}

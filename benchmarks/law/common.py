@@ -22,7 +22,7 @@ def spec_text(cfg: dict[str, Any], seed: int) -> str:
     text = (ROOT / "search_spaces" / "law.toml").read_text()
     out: list[str] = []
     skip = False
-    written_below = {"batch_end", "batches", "held_out_batch", "held_out_batch_tokens"} | (
+    written_below = {"batch_end", "batches", "held_out_batch", "held_out_batch_budget"} | (
         {"precision"} if cfg.get("precision") else set())
     for line in text.splitlines():
         key = line.split("=", 1)[0].strip()

@@ -6,15 +6,15 @@ The grid (`benchmarks.law.grid`) held its batch out at the largest fitted budget
 tokens: 64 steps of 8,192 tokens, where the bowl was flat from about 0.003 to 0.05 within the
 noise and two estimators of the same 24 trials differed by 1.9-2.6x, so the check could not pin
 lr* (1 of 3 seeds within 1.5x, one not judged). Here the same batch is held out at the grid's
-held-out budget, which joined the law after its check (``law.held_out_batch_tokens =
-held_out``, the product's option for it): 5x the steps at the same batch.
+held-out budget, which joined the law after its check (``law.held_out_batch_budget =
+"held_out"``, the product's option for it, now law.toml's): 5x the steps at the same batch.
 
 Each seed's law is the one benchmarks/law_grid.json stores for it (lr*(D, B) through the five
 budgets' cells, the held-out budget's included, as `law_data` read them from the seed's
 studies, which are not kept). ``--predict`` writes its lr* and band at the cell into
 benchmarks/law_held_batch.json ("preregistered"), to be committed before any trial runs; a
 seed runs only once its prediction is there. The budget is the product's: law.toml with its
-name and seed set (`grid.spec_text`) and ``held_out_batch_tokens`` set, its held-out batch's
+name and seed set (`grid.spec_text`) and ``held_out_batch_budget`` set, its held-out batch's
 spec made by `tuner.study.workflows.law.budget_spec` with that prediction and its first trial
 at the predicted lr, run by `tuner.study.run.runner.run_study` as the law runs a stage (12
 trials after the predicted one where law.toml has 24, and 1 x 2 noise re-trainings: `TRIALS`),
@@ -62,8 +62,8 @@ def seed_spec(seed: int, root: Path) -> Any:
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"law-s{seed}.toml"
     path.write_text(spec_text(seed))
-    spec = load_spec(path, overrides={"law.held_out_batch_tokens": TOKENS, "law.trials": TRIALS,
-                                      "study.noise_top": 1})
+    spec = load_spec(path, overrides={"law.held_out_batch_budget": "held_out",
+                                      "law.trials": TRIALS, "study.noise_top": 1})
     assert spec.law.held_out == TOKENS and spec.law.held_out_batch_at == TOKENS
     return spec
 
@@ -157,10 +157,11 @@ def results_lines(data: dict[str, Any]) -> list[str]:
     out = [f"Command: `{COMMAND} --seeds {' '.join(data['seeds']) or '0 1 2'}` "
            "(`benchmarks/law/held_batch.py`: law.toml's held-out batch, batch_end 64 = 8,192 "
            "tokens per step, run at its held-out budget of 2,621,440 tokens, 320 steps, with "
-           "`law.held_out_batch_tokens`; each seed's lr*(D, B) as benchmarks/law_grid.json "
-           f"stores it, through its five budgets' 12-14 cells; {TRIALS} trials after the "
-           "predicted one, real trainings). Measured: the trainings, the cell's lr* (a quadratic "
-           "in log lr within 0.5 decades of its best trial, the predicted trial left out) and the "
+           "`law.held_out_batch_budget = \"held_out\"`; each seed's lr*(D, B) as "
+           "benchmarks/law_grid.json stores it, through its five budgets' 12-14 cells; "
+           f"{TRIALS} trials after the predicted one, real trainings). Measured: the trainings, "
+           "the cell's lr* (a quadratic in log lr within 0.5 decades of its best trial, the "
+           "predicted trial left out) and the "
            "whole-range quadratic beside it. Modeled: the prediction, made and committed before "
            "the seed's first trial.", "",
            "| seed | predicted [band] | measured [95%] | ratio | whole-range quadratic "

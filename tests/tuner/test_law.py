@@ -361,10 +361,10 @@ def test_the_shipped_law_spec_validates_as_documented() -> None:
     ({"batches": [1, 4, 16], "held_out": 2_621_440, "held_out_at_batch": [16]}, None,
      "law.held_out_at_batch", "must be 0"),
     ({"batches": [1, 4, 16], "held_out": 2_621_440, "held_out_batch": 64,
-      "held_out_batch_tokens": 1_000_000}, None, "law.held_out_batch_tokens",
-     r"one of law.tokens or law.held_out \[16384, 49152, 147456, 524288, 2621440\]"),
-    ({"batches": [1, 4, 16], "held_out_batch": 64, "held_out_batch_tokens": 2_621_440}, None,
-     "law.held_out_batch_tokens", r"\[16384, 49152, 147456, 524288\]"),
+      "held_out_batch_budget": 2_621_440}, None, "law.held_out_batch_budget",
+     r'must be "largest" .* or, with law.held_out, "held_out"'),
+    ({"batches": [1, 4, 16], "held_out_batch": 64, "held_out_batch_budget": "held_out"}, None,
+     "law.held_out_batch_budget", "with law.held_out"),
 ])
 def test_bad_law_batches_name_the_field_and_rule(law, space, field, rule) -> None:
     t = _table(**law)
@@ -403,7 +403,7 @@ def test_law_batches_add_batch_end_to_the_space_and_the_stored_spec_reads_back()
     assert parse_spec(held.to_dict()).study.n_trials == 13  # 12 + its predicted trial
     # at the held-out budget: 5x the steps, after that budget (its own name, its tokens)
     spec = parse_spec(t | {"law": t["law"] | {"held_out": 2_621_440, "held_out_batch": 64,
-                                              "held_out_batch_tokens": 2_621_440}})
+                                              "held_out_batch_budget": "held_out"}})
     assert spec.law.budgets[-2:] == (2_621_440, 2_621_440) and spec.law.held_out_batch_index == 5
     hob = budget_spec(spec, 5, predicted={"lr": 3e-3}, point={"lr": 3e-3, "batch_end": 64})
     assert hob.name == "lw.t2621440.b64" and hob.budget.tokens_per_trial == 2_621_440
@@ -600,7 +600,7 @@ def test_a_held_out_budget_at_one_batch_checks_lr_in_tokens_and_batch_there(ray_
     from tuner.study.store import storage as st
 
     table = _table(trials=18, batches=GRID, held_out=2_621_440, held_out_at_batch=GRID[-1],
-                   held_out_batch=4 * GRID[-1], held_out_batch_tokens=2_621_440)
+                   held_out_batch=4 * GRID[-1], held_out_batch_budget="held_out")
     del table["space"]["params"]["batch_end"]
     spec, runs, url, said = _run_law(tmp_path, table, testing.law_batch_train, sampler="qmc")
     assert [s.done for s in runs] == [18] * 4 + [19, 19]

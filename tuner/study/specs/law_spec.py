@@ -11,9 +11,9 @@ budget (`tuner.study.workflows.law` runs it; `tuner.study.workflows.law_fit` fit
     held_out_batch = 128        # with batches: a batch_end >= 4x the largest, run at the
                                 # largest fitted budget, lr predicted by lr*(D, B) from the
                                 # fitted budgets before it runs, then searched (0: none)
-    held_out_batch_tokens = 2_700_000  # the budget the held-out batch runs at, one of tokens
-                                # or held_out (0: the largest of tokens); at held_out it runs
-                                # after that budget's check, which joins the law first
+    held_out_batch_budget = "held_out"  # where the held-out batch runs: "largest" (the
+                                # largest fitted budget, the default) or "held_out" (the
+                                # held-out budget, after its check has joined the law)
     trials = 0                  # trials per budget (0: [study] n_trials)
     batches = [2, 8, 32]        # batch_end values (sequences per step): each budget searches
                                 # lr at each of them, n / len(batches) trials per (budget,
@@ -57,7 +57,8 @@ MIN_BATCHES = 3
 MIN_BATCH_DECADES = 1.0
 MIN_HELD_OUT_BATCH = 4  # x the largest fitted batch
 KNOWN = ("tokens", "held_out", "trials", "mup", "batches", "held_out_at_batch",
-         "held_out_batch", "held_out_batch_tokens", "budget", "predicted")
+         "held_out_batch", "held_out_batch_budget", "budget", "predicted")
+HELD_OUT_BATCH_BUDGETS = ("largest", "held_out")
 
 
 class LawError(FieldError):
@@ -77,9 +78,10 @@ class LawSection:
     # token, so a check at it alone is the cheap one
     held_out_batch: int = 0  # batch_end of the held-out batch (0: none), run at
     # `held_out_batch_at` tokens
-    held_out_batch_tokens: int = 0  # the budget the held-out batch runs at (0: tokens[-1]); at
-    # held_out its steps are 5x more (a flat bowl at a few dozen steps places no lr*), and the
-    # held-out budget, checked first, has joined the law its prediction comes from
+    held_out_batch_budget: str = "largest"  # the budget the held-out batch runs at: the largest
+    # fitted one, or "held_out": 5x the steps (a flat bowl at a few dozen steps places no lr*),
+    # and the held-out budget, checked first, has joined the law its prediction comes from.
+    # Named, not in tokens, so a spec whose budgets are edited stays whole
     budget: int = 0
     # at the held-out budget: {"lr": .., "lr_band": [lo, hi], "batch": .., "batch_band": ..}
     predicted: dict[str, Any] = field(default_factory=dict)
@@ -90,9 +92,10 @@ class LawSection:
 
     @property
     def held_out_batch_at(self) -> int:
-        """The tokens of the held-out batch's budget: ``held_out_batch_tokens``, else the
-        largest fitted budget's."""
-        return self.held_out_batch_tokens or (self.tokens[-1] if self.tokens else 0)
+        """The tokens of the held-out batch's budget (``held_out_batch_budget``)."""
+        if self.held_out_batch_budget == "held_out" and self.held_out:
+            return self.held_out
+        return self.tokens[-1] if self.tokens else 0
 
     @property
     def budgets(self) -> tuple[int, ...]:
@@ -145,8 +148,8 @@ class LawSection:
             out["held_out_at_batch"] = self.held_out_at_batch
         if self.held_out_batch:
             out["held_out_batch"] = self.held_out_batch
-        if self.held_out_batch_tokens:
-            out["held_out_batch_tokens"] = self.held_out_batch_tokens
+        if self.held_out_batch_budget != "largest":
+            out["held_out_batch_budget"] = self.held_out_batch_budget
         if self.budget:
             out["budget"] = self.budget
         if self.predicted:
@@ -210,13 +213,12 @@ def parse_law(table: Any, *, study_name: str, name_re: Any) -> LawSection:
             "law.held_out_batch", f"must be 0 (none) or, with law.batches, a batch_end at least "
             f"{MIN_HELD_OUT_BATCH}x the largest of them ({MIN_HELD_OUT_BATCH * top_batch or '-'})",
             hob, error=LawError)
-    hob_at = table.get("held_out_batch_tokens", 0)
-    places = [*tokens, *([held] if held else [])]
-    # checked with or without a held-out batch: law.toml's value stays valid when a user sets
-    # held_out_batch = 0, and has no effect then
-    require(_is_int(hob_at) and (hob_at == 0 or hob_at in places),
-            "law.held_out_batch_tokens", f"must be 0 (the largest fitted budget) or one of "
-            f"law.tokens or law.held_out {places}", hob_at, error=LawError)
+    hob_at = table.get("held_out_batch_budget", "largest")
+    # without a held-out batch it has no effect, so law.toml's value stays valid when a user
+    # sets held_out_batch = 0 (and held_out = 0)
+    require(hob_at in HELD_OUT_BATCH_BUDGETS and (hob_at != "held_out" or bool(held) or not hob),
+            "law.held_out_batch_budget", 'must be "largest" (the largest fitted budget) or, '
+            'with law.held_out, "held_out"', hob_at, error=LawError)
     n = len(tokens) + (1 if held else 0) + (1 if hob else 0)
     budget = table.get("budget", 0)
     require(_is_int(budget) and 0 <= budget < n, "law.budget",
@@ -226,7 +228,7 @@ def parse_law(table: Any, *, study_name: str, name_re: Any) -> LawSection:
             "must be a table (written by the law)", predicted, error=LawError)
     law = LawSection(tokens=tuple(tokens), held_out=held, trials=trials, mup=mup,
                      batches=batches, held_out_at_batch=at, held_out_batch=hob,
-                     held_out_batch_tokens=hob_at, budget=budget,
+                     held_out_batch_budget=hob_at, budget=budget,
                      predicted=dict(predicted))
     top = budget_name(base_name(study_name, law), law, n - 1)
     require(bool(name_re.fullmatch(top)), "study.name",

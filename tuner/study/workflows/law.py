@@ -15,11 +15,11 @@ space, the other knobs from the largest fitted budget's best trial), then its ow
 trial.
 
 The held-out batch (``held_out_batch``, with ``batches``) runs after it, at the largest fitted
-budget or at ``held_out_batch_tokens``: before it is created, lr*(D, B) is fitted on the cells
-of the budgets up to that one (at the held-out budget: the fitted budgets' and the held-out
-budget's, whose check has ended and joined the law) and its lr at that budget and batch (with
-the band) is written into its spec the same way; its first trial is that lr at that batch, then
-its own search of lr at that one batch.
+budget or (``held_out_batch_budget = "held_out"``) at the held-out budget: before it is created,
+lr*(D, B) is fitted on the cells of the budgets up to that one (at the held-out budget: the
+fitted budgets' and the held-out budget's, whose check has ended and joined the law) and its lr
+at that budget and batch (with the band) is written into its spec the same way; its first
+trial is that lr at that batch, then its own search of lr at that one batch.
 """
 
 from __future__ import annotations

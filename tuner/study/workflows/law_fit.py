@@ -26,10 +26,10 @@ censored: the optimum lies beyond it, so that budget is left out of that law (``
 With a law in tokens and batch, the held-out budget's prediction also holds lr*(D, B) at each
 batch it searches (``cells``), checked against the optimum of its own trials at that batch.
 The held-out batch (``held_out_batch``) is checked the same way in lr alone: its spec holds
-lr*(D, B) at its budget (the largest fitted, or ``held_out_batch_tokens``) and that batch, made
-before it ran from the cells of the budgets up to its own; its optimum comes from its own search
-at that one batch, its predicted trial left out (``held_out_batch_check``). It never joins the
-laws.
+lr*(D, B) at its budget (the largest fitted, or the held-out one: ``held_out_batch_budget``) and
+that batch, made before it ran from the cells of the budgets up to its own; its optimum comes
+from its own search at that one batch, its predicted trial left out (``held_out_batch_check``).
+It never joins the laws.
 
 The held-out check compares the prediction stored in the held-out budget's spec before it ran
 (``law.predicted``) with that budget's own optimum, found from its own search: the trial of the
