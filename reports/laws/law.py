@@ -419,7 +419,8 @@ def _held_batch(data: dict[str, Any]) -> list[str]:
         return out + [f"No check yet: {why}."]
     past = h.get("decades_past") or {}
     out += [f"At {h['tokens']} tokens ({_hob_budget(data, h)}) and {h['batch']:.0f} tokens "
-            f"per step ({past.get('batch', 0):.2f} decades past the fitted batches):", "",
+            f"per step ({h['tokens'] / h['batch']:.0f} steps; "
+            f"{past.get('batch', 0):.2f} decades past the fitted batches):", "",
             "| | predicted [band] | measured optimum [95%] | predicted / measured |",
             "|---|---|---|---|",
             f"| lr | {num(h['lr_predicted'])} [{_span(h['lr_band'])}] | "

@@ -462,7 +462,7 @@ def test_a_law_budget_of_few_steps_is_warned_about():
     law benchmark's 16-step budget bent its law): the spec says so before anything runs."""
     import tomllib
 
-    from tuner.study.run.preflight import MIN_LAW_STEPS, load_warnings
+    from tuner.study.run.preflight import MIN_HELD_OUT_BATCH_STEPS, MIN_LAW_STEPS, load_warnings
 
     table = tomllib.loads((Path(__file__).resolve().parents[2] / "search_spaces" /
                            "law.toml").read_text())
@@ -472,6 +472,13 @@ def test_a_law_budget_of_few_steps_is_warned_about():
     assert [line.split(":")[0] for line in lines] == [
         "law.tokens[0] = 16384", "law.tokens[1] = 49152"], lines
     assert "8 optimizer steps" in lines[0] and f"under {MIN_LAW_STEPS} steps" in lines[0]
+    # the held-out batch at the largest fitted budget: 64 steps of 8,192 tokens, where its bowl
+    # was flat; the shipped one runs at the held-out budget (320 steps) and is not warned about
+    table["law"]["held_out_batch_budget"] = "largest"
+    (held_batch,) = load_warnings(parse_spec(table))[2:]
+    assert held_batch.startswith("law.held_out_batch = 64: 64 optimizer steps at its budget "
+                                 f"(524288 tokens); under {MIN_HELD_OUT_BATCH_STEPS}")
+    assert held_batch.endswith('(law.held_out_batch_budget = "held_out")')
     # one batch of 2 x 128 tokens: 64 steps at the smallest budget, nothing to say
     del table["law"]["batches"], table["law"]["held_out_batch"]
     table["space"]["fixed"]["batch_end"] = 2
@@ -639,7 +646,8 @@ def test_a_held_out_budget_at_one_batch_checks_lr_in_tokens_and_batch_there(ray_
     assert hob["tokens"] == 2_621_440 and hob["decades_past"]["tokens"] == 0
     truth = testing.law_lr_batch_optimum(2_621_440, 4 * GRID[-1] * 128)
     assert hob["lr_inside"] and abs(math.log10(hob["lr_predicted"] / truth)) < math.log10(1.25)
-    assert "At 2621440 tokens (the held-out budget, which joined the law after its check)" in md
+    assert ("At 2621440 tokens (the held-out budget, which joined the law after its check) and "
+            "16384 tokens per step (160 steps; 0.60 decades past") in md
 
 
 def test_law_md_says_where_the_budgets_sit_in_tokens_per_parameter() -> None:

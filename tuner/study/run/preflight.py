@@ -225,6 +225,9 @@ def load_warnings(spec: StudySpec) -> list[str]:
 
 
 MIN_LAW_STEPS = 50  # below it a budget's optimum bent the law (benchmarks/RESULTS.md)
+# below it the held-out batch's bowl may be too flat to judge: at 64 steps two estimators of its
+# lr* differed 1.9-2.6x, at 320 they agreed within 1.14-1.40x (benchmarks/RESULTS.md)
+MIN_HELD_OUT_BATCH_STEPS = 200
 
 
 def law_step_warnings(spec: StudySpec) -> list[str]:
@@ -232,7 +235,7 @@ def law_step_warnings(spec: StudySpec) -> list[str]:
     than `MIN_LAW_STEPS` optimizer steps: such a budget is mostly warmup, and its lr optimum
     sits in another regime than the larger budgets' (measured: a 16-step budget's optimum,
     placed, steepened a law's exponent from -0.45 to -0.66 and its held-out prediction missed
-    by 2.9x)."""
+    by 2.9x); and one for a held-out batch of fewer than `MIN_HELD_OUT_BATCH_STEPS` steps."""
     if not spec.law.on:
         return []
     tokens_per_step = spec.space.largest("batch_end") * spec.space.largest("seq_len")
@@ -244,6 +247,17 @@ def law_step_warnings(spec: StudySpec) -> list[str]:
                        f"batch ({tokens_per_step} tokens per step); a budget under "
                        f"{MIN_LAW_STEPS} steps is mostly warmup and its lr optimum bends the "
                        "law: start the budgets higher")
+    law = spec.law
+    if law.held_out_batch:
+        steps = law.held_out_batch_at // (law.held_out_batch * spec.space.largest("seq_len"))
+        if steps < MIN_HELD_OUT_BATCH_STEPS:
+            out.append(f"law.held_out_batch = {law.held_out_batch}: {steps} optimizer steps at "
+                       f"its budget ({law.held_out_batch_at} tokens); under "
+                       f"{MIN_HELD_OUT_BATCH_STEPS} its bowl may be too flat to place lr* (at 64 "
+                       "steps two estimators differed 1.9-2.6x, at 320 they agreed within 1.4x)"
+                       + (': run it at the held-out budget (law.held_out_batch_budget = '
+                          '"held_out")' if law.held_out and law.held_out_batch_budget != "held_out"
+                          else ""))
     return out
 
 
