@@ -23,7 +23,7 @@ the cell's lr* measured as the law's cells are, the predicted trial left out, th
 quadratic beside it).
 
     python benchmarks/bench_law.py held-batch --predict                 # the predictions
-    nice -n 15 python benchmarks/bench_law.py held-batch --seeds 0 1 2  # real (~35 min a seed)
+    nice -n 15 python benchmarks/bench_law.py held-batch --seeds 0 1 2  # real (~16 min a seed)
     python benchmarks/bench_law.py held-batch --refit                   # read the studies back
     python benchmarks/bench_law.py held-batch --results                 # JSON -> RESULTS.md
 """
@@ -45,6 +45,7 @@ GRID = BENCH / "law_grid.json"
 HEADING = "## The held-out batch at the held-out budget: 320 steps, not 64 (real trainings)"
 COMMAND = "nice -n 15 python benchmarks/bench_law.py held-batch"
 TOKENS = 2_621_440  # law.toml's held-out budget, in the grid's laws after its check
+SEQ_LEN = 128  # law.toml's [space.fixed] seq_len, as the grid ran it
 TARGET = 1.5
 NEAR_SD = 2.0
 # trials after the predicted one: law.toml's 24, at 4.8 min a trial two at once (2.6M tokens at
@@ -77,7 +78,7 @@ def prediction(seed: int) -> dict[str, Any]:
     if not stored.get("lr_batch_law"):
         raise SystemExit(f"{GRID}: no lr*(D, B) law stored for seed {seed}")
     law = LrBatchLaw.from_dict(stored["lr_batch_law"])
-    batch = float(stored_batch_end() * 128)
+    batch = float(stored_batch_end() * SEQ_LEN)
     return {"tokens": TOKENS, "batch": batch, "lr": law.at(TOKENS, batch),
             "lr_band": list(law.band(TOKENS, batch)),
             "decades_past": law.decades_past(TOKENS, batch), "n_cells": law.n_cells,
@@ -134,13 +135,12 @@ def seed_result(seed: int, root: Path) -> dict[str, Any] | None:
     """The product's check of the seed's held-out batch, with its trials; None before it."""
     import optuna
 
+    from tuner.study.specs.law_spec import budget_name
     from tuner.study.store import storage as st
     from tuner.study.workflows.law_fit import fit_law
 
     spec = seed_spec(seed, root)
     i = spec.law.held_out_batch_index
-    from tuner.study.specs.law_spec import budget_name
-
     name = budget_name(spec.name, spec.law, i)
     path = root / "runs" / name / "study.db"
     if not path.exists():
