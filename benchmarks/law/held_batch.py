@@ -73,16 +73,15 @@ def prediction(seed: int) -> dict[str, Any]:
     """lr*(D, B) of seed ``seed``'s grid law at the held-out batch's cell, as
     `tuner.study.workflows.law` writes a held-out batch's prediction."""
     from tuner.modeling.laws.lr_batch_law import LrBatchLaw
+    from tuner.study.workflows.law import batch_prediction
 
     stored = read_json(GRID, {"seeds": {}})["seeds"].get(str(seed)) or {}
     if not stored.get("lr_batch_law"):
         raise SystemExit(f"{GRID}: no lr*(D, B) law stored for seed {seed}")
     law = LrBatchLaw.from_dict(stored["lr_batch_law"])
     batch = float(stored_batch_end() * SEQ_LEN)
-    return {"tokens": TOKENS, "batch": batch, "lr": law.at(TOKENS, batch),
-            "lr_band": list(law.band(TOKENS, batch)),
-            "decades_past": law.decades_past(TOKENS, batch), "n_cells": law.n_cells,
-            "law_tokens_range": list(law.tokens_range)}
+    return batch_prediction(law, TOKENS, batch) | {"n_cells": law.n_cells,
+                                                    "law_tokens_range": list(law.tokens_range)}
 
 
 def stored_batch_end() -> int:

@@ -32,6 +32,7 @@ from typing import Any
 
 import optuna
 
+from tuner.modeling.laws.lr_batch_law import LrBatchLaw
 from tuner.study.run import resume as rs
 from tuner.study.run.preflight import Found
 from tuner.study.specs.law_spec import LawSection, budget_name
@@ -210,11 +211,17 @@ def _held_out_batch_spec(spec: StudySpec, store: optuna.storages.BaseStorage,
         raise LawUnfit(f"{spec.name}: no held-out batch prediction: no lr law in tokens and "
                        f"batch ({fit.lr_batch_note})")
     batch = law.held_out_batch * spec.space.largest("seq_len")
-    lr, band = fit.lr_batch.at(tokens, batch), fit.lr_batch.band(tokens, batch)
-    prediction: dict[str, Any] = {"tokens": tokens, "batch": float(batch), "lr": lr,
-                                  "lr_band": list(band),
-                                  "decades_past": fit.lr_batch.decades_past(tokens, batch)}
+    prediction = batch_prediction(fit.lr_batch, tokens, batch)
+    lr, band = prediction["lr"], prediction["lr_band"]
     point = {"lr": snap(spec.space.distributions()["lr"], lr), "batch_end": law.held_out_batch}
     log(f"{spec.name}: predicted at {tokens} tokens and {batch} tokens per step from "
         f"{fit.lr_batch.n_cells} cells: lr {lr:.3g} (band {band[0]:.3g}-{band[1]:.3g})")
     return budget_spec(spec, len(law.budgets) - 1, predicted=prediction, point=point)
+
+
+def batch_prediction(lr_batch: LrBatchLaw, tokens: int, batch: float) -> dict[str, Any]:
+    """A held-out batch's prediction as its spec stores it (``law.predicted``): lr*(D, B) at
+    (``tokens``, ``batch`` tokens per step), its band and its distance past the fitted cells."""
+    return {"tokens": tokens, "batch": float(batch), "lr": lr_batch.at(tokens, batch),
+            "lr_band": list(lr_batch.band(tokens, batch)),
+            "decades_past": lr_batch.decades_past(tokens, batch)}
