@@ -158,6 +158,8 @@ def campaign(seeds: list[int], root: Path, out: Path, *, train: bool,
     data["config"] = {"tokens": spec["law"]["tokens"], "held_out": spec["law"]["held_out"],
                       "batches": spec["law"]["batches"],
                       "held_out_batch": spec["law"]["held_out_batch"],
+                      "held_out_batch_budget": spec["law"].get("held_out_batch_budget",
+                                                               "largest"),
                       "trials": spec["study"]["n_trials"],
                       "trainer": SMOKE_TRAINER if smoke else "trainers.train (real)"}
     for seed in seeds:
@@ -196,9 +198,10 @@ def _check(h: dict[str, Any] | None) -> str:
     if not h:
         return "not reached yet"
     surface = h.get("lr_surface")
+    at = f"; at {h['tokens']:,} tokens" if "batch" in h and "tokens" in h else ""
     return (f"{g(h['lr_predicted'])} [{g(h['lr_band'][0])}, {g(h['lr_band'][1])}] / "
             f"{g(h['lr_measured'])} = {h['lr_ratio']:.2f} "
-            f"({'inside' if h['lr_inside'] else 'outside'})"
+            f"({'inside' if h['lr_inside'] else 'outside'}{at})"
             + ("; its optimum on its window's edge (a flat bowl): a bound, not judged"
                if h.get("at_edge") else "")
             + (f"; the whole-range quadratic: {g(surface)} = "
@@ -223,7 +226,9 @@ def results_lines(data: dict[str, Any], *, command: str = COMMAND) -> list[str]:
              f"name and seed set per seed: budgets {cfg['tokens']} tokens, batch_end "
              f"{cfg['batches']} sequences of 128 tokens searched at each, {cfg['trials']} "
              f"trials per budget, the held-out budget {cfg['held_out']} tokens and the "
-             f"held-out batch {cfg['held_out_batch']} sequences at the largest budget, each "
+             f"held-out batch {cfg['held_out_batch']} sequences at the budget each seed's "
+             "law.toml named (`held_out_batch_budget`: the largest fitted before seed 3, the "
+             "held-out one from seed 3 on; each check says its tokens), each "
              "predicted before it ran, then searched). Measured: the trainings, each budget's "
              "and the held-out batch's lr* (the quadratic through its own trials), the wall. "
              "Modeled: lr*(D, B) through the cells, its predictions and bands (the predictions "
