@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from reports.html import inline
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
-from tuner.modeling.full_run import load_target
+from tuner.modeling.full_run import LAW_BAND_LIMIT, load_target
 from tuner.modeling.laws import power_law as pl
 from tuner.modeling.laws.lr_at_batch import lr_at_batch
 from tuner.modeling.laws.lr_batch_law import RESOLVED_T, LrBatchLaw
@@ -198,7 +198,19 @@ def _answer(data: dict[str, Any]) -> list[str]:
     if not full:
         return ["No law yet (it needs 2 budgets with an optimum), or no [full_run] target: "
                 "no full-run answer."]
-    if "lr_at_batch" in full:
+    if not pinned(full):
+        lo, hi = full["lr_band"]
+        at = (f" at {full['lr_at_batch']:.4g} tokens per step ({full['lr_batch_rule']})"
+              if "lr_at_batch" in full else "")
+        out = [f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens{at}): **this law "
+               f"does not pin the LR.** Its 95% band there is [{_span(full['lr_band'])}], "
+               f"{math.log10(hi / lo):.1f} decades wide (more than {LAW_BAND_LIMIT:g}x), "
+               f"{full['decades_past']:.1f} decades past the fitted budgets in D"
+               + (f" and {full['decades_past_batch']:.1f} in B" if at else "")
+               + ", so `moetune export` refuses it (give --lr, e.g. the published recipe's, or "
+               "--lr-wide-band to write the point labelled with its band). The law's point "
+               f"there, not an answer: lr {num(full['lr'])}."]
+    elif "lr_at_batch" in full:
         out = [f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens, at "
                f"{full['lr_at_batch']:.4g} tokens per step: {full['lr_batch_rule']}): lr "
                f"{num(full['lr'])} (band {_span(full['lr_band'])}), lr*(D, B) below, "
@@ -213,11 +225,16 @@ def _answer(data: dict[str, Any]) -> list[str]:
                   f"{_span(full['batch_band'], '.4g')}), " if "batch" in full else "")
                + f"extrapolated {full['decades_past']:.1f} decades past the largest fitted "
                "budget."]
+    if "lr_at_batch" in full and not pinned(full):
+        out.append(f"The lr law in D alone, through each budget's optimum at the batch it sat "
+                   f"at, gives {num(full['lr_in_d'])} there: an LR without its batch, no answer "
+                   "either.")
     if full.get("width_mult"):
         mult = full["width_mult"]
         out.append(f"The lr is µP's base lr (the proxy's width); the full run's hidden matrices "
                    f"train at lr / width_mult = {num(full['lr'] / mult)} (width_mult "
-                   f"{mult:g}): that is the LR to set beside a published single LR.")
+                   f"{mult:g}): that is the LR to set beside a published single LR"
+                   + ("." if pinned(full) else ", here the point's, pinned no better."))
     elif data["mup"]:
         out.append("The lr is µP's base lr (the proxy's width); the full run's hidden matrices "
                    "train at lr / width_mult.")
@@ -229,6 +246,13 @@ def _answer(data: dict[str, Any]) -> list[str]:
                             f"{num(pub['batch'], '.4g')} tokens ({pub['source']})."
                             if pub else "."))
     return out
+
+
+def pinned(full: Mapping[str, Any]) -> bool:
+    """Whether the law's band at the full run is narrow enough for its point to be an answer:
+    within `LAW_BAND_LIMIT`, the width past which `moetune export` refuses the LR."""
+    lo, hi = full["lr_band"]
+    return bool(hi / lo <= LAW_BAND_LIMIT)
 
 
 def _regime(data: dict[str, Any]) -> list[str]:
@@ -526,11 +550,15 @@ def law_figure(data: dict[str, Any], path: Path) -> Path:
                         label=f"line through the optima: {line['exponent']:.3f}")
         if full and key in full:
             lo, hi = full[f"{key}_band"]
-            ax.errorbar([full["x"]], [full[key]], yerr=[[full[key] - lo], [hi - full[key]]],
-                        fmt="s", color="tab:blue", capsize=3,
-                        label=(f"lr*(D, B) at the full run's {full['lr_at_batch']:.3g} "
-                               "tokens per step" if key == "lr" and "lr_at_batch" in full
-                               else "law at the full run"))
+            what = (f"lr*(D, B) at the full run's {full['lr_at_batch']:.3g} tokens per step"
+                    if key == "lr" and "lr_at_batch" in full else "law at the full run")
+            if key == "lr" and not pinned(full):  # a band of many decades would flatten the rest
+                ax.plot([full["x"]], [full[key]], "s", mfc="none", color="tab:blue",
+                        label=f"lr*(D, B) at the full run: not pinned (band "
+                              f"{math.log10(hi / lo):.0f} decades)")
+            else:
+                ax.errorbar([full["x"]], [full[key]], yerr=[[full[key] - lo], [hi - full[key]]],
+                            fmt="s", color="tab:blue", capsize=3, label=what)
             ax.plot([full["x"]], [full[f"deepseek_llm_{key}"]], "^", color="tab:green",
                     label="DeepSeek LLM's law at the full run")
             if "published" in full:

@@ -1,0 +1,68 @@
+"""law.md's full-run answer: a law whose band there is wider than the export accepts is said not
+to pin the LR (its point labelled as no answer, the export's refusal named), and law.png does not
+draw a band of many decades that would flatten every fitted optimum beside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reports.laws.law import _answer, law_figure, pinned
+from tuner.modeling.full_run import LAW_BAND_LIMIT
+
+
+def _data(band: list[float]) -> dict[str, Any]:
+    full = {"target": "deepseek-v3-671b", "tokens": 1.48e13, "x": 1.48e13,
+            "lr_at_batch": 3.15e7, "lr_batch_rule": "DeepSeek LLM's B_opt", "lr": 2.9e-4,
+            "lr_band": band, "decades_past": 6.8, "decades_past_batch": 4.2, "lr_in_d": 5e-6,
+            "width_mult": 112.0, "compute": 3.6e24, "deepseek_llm_lr": 2.65e-4,
+            "deepseek_llm_batch": 3.15e7, "deepseek_llm_batch_band": [1e7, 1e8]}
+    opt = {"lr": 0.003, "lr_interval": [0.002, 0.004], "batch": 128.0,
+           "batch_interval": [128.0, 300.0], "batch_placed": False}
+    budgets = [{"tokens": t, "compute": t * 1e6, "held_out": False, "held_out_batch": False,
+                "optimum": opt, "best": None} for t in (16_384.0, 524_288.0)]
+    return {"name": "law", "full_run": full, "mup": True, "variable": "tokens",
+            "budgets": budgets, "lr_law": {"coef": 0.3, "exponent": -0.36}, "batch_law": None}
+
+
+def test_a_band_the_export_refuses_is_not_an_answer() -> None:
+    data = _data([1.2e-19, 6.8e4])
+    assert not pinned(data["full_run"])
+    answer = "\n".join(_answer(data))
+    assert "**this law does not pin the LR.**" in answer
+    assert "23.8 decades wide" in answer and f"more than {LAW_BAND_LIMIT:g}x" in answer
+    assert "`moetune export` refuses it" in answer and "--lr-wide-band" in answer
+    assert "The law's point there, not an answer: lr 0.00029." in answer
+    assert "lr / width_mult = 2.59e-06" in answer and "pinned no better" in answer
+
+
+def test_a_band_within_the_limit_gives_the_answer() -> None:
+    data = _data([1.6e-4, 5.2e-4])  # 3.25x: the export writes it
+    assert pinned(data["full_run"])
+    answer = "\n".join(_answer(data))
+    assert "does not pin" not in answer
+    assert "lr 0.00029 (band 0.00016–0.00052), lr*(D, B) below" in answer
+    assert "that is the LR to set beside a published single LR." in answer
+
+
+@pytest.mark.parametrize("band", [[1.2e-19, 6.8e4], [1.6e-4, 5.2e-4]])
+def test_law_png_keeps_the_fitted_optima_readable(tmp_path: Path, band: list[float],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drawn band of 24 decades set the lr axis to 24 decades (seed 3 of the CPU grid); not
+    drawn, the axis spans the optima, the law and the full run's point."""
+    from matplotlib.figure import Figure
+
+    seen: list[tuple[float, float]] = []
+    save = Figure.savefig
+
+    def record(fig: Figure, *args: Any, **kwargs: Any) -> None:
+        seen.append(fig.axes[0].get_ylim())
+        save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    law_figure(_data(band), tmp_path / "law.png")
+    assert (tmp_path / "law.png").stat().st_size > 0
+    (lo, hi), = seen
+    assert hi / lo < 1e4, (lo, hi)
