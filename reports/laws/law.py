@@ -200,7 +200,7 @@ def _answer(data: dict[str, Any]) -> list[str]:
                 "no full-run answer."]
     if not pinned(full):
         lo, hi = full["lr_band"]
-        at = (f" at {full['lr_at_batch']:.4g} tokens per step ({full['lr_batch_rule']})"
+        at = (f", at {full['lr_at_batch']:.4g} tokens per step: {full['lr_batch_rule']}"
               if "lr_at_batch" in full else "")
         out = [f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens{at}): **this law "
                f"does not pin the LR.** Its 95% band there is [{_span(full['lr_band'])}], "

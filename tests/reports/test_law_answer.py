@@ -31,7 +31,8 @@ def test_a_band_the_export_refuses_is_not_an_answer() -> None:
     data = _data([1.2e-19, 6.8e4])
     assert not pinned(data["full_run"])
     answer = "\n".join(_answer(data))
-    assert "**this law does not pin the LR.**" in answer
+    assert "at 3.15e+07 tokens per step: DeepSeek LLM's B_opt): **this law does not pin the " \
+        "LR.**" in answer
     assert "23.8 decades wide" in answer and f"more than {LAW_BAND_LIMIT:g}x" in answer
     assert "`moetune export` refuses it" in answer and "--lr-wide-band" in answer
     assert "The law's point there, not an answer: lr 0.00029." in answer
