@@ -35,8 +35,8 @@ def test_a_placed_cell_outside_its_band_is_still_a_miss() -> None:
 
 
 def test_cells_that_all_miss_on_one_side_are_said_to_lean_that_way() -> None:
-    """Every judged cell inside its band but all 1.4-2.1x high (as every seed of the CPU grid
-    was): law.md says the point leans high, with the range; a flat-bowl cell is not counted."""
+    """Every judged cell inside its band but all 1.4-2.1x high (as in 3 of 4 seeds of the CPU
+    grid): law.md says the point leans high, with the range; a flat-bowl cell is not counted."""
     md = "\n".join(_held(_data(_cell(128.0, 0.0019, inside=True),
                                _cell(512.0, 0.0028, inside=True),
                                _cell(2048.0, 0.0495, inside=False, at_edge=True))))
