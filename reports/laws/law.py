@@ -198,7 +198,8 @@ def _answer(data: dict[str, Any]) -> list[str]:
     if not full:
         return ["No law yet (it needs 2 budgets with an optimum), or no [full_run] target: "
                 "no full-run answer."]
-    if not pinned(full):
+    sure = pinned(full)
+    if not sure:
         lo, hi = full["lr_band"]
         at = (f", at {full['lr_at_batch']:.4g} tokens per step: {full['lr_batch_rule']}"
               if "lr_at_batch" in full else "")
@@ -210,6 +211,10 @@ def _answer(data: dict[str, Any]) -> list[str]:
                + ", so `moetune export` refuses it (give --lr, e.g. the published recipe's, or "
                "--lr-wide-band to write the point labelled with its band). The law's point "
                f"there, not an answer: lr {num(full['lr'])}."]
+        if at:
+            out.append(f"The lr law in D alone, through each budget's optimum at the batch it "
+                       f"sat at, gives {num(full['lr_in_d'])} there: an LR without its batch, "
+                       "no answer either.")
     elif "lr_at_batch" in full:
         out = [f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens, at "
                f"{full['lr_at_batch']:.4g} tokens per step: {full['lr_batch_rule']}): lr "
@@ -225,16 +230,12 @@ def _answer(data: dict[str, Any]) -> list[str]:
                   f"{_span(full['batch_band'], '.4g')}), " if "batch" in full else "")
                + f"extrapolated {full['decades_past']:.1f} decades past the largest fitted "
                "budget."]
-    if "lr_at_batch" in full and not pinned(full):
-        out.append(f"The lr law in D alone, through each budget's optimum at the batch it sat "
-                   f"at, gives {num(full['lr_in_d'])} there: an LR without its batch, no answer "
-                   "either.")
     if full.get("width_mult"):
         mult = full["width_mult"]
         out.append(f"The lr is µP's base lr (the proxy's width); the full run's hidden matrices "
                    f"train at lr / width_mult = {num(full['lr'] / mult)} (width_mult "
                    f"{mult:g}): that is the LR to set beside a published single LR"
-                   + ("." if pinned(full) else ", here the point's, pinned no better."))
+                   + ("." if sure else ", here the point's, pinned no better."))
     elif data["mup"]:
         out.append("The lr is µP's base lr (the proxy's width); the full run's hidden matrices "
                    "train at lr / width_mult.")
