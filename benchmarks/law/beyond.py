@@ -172,12 +172,19 @@ def results_lines(data: dict[str, Any]) -> list[str]:
 
 
 def _readings(alt: dict[str, Any], measured: float | None) -> str:
-    """The bent law's and the mixture's lr* at the cell, with their ratios to ``measured``."""
+    """The bent law's and the mixture's lr* at the cell, with their ratios to ``measured``, and
+    the grid's own law's where it was written down."""
     if not alt:
         return "-"
-    said = " / ".join(f"{g(alt[k])}" + (f" ({alt[k] / measured:.2f})" if measured else "")
-                      for k in ("bent", "mixture"))
-    return said + f" (bend {alt['uu']:+.3f} ± {alt['uu_se']:.3f})"
+    def read(k: str) -> str:
+        return f"{g(alt[k])}" + (f" ({alt[k] / measured:.2f})" if measured else "")
+
+    said = " / ".join(read(k) for k in ("bent", "mixture"))
+    said += f" (bend {alt['uu']:+.3f} ± {alt['uu_se']:.3f})"
+    if "grid_law" in alt:  # recorded from seed 3 on: does the grid law's lean go on?
+        said += ("; the grid's own law (its four budgets, before the held-out one joined) "
+                 + read("grid_law"))
+    return said
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

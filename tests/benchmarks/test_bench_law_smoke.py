@@ -252,6 +252,16 @@ def test_beyond_results_judge_each_seed_and_say_what_is_not_reached():
     assert "within 1.5x of the measured in 0/1 seeds" in "\n".join(lines)
 
 
+def test_beyond_reads_the_grid_law_beside_the_bend_where_it_was_written_down():
+    """The readings written down before the runs are set against the measured lr*: the bent
+    law's, the mixture's, and (seed 3 on) the grid's own law's; a seed without it says none."""
+    alt = {"bent": 0.0015, "mixture": 0.0017, "uu": -0.114, "uu_se": 0.054}
+    said = beyond._readings(alt | {"grid_law": 0.0045}, 0.003)
+    assert said.startswith("0.0015 (0.50) / 0.0017 (0.57) (bend -0.114 ± 0.054)")
+    assert said.endswith("before the held-out one joined) 0.0045 (1.50)")
+    assert "grid's own law" not in beyond._readings(alt, 0.003)
+
+
 # --- held-batch: the grid's held-out batch at its held-out budget --------------------------------
 
 def test_held_batch_predicts_with_the_grid_law_at_the_held_out_budget_and_batch(tmp_path):
