@@ -10,7 +10,9 @@ the full run's C and the target's published recipe as points at the full run's x
 
 from __future__ import annotations
 
+import html
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -587,19 +589,23 @@ def law_figure(data: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def budget_note(data: dict[str, Any]) -> list[str]:
-    """What budget 0's own ranked.md and report.html say first: the answer is the law's."""
+def budget_note(data: dict[str, Any], law_dir: str = "../law") -> list[str]:
+    """What budget 0's own ranked.md and report.html say first: the answer is the law's (its
+    report in ``law_dir``, relative to theirs)."""
     lines = [f"**This study is budget 0 of the law study {data['name']}**: the full run's answer "
-             "is the law's (law/law.md, law/law.png), not this budget's best trial, which is "
-             f"the best recipe at {data['budgets'][0]['tokens']} tokens per trial only."]
+             f"is the law's ({law_dir}/law.md, {law_dir}/law.png), not this budget's best trial, "
+             f"which is the best recipe at {data['budgets'][0]['tokens']} tokens per trial only."]
     return lines + _answer(data)
 
 
-def annotate_budget_report(report_dir: Path, data: dict[str, Any]) -> None:
+def annotate_budget_report(report_dir: Path, data: dict[str, Any],
+                           law_dir: Path | None = None) -> None:
     """Put `budget_note` under the title of budget 0's ranked.md and report.html (written just
-    before by `reports.build`); the figure is the law's own ``law.png``."""
+    before by `reports.build`); the figure is the law's own ``law.png``, in ``law_dir``
+    (default: the folder ``law`` beside ``report_dir``)."""
 
-    note = budget_note(data)
+    rel = Path(os.path.relpath(law_dir, report_dir)).as_posix() if law_dir else "../law"
+    note = budget_note(data, rel)
     md = report_dir / "ranked.md"
     if md.exists():
         head, _, rest = md.read_text().partition("\n")
@@ -609,8 +615,8 @@ def annotate_budget_report(report_dir: Path, data: dict[str, Any]) -> None:
         text = page.read_text()
         block = ("<h2>Scaling law</h2>" + "".join(f"<p>{inline(n)}</p>"
                                                    for n in note)
-                 + "<p><img src='../law/law.png' alt='lr* and B* against the budget' "
-                   "style='max-width:100%'></p>")
+                 + f"<p><img src='{html.escape(rel, quote=True)}/law.png' alt='lr* and B* "
+                   "against the budget' style='max-width:100%'></p>")
         i = text.find("</h1>")
         if i >= 0:
             page.write_text(text[:i + 5] + block + text[i + 5:])
@@ -631,5 +637,5 @@ def write_law_report(spec: StudySpec, *, url: str, out: Path,
     js.write_text(json.dumps(data, indent=2, default=float) + "\n")
     paths = {"md": md, "json": js, "png": law_figure(data, out / "law.png")}
     if budget_report is not None:
-        annotate_budget_report(budget_report, data)
+        annotate_budget_report(budget_report, data, out)
     return paths

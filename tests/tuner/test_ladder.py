@@ -209,3 +209,7 @@ def test_the_cli_runs_reports_resumes_and_exports_a_ladder(ray_session, tmp_path
     assert rc == 0 and "the answer is its top rung cli-lad.w64, measured at width 64" in err
     assert main(["report", "cli-lad", "--root", str(root)]) == 0
     assert "ladder.md" in capsys.readouterr().out
+    # with --out, the ladder's report goes inside the folder named, not beside it
+    assert main(["report", "cli-lad", "--root", str(root), "--out", str(tmp_path / "mine")]) == 0
+    assert (tmp_path / "mine" / "ladder" / "ladder.md").is_file()
+    assert not (tmp_path / "ladder").exists()

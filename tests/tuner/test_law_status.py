@@ -25,6 +25,7 @@ def _trials(study, spec, losses):
         t = study.ask()
         spec.space.suggest(t)
         t.set_user_attr(records.OUTCOME, "complete")
+        t.set_user_attr(records.METRICS, {"val_loss": loss})  # as a real trial records it
         study.tell(t, [loss])
 
 
@@ -92,3 +93,19 @@ def test_law_md_says_an_interrupted_held_out_budget_with_its_prediction(law_root
     assert "Interrupted before its search ended (1 trial with a result" in held
     assert "predicted before it ran: lr 0.002 [0.001–0.004]" in held
     assert "`moetune resume law` finishes it" in held
+
+
+def test_report_with_out_keeps_the_law_report_inside_it(law_root, tmp_path, capsys):
+    """`moetune report LAW --out DIR` writes the law's report into DIR/law, never beside DIR
+    (where another study's could be), and budget 0's page links the figure there; without
+    --out it sits beside the study's own report, as the law run writes it."""
+    out = tmp_path / "mine" / "q1"
+    assert main(["report", "law", "--root", str(law_root), "--out", str(out)]) == 0
+    assert str(out / "law" / "law.md") in capsys.readouterr().out
+    assert (out / "law" / "law.md").is_file() and (out / "ranked.md").is_file()
+    assert [p.name for p in out.parent.iterdir()] == ["q1"]  # nothing written beside it
+    assert "<img src='law/law.png'" in (out / "report.html").read_text()
+    assert "(law/law.md, law/law.png)" in (out / "ranked.md").read_text()
+    assert main(["report", "law", "--root", str(law_root)]) == 0
+    assert (law_root / "law" / "law" / "law.md").is_file()
+    assert "<img src='../law/law.png'" in (law_root / "law" / "report" / "report.html").read_text()

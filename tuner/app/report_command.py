@@ -83,13 +83,17 @@ def run_report(args: argparse.Namespace) -> int:
     print(reports.top_table(snap.frame, 5))
     for path in paths.values():
         print(f"  {path}")
-    _ladder_report(study, args, out)
-    _law_report(study, args, out)
+    # Without --out, a law's and a ladder's reports sit beside the study's own (ROOT/STUDY/law);
+    # with one, inside it: a sibling of a folder the user named could be another study's.
+    side = out if args.out is not None else out.parent
+    _ladder_report(study, args, side / "ladder")
+    _law_report(study, args, out, side / "law")
     return 0
 
 
-def _law_report(study: Any, args: argparse.Namespace, out: Path) -> None:
-    """For a law study (its budget 0), the law's report beside the budget's own."""
+def _law_report(study: Any, args: argparse.Namespace, out: Path, law_out: Path) -> None:
+    """For a law study (its budget 0), the law's report in ``law_out``; the budget's own, in
+    ``out``, says the answer is the law's."""
 
     if not (study.user_attrs.get(records.SPEC) or {}).get("law"):
         return  # not a law study
@@ -99,13 +103,12 @@ def _law_report(study: Any, args: argparse.Namespace, out: Path) -> None:
     from reports.laws.law import write_law_report
 
     url = db.storage_url(Path(args.root) / args.study, args.storage, spec.study.storage)
-    for path in write_law_report(spec, url=url, out=out.parent / "law",
-                                 budget_report=out).values():
+    for path in write_law_report(spec, url=url, out=law_out, budget_report=out).values():
         print(f"  {path}")
 
 
 def _ladder_report(study: Any, args: argparse.Namespace, out: Path) -> None:
-    """For a ladder (its bottom study), the transfer report beside the rung's own."""
+    """For a ladder (its bottom study), the transfer report in ``out``."""
 
     if not (study.user_attrs.get(records.SPEC) or {}).get("ladder"):
         return  # not a ladder (a study without a stored spec is none either)
@@ -115,7 +118,7 @@ def _ladder_report(study: Any, args: argparse.Namespace, out: Path) -> None:
     from reports.laws.ladder import write_ladder_report
 
     url = db.storage_url(Path(args.root) / args.study, args.storage, spec.study.storage)
-    for path in write_ladder_report(spec, url=url, out=out.parent / "ladder").values():
+    for path in write_ladder_report(spec, url=url, out=out).values():
         print(f"  {path}")
 
 
