@@ -417,7 +417,8 @@ def test_the_backtest_gives_the_d_by_b_terms_share_of_each_row() -> None:
         assert r["interaction"] == want and want is not None
         assert f"{want['decades']:+.2f} decades (|t| = {abs(want['t']):.1f}, resolved)" in \
             backtest_table(rows)
-    assert all("its D x B term gives" in line for line in backtest_lines(rows))
+    assert all("; its D x B term: " in line and "decades (|t| = " in line
+               for line in backtest_lines(rows))
     vague = fit_lr_batch_law(_cells_of(
         lambda d, b: battery.true_log_lr("loglinear", d, b), noise=0.08))
     rows = backtest(vague, proxy=PROXY)

@@ -107,7 +107,7 @@ def backtest_lines(rows: list[dict[str, Any]]) -> list[str]:
             out.append(head + f"the study's law gives {r['hidden_lr']:.3g} for the hidden "
                        f"matrices, {_times(r['ratio'])} published (band {r['band'][0]:.3g}-"
                        f"{r['band'][1]:.3g})"
-                       + (f"; its D x B term gives {_term(term)} of it" if term else "")
+                       + (f"; its D x B term: {_term(term)}" if term else "")
                        + ".")
         else:
             where = (f"measured at {r['valid_at_batch']:.4g} tokens per step, not there"

@@ -110,7 +110,7 @@ def compared_lr(full: FullRun) -> tuple[float, str]:
     """The LR comparable with a published single LR, and what it is: the LR nearly every
     parameter gets (under µP the hidden matrices' lr / width_mult, not the base LR)."""
     if full.model_args.mup_base_dim:
-        return full.hidden_lr, (f"the LR of its hidden matrices (muP: lr {full.recipe.lr:.3g} / "
+        return full.hidden_lr, (f"LR of its hidden matrices (muP: lr {full.recipe.lr:.3g} / "
                                 f"width_mult {full.recipe.lr / full.hidden_lr:.4g})")
     return full.recipe.lr, "lr"
 
