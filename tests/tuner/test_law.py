@@ -583,6 +583,8 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     assert main(argv) == 2 and not out.exists()
     assert "does not pin the full run's LR" in capsys.readouterr().err
     assert main([*argv, "--lr-wide-band"]) == 0, capsys.readouterr().err
+    # the other knobs come from the held-out budget, not the held-out batch (524,288 tokens)
+    assert "; other knobs from lw.t2621440;" in capsys.readouterr().err
     lr = json.loads(out.read_text())["lr"]
     assert lr["band"]["hi"] / lr["band"]["lo"] > 4
     batch = lr["for_batch_tokens"]

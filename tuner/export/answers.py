@@ -24,7 +24,7 @@ from tuner.study.workflows.law_fit import budget_studies, fit_law
 def law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]:
     """A law study (any of its budgets) exports its laws: the LR and final batch from the
     study's own fit at the full run, the other knobs from the pick at its largest budget (the
-    held-out one once it exists), from the same storage."""
+    held-out one once it exists; never the held-out batch), from the same storage."""
 
     if not (study.user_attrs.get(records.SPEC) or {}).get("law"):
         return study, None, ""  # not a law study
@@ -37,7 +37,10 @@ def law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]:
     if law is None:
         raise LookupError(f"law {base.name!r} has no lr law yet (it needs 2 budgets with an "
                           f"optimum): `moetune resume {base.name}` goes on.")
-    largest = studies[-1][1]
+    # the held-out batch (last when there is one) is a check at one batch the grid did not
+    # fit, often at a smaller budget: the other knobs come from the largest budget of the law
+    hob = base.law.held_out_batch_index
+    largest = [s for i, s in studies if i != hob][-1]
     held = fit.held_out_check()
     said = (f"law {base.name}: LR and final batch from the study's own laws over "
             f"{len(fit.fitted)} budgets"
