@@ -58,6 +58,8 @@ def test_status_lists_every_budget_with_its_state(law_root, capsys):
         ["3/5", "147456", "not"], ["4/5", "524288", "not"],
         ["5/5", "2621440", "interrupted"]]
     assert "law.t2621440" in rows[4] and "1/3" in rows[4]
+    assert [r.split()[-1] for r in rows] == ["fitted"] * 4 + ["out"]  # the last: "held out"
+    assert rows[4].endswith("held out")
 
 
 def test_a_budget_is_found_by_its_name_without_storage(law_root, capsys):
@@ -109,3 +111,12 @@ def test_report_with_out_keeps_the_law_report_inside_it(law_root, tmp_path, caps
     assert main(["report", "law", "--root", str(law_root)]) == 0
     assert (law_root / "law" / "law" / "law.md").is_file()
     assert "<img src='../law/law.png'" in (law_root / "law" / "report" / "report.html").read_text()
+
+
+def test_each_budget_of_the_shipped_law_says_what_it_is_to_the_law():
+    from tuner.app.status import _role
+
+    law = load_spec(LAW_TOML).law
+    roles = [_role(law, i) for i in range(len(law.budgets))]
+    assert roles == ["fitted"] * len(law.tokens) + [
+        "held out", f"held-out batch (batch_end {law.held_out_batch})"]

@@ -90,16 +90,27 @@ def law_budget_rows(study: optuna.Study) -> list[dict[str, Any]]:
     for i, tokens in enumerate(law.budgets):
         name = budget_name(base, law, i)
         head = {"budget": f"{i + 1}/{len(law.budgets)}", "tokens": tokens}
+        role = {"role": _role(law, i)}
         if name not in names:
-            rows.append(head | {"state": "not started", "study": name})
+            rows.append(head | {"state": "not started", "study": name} | role)
             continue
         budget = st.load_study(name, store)
         row = study_summary_rows([budget])[0]
         target = st.stored_spec(budget).study.n_trials
         state = ("complete" if n_done(budget) >= target else
                  "running" if row["running"] else "interrupted")
-        rows.append(head | {"state": state} | row)
+        rows.append(head | {"state": state} | row | role)
     return rows
+
+
+def _role(law: Any, i: int) -> str:
+    """What budget ``i`` is to the law: fitted, or a check predicted before it ran (the held-out
+    budget, the held-out batch), which joins no fit or, for the held-out budget, only after."""
+    if law.held_out_batch and i == law.held_out_batch_index:
+        return f"held-out batch (batch_end {law.held_out_batch})"
+    if law.held_out and i == len(law.tokens):
+        return "held out"
+    return "fitted"
 
 
 def _best(study: optuna.Study) -> str:
