@@ -430,11 +430,11 @@ def _one_sided(judged: list[dict[str, Any]]) -> list[str]:
     if not (high or low):
         return []
     misses = [max(r, 1 / r) for r in ratios]
-    return ["", f"**The law's point lies {'above' if high else 'below'} the measured optimum in "
+    return ["", f"**lr*(D, B) lies {'above' if high else 'below'} the measured optimum in "
                 f"every judged cell** ({len(ratios)} of {len(ratios)}, {min(misses):.2f}x-"
                 f"{max(misses):.2f}x, {max(mean, 1 / mean):.2f}x on geometric average): past the "
                 f"fitted budgets the measured lr* is {'lower' if high else 'higher'} at every "
-                "batch than the law carried it to. "
+                "batch than lr*(D, B) carried it to. "
                 + ("Each band held its cell, but the point leaned "
                    if all(c.get("lr_inside", True) for c in judged) else "The point leaned ")
                 + f"{'high' if high else 'low'}. Whether lr* keeps moving that fast further out "

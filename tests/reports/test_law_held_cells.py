@@ -42,7 +42,7 @@ def test_cells_that_all_miss_on_one_side_are_said_to_lean_that_way() -> None:
                                _cell(512.0, 0.0028, inside=True),
                                _cell(2048.0, 0.0495, inside=False, at_edge=True))))
     assert "lies inside the band" in md
-    assert ("**The law's point lies above the measured optimum in every judged cell** "
+    assert ("**lr*(D, B) lies above the measured optimum in every judged cell** "
             "(2 of 2, 1.43x-2.11x, 1.73x on geometric average)") in md
     assert "Each band held its cell, but the point leaned high" in md
     assert "likely to lean the same way" not in md and "read the band there" in md
@@ -65,8 +65,8 @@ def test_cells_on_both_sides_or_near_the_optimum_lean_no_way() -> None:
         assert "in every judged cell" not in md
     md = "\n".join(_held(_data(_cell(128.0, 0.008, inside=True),
                                _cell(512.0, 0.010, inside=True))))
-    assert ("lies below the measured optimum in every judged cell** (2 of 2, 2.00x-2.50x, "
-            "2.24x on geometric average)") in md
+    assert ("**lr*(D, B) lies below the measured optimum in every judged cell** (2 of 2, "
+            "2.00x-2.50x, 2.24x on geometric average)") in md
     assert "the point leaned low" in md
 
 
