@@ -186,6 +186,27 @@ def test_a_ramp_says_which_batch_the_lr_is_for_and_the_ramp_starts_optimum():
     assert start["lr"] == pytest.approx(law.at(TOKENS, start["batch_tokens"]))
 
 
+def test_each_launch_file_says_which_batch_its_lr_is_for_with_the_laws_band():
+    """The launch files (Megatron, torchtitan, torchtitan's TOML) state the LR's rule in their
+    header: the batch it is for, the law's band and its distances; with a ramp, the ramp
+    start's LR beside it. Only the native file held these as numbers before."""
+    law = TwoVariableLaw()
+    full = export(law, global_batch=2048)
+    lo, hi = law.band(TOKENS, 2048 * 4096)
+    for fmt in ("megatron", "torchtitan", "torchtitan-toml"):
+        head = next(line for line in formats.render(fmt, full).splitlines()
+                    if line.startswith("# LR: "))
+        assert head.startswith(f"# LR: lr {full.recipe.lr:.4g} for the final batch, 2048 x "
+                               "4096 = 8,388,608 tokens per step: ")
+        assert f"band [{lo:.3g}, {hi:.3g}]" in head and "decades past" in head
+    ramp = build_full_run(Recipe(lr=3e-3, batch_schedule="linear", batch_start=2, batch_end=8),
+                          PROXY, target(), proxy_tokens=524_288, law=law)
+    start = ramp.lr_at_start
+    assert start is not None and start.lr is not None
+    assert (f"at the ramp's first batch ({start.batch:,.0f} tokens per step) the law gives lr "
+            f"{start.lr:.4g}") in formats.render("megatron", ramp)
+
+
 def test_warnings_compare_like_with_like_under_mup():
     """A published single LR trains every parameter: it is set against the LR the target's
     hidden matrices get (lr / width_mult), not the muP base LR."""

@@ -150,6 +150,20 @@ class FullRun:
             out["at_ramp_start"] = {"batch_tokens": s.batch, "lr": s.lr, "refusal": s.refusal}
         return out
 
+    def lr_line(self) -> str:
+        """The LR's rule in one line, for a launch file's header (the native export has it as
+        numbers, `lr_dict`): the batch it is for and what gave it, with a law's band and its
+        distance past the fitted cells in D and in B, and a ramp start's LR beside it."""
+        r = self.recipe
+        rule = next((x.rule for x in self.rules if x.field == "lr"), "")
+        line = (f"lr {r.lr:.4g} for the final batch, {r.batch_end} x {r.seq_len} = "
+                f"{r.batch_end * r.seq_len:,} tokens per step: {rule}")
+        s = self.lr_at_start
+        if s is not None:
+            line += (f"; at the ramp's first batch ({s.batch:,.0f} tokens per step) the law gives "
+                     + (f"lr {s.lr:.4g}" if s.lr is not None else f"none ({s.refusal})"))
+        return line
+
     def to_dict(self) -> dict[str, Any]:
         """The native export (JSON-safe)."""
         t = self.target

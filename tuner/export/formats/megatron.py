@@ -230,6 +230,7 @@ def render(full: FullRun) -> str:
             f"# study {full.proxy.get('study', '?')} trial {full.proxy.get('trial', '?')}; "
             f"{full.target.gpus} x {full.target.hardware.name}, {full.target.tokens} tokens",
             f"# launch: {LAUNCH}",
+            f"# LR: {full.lr_line()}",
             *(f"# WARNING: {w}" for w in full.warnings),
             *(f"# NOTE: {n}" for n in notes)]
     return "\n".join(head + [f if v is None else f"{f} {v}" for f, v in out]) + "\n"

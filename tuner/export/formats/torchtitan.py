@@ -273,6 +273,7 @@ def render(full: FullRun, *, module: str = DEFAULT_MODULE) -> str:
             f"# study {full.proxy.get('study', '?')} trial {full.proxy.get('trial', '?')}; "
             f"{full.target.gpus} x {full.target.hardware.name}, {full.target.tokens} tokens",
             f"# save as {module}.py; launch: {launch(module, full.target.gpus)}",
+            f"# LR: {full.lr_line()}",
             *(f"# WARNING: {w}" for w in full.warnings),
             *(f"# NOTE: {n}" for n in notes)]
     fn = [f"def {FUNCTION}() -> Trainer.Config:",

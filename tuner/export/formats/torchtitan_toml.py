@@ -149,6 +149,7 @@ def sections(full: FullRun) -> tuple[dict[str, dict[str, Any]], list[str]]:
 def render(full: FullRun) -> str:
     tables, notes = sections(full)
     lines = [f"# moetune export for torchtitan ({TORCHTITAN_REF})",
+             f"# LR: {full.lr_line()}",
              *(f"# WARNING: {w}" for w in full.warnings),
              *(f"# NOTE: {n}" for n in notes)]
     for name, keys in tables.items():
