@@ -120,6 +120,7 @@ def _check_others(raw: Any, out: Any, known: set[str]) -> None:
     from pandas.api.types import is_numeric_dtype
 
     cell = [out["N"], out["D"], out["B"]]
+    bad = []  # (column, its values per cell): every one is named, not one per attempt
     for col in raw.columns:
         if str(col) in known:
             continue
@@ -128,12 +129,19 @@ def _check_others(raw: Any, out: Any, known: set[str]) -> None:
             continue  # a distinct text in every row: a run's name
         per_cell = series.groupby(cell).nunique(dropna=False)
         if (per_cell > 1).any():
-            where = per_cell[per_cell > 1].index[0]
-            raise RunTableError(
-                f"column {str(col)!r}: must be constant within each (N, D, B) cell, name each "
-                f"run, or be declared with --vary {str(col)!r}, but it takes "
-                f"{int(per_cell.max())} values within the cell N={where[0]:.4g}, "
-                f"D={where[1]:.4g}, B={where[2]:.4g}")
+            bad.append((str(col), per_cell))
+    if not bad:
+        return
+    col, per_cell = bad[0]
+    where = per_cell[per_cell > 1].index[0]
+    more = [c for c, _ in bad[1:]]
+    raise RunTableError(
+        f"column {col!r}: must be constant within each (N, D, B) cell, name each run, or be "
+        f"declared with --vary {col!r}, but it takes {int(per_cell.max())} values within the "
+        f"cell N={where[0]:.4g}, D={where[1]:.4g}, B={where[2]:.4g}"
+        + (f"; so do {len(more)} more: {', '.join(repr(c) for c in more)} (declare each that "
+           "is a result of the run with --vary; one that is a setting, such as a model's "
+           "shape, means N, D and B do not tell its runs apart)" if more else ""))
 
 
 @dataclass(frozen=True, kw_only=True)

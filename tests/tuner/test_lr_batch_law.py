@@ -153,6 +153,9 @@ def test_law_fit_reads_a_step_law_shaped_table_and_writes_law_files(tmp_path, su
 @pytest.mark.parametrize("args, edit, words", [
     (["--column", "B=batch"], None, "column 'batch' (for B): must be in the table"),
     (["--column", "B=bs"], None, "column 'smooth loss': must be constant within each"),
+    (["--column", "B=bs"],  # every column that varies is named, not one per attempt
+     lambda ls: [ls[0] + ",wall"] + [f"{x},{i}" for i, x in enumerate(ls[1:])],
+     "; so do 1 more: 'wall' (declare each that is a result of the run with --vary"),
     (["--column", "B=bs", "--vary", "smooth loss", "--column", "lr"], None,
      "--column: must be KEY=NAME"),
     (["--column", "X=bs"], None, "--column: keys must be among"),
