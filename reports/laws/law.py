@@ -252,6 +252,35 @@ def _answer(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def answer_line(data: Mapping[str, Any]) -> str:
+    """law.md's answer in one line, for the terminal at the end of a law's run or report: the
+    full run's lr with its band, or that the law does not pin it; the held-out check."""
+    full = data.get("full_run")
+    if not full:
+        return f"law {data['name']}: no full-run answer yet (law.md says why)."
+    lo, hi = full["lr_band"]
+    at = f", {full['lr_at_batch']:.4g} tokens per step" if "lr_at_batch" in full else ""
+    line = (f"law {data['name']}: full run ({full['target']}, {full['tokens']:.3g} tokens{at}): "
+            + (f"lr {num(full['lr'])}, band {num(lo)}-{num(hi)}" if pinned(full) else
+               f"the law does not pin the LR (band {math.log10(hi / lo):.1f} decades wide; the "
+               "export refuses it)")
+            + f", {full['decades_past']:.1f} decades past the fitted budgets in D")
+    h = data.get("held_out_check") or {}
+    cells = [] if "at_batch" in h else [  # at one batch, the check is that one cell
+        c for c in h.get("cells", [])
+        if "lr_ratio" in c and not c.get("at_edge") and not c.get("censored")]
+    if cells:  # a grid: lr*(D, B) at each batch the held-out budget searched
+        line += ("; held-out budget: lr*(D, B) predicted / measured "
+                 + ", ".join(f"{c['lr_ratio']:.2f}" for c in cells) + " at "
+                 + ", ".join(f"{c['batch']:.0f}" for c in cells) + " tokens per step, "
+                 + ("each inside its band" if all(c["lr_inside"] for c in cells)
+                    else "NOT ALL inside their bands"))
+    elif h:
+        line += (f"; held-out budget: predicted / measured lr {h['lr_ratio']:.2f}, "
+                 + ("inside its band" if h["lr_inside"] else "OUTSIDE its band"))
+    return line + " (law.md)."
+
+
 def pinned(full: Mapping[str, Any]) -> bool:
     """Whether the law's band at the full run is narrow enough for its point to be an answer:
     within `LAW_BAND_LIMIT`, the width past which `moetune export` refuses the LR."""

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reports.laws.law import _answer, law_figure, pinned
+from reports.laws.law import _answer, answer_line, law_figure, pinned
 from tuner.modeling.full_run import LAW_BAND_LIMIT
 
 
@@ -67,3 +67,24 @@ def test_law_png_keeps_the_fitted_optima_readable(tmp_path: Path, band: list[flo
     assert (tmp_path / "law.png").stat().st_size > 0
     (lo, hi), = seen
     assert hi / lo < 1e4, (lo, hi)
+
+
+def test_the_terminal_gets_the_answer_in_one_line() -> None:
+    """At the end of a law's run or report: the full run's lr and band, or that the law does not
+    pin it; the held-out check, per batch on a grid (a flat-bowl cell not judged)."""
+    data = _data([1.2e-19, 6.8e4]) | {"held_out_check": {
+        "lr_ratio": 0.58, "lr_inside": True, "cells": [
+            {"batch": 128.0, "lr_ratio": 2.04, "lr_inside": True},
+            {"batch": 512.0, "lr_ratio": 2.24, "lr_inside": True},
+            {"batch": 2048.0, "lr_ratio": 0.09, "lr_inside": True, "at_edge": True}]}}
+    line = answer_line(data)
+    assert line.startswith("law law: full run (deepseek-v3-671b, 1.48e+13 tokens, 3.15e+07 "
+                           "tokens per step): the law does not pin the LR (band 23.8 decades "
+                           "wide; the export refuses it), 6.8 decades past")
+    assert line.endswith("held-out budget: lr*(D, B) predicted / measured 2.04, 2.24 at 128, "
+                         "512 tokens per step, each inside its band (law.md).")
+    one = _data([1.6e-4, 5.2e-4]) | {"held_out_check": {"lr_ratio": 1.3, "lr_inside": False}}
+    line = answer_line(one)
+    assert "tokens per step): lr 0.00029, band 0.00016-0.00052, 6.8 decades past" in line
+    assert "predicted / measured lr 1.30, OUTSIDE its band" in line and "\n" not in line
+    assert answer_line({"name": "law"}).startswith("law law: no full-run answer yet")

@@ -666,3 +666,44 @@ def test_law_md_says_where_the_budgets_sit_in_tokens_per_parameter() -> None:
     assert "(N = 115,936) on 0.141–4.52, the held-out budget on 22.6" in line
     assert "the full run trains N = 3.57e+10 on 415" in line
     assert _regime(data | {"full_run": {"tokens": 1.48e13}}) == []  # no target counted: silent
+
+
+def test_moetune_submit_of_a_law_ends_with_its_answer_in_one_line(ray_session, tmp_path,
+                                                                 capsys) -> None:
+    """`moetune submit` of a law study, as a user runs it: every budget's line, the law's
+    report files, then the answer in one line (the full run's lr or that the law does not pin
+    it, and the held-out check)."""
+    from tuner.app.cli import main
+
+    spec = tmp_path / "lw.toml"
+    spec.write_text(f"""
+[study]
+name = "lw"
+n_trials = 6
+sampler = "random"
+max_concurrent = 2
+seed = 1
+[law]
+tokens = {list(FITTED)}
+held_out = 2_621_440
+[full_run]
+target = "deepseek-v3-671b"
+[space.params.lr]
+type = "float"
+low = 1e-4
+high = 1e-1
+log = true
+[space.fixed]
+seq_len = 128
+batch_schedule = "constant"
+batch_end = 2
+""")
+    root = tmp_path / "runs"
+    rc = main(["submit", str(spec), "--root", str(root), "--trainer",
+               "tuner.testing:law_train", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert f"law report: {root / 'lw' / 'law' / 'law.md'}" in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("law lw: full run (") and last.endswith("(law.md).")
+    assert "; held-out budget: predicted / measured lr " in last

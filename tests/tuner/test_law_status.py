@@ -103,7 +103,9 @@ def test_report_with_out_keeps_the_law_report_inside_it(law_root, tmp_path, caps
     --out it sits beside the study's own report, as the law run writes it."""
     out = tmp_path / "mine" / "q1"
     assert main(["report", "law", "--root", str(law_root), "--out", str(out)]) == 0
-    assert str(out / "law" / "law.md") in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert str(out / "law" / "law.md") in said
+    assert said.splitlines()[-1].startswith("law law: ")  # the answer, in one line, last
     assert (out / "law" / "law.md").is_file() and (out / "ranked.md").is_file()
     assert [p.name for p in out.parent.iterdir()] == ["q1"]  # nothing written beside it
     assert "<img src='law/law.png'" in (out / "report.html").read_text()

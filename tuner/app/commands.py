@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -218,7 +219,7 @@ def _report_law(spec: StudySpec, run_dir: Path, budgets: list[Any], storage: str
     if budgets:
         print(f"storage {budgets[-1].storage}")
     try:
-        from reports.laws.law import write_law_report
+        from reports.laws.law import answer_line, write_law_report
 
         paths = write_law_report(spec, url=db.storage_url(run_dir, storage, spec.study.storage),
                                  out=run_dir / "law", budget_report=run_dir / "report",
@@ -229,6 +230,7 @@ def _report_law(spec: StudySpec, run_dir: Path, budgets: list[Any], storage: str
     else:
         for p in paths.values():
             print(f"law report: {p}")
+        print(answer_line(json.loads(paths["json"].read_text())))
     last = budgets[-1] if budgets else None
     if len(budgets) < len(law.budgets) or last is None or last.done < last.n_trials:
         print(f"moetune: law {spec.name!r} stopped before its last budget; "

@@ -9,6 +9,7 @@ finds them (`tuner.app.commands`: ``--root`` / ``$MOETUNE_ROOT``, ``--storage`` 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -100,11 +101,13 @@ def _law_report(study: Any, args: argparse.Namespace, out: Path, law_out: Path) 
     spec = stored_spec(study)
     if spec.law.budget != 0:
         return
-    from reports.laws.law import write_law_report
+    from reports.laws.law import answer_line, write_law_report
 
     url = db.storage_url(Path(args.root) / args.study, args.storage, spec.study.storage)
-    for path in write_law_report(spec, url=url, out=law_out, budget_report=out).values():
+    paths = write_law_report(spec, url=url, out=law_out, budget_report=out)
+    for path in paths.values():
         print(f"  {path}")
+    print(answer_line(json.loads(paths["json"].read_text())))
 
 
 def _ladder_report(study: Any, args: argparse.Namespace, out: Path) -> None:
