@@ -249,7 +249,8 @@ def test_a_law_study_runs_every_budget_on_the_service(brisk):
             "error", "in_lr_law"} <= set(grid["budgets"][0])
     placed = [b["optimum"] for b in grid["budgets"] if b["optimum"]]
     assert placed and {"lr", "lr_interval", "batch", "batch_placed", "at_edge"} <= set(placed[0])
-    assert {"lr_law", "predicted", "held_out_check"} <= set(grid)
+    assert {"lr_law", "predicted", "held_out_check", "answer"} <= set(grid)
+    assert grid["answer"].startswith("law lw: ")  # law.md's answer in one line, atop the grid
     assert all(b["state"] == "done" and b["done"] == b["total"] == 6 for b in grid["budgets"])
     # filling in: a budget searching while a later one waits, seen along the way
     assert any("searching" in states and states[-1] == "waiting" for states in seen), seen

@@ -38,6 +38,7 @@ LAW_VIEW = {"law": {
     "variable": "tokens", "lr_law": {"coef": 0.1, "exponent": -0.2,
                                      "exponent_interval": [-0.3, -0.1]},
     "lr_method": "pooled", "lack_of_fit_p": 0.3,
+    "answer": "law lw: full run (deepseek-v3-671b, 1.48e+13 tokens): the law does not pin the LR",
     "batch_law": None, "predicted": {"lr": 0.004, "lr_band": [0.003, 0.006]},
     "held_out_check": {"tokens": 65536, "lr_predicted": 0.004, "lr_measured": 0.0042,
                        "lr_ratio": 0.95, "lr_inside": True, "loss_gap_sd": -0.3,
@@ -115,6 +116,8 @@ def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_p
         assert b.evaluate("document.getElementById('law').hidden") is True
         b.evaluate(f"law({js(LAW_VIEW)}); true")
         assert b.evaluate("document.getElementById('law').hidden") is False
+        assert b.evaluate("document.getElementById('lawanswer').textContent") == \
+            LAW_VIEW["law"]["answer"]  # the answer, first
         rows = b.evaluate("[...document.querySelectorAll('#lawtable tbody tr')]"
                           ".map(r => r.cells[1].textContent).join()")
         assert rows == "done,searching,waiting", rows

@@ -54,3 +54,4 @@ def test_a_law_run_from_the_command_line_shows_its_stopped_budget_as_interrupted
     grid = studies.detail(study)["law"]
     assert [b["state"] for b in grid["budgets"]] == [
         "done", "done", "waiting", "waiting", "interrupted"]
+    assert grid["answer"] == "law law: no full-run answer yet (law.md says why)."  # 2 trials each

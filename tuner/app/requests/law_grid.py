@@ -42,7 +42,8 @@ def is_law_base(attrs: dict[str, Any]) -> bool:
 def law_grid(study: optuna.Study, *, driven: bool | None = True) -> dict[str, Any]:
     """The grid of the law whose budget 0 is ``study``: ``budgets`` (one row per budget, in
     order: tokens, held_out, state, done/total/running trials, and the budget's fit) and the
-    fit's ``lr_law``, ``batch_law``, ``predicted`` and ``held_out_check`` (None until placed).
+    fit's ``lr_law``, ``batch_law``, ``predicted`` and ``held_out_check`` (None until placed),
+    and ``answer``, law.md's answer in one line (`reports.laws.law.answer_line`).
 
     A budget's state: waiting (no study yet), done (its trials all counted), searching (a
     driver runs the law: ``driven``; None, a law run from the command line, when one of its
@@ -89,7 +90,7 @@ def law_grid(study: optuna.Study, *, driven: bool | None = True) -> dict[str, An
             "lr_method": fit.get("lr_method", "per-budget"),
             "lack_of_fit_p": (fit.get("pooled") or {}).get("lack_of_fit_p"),
             "batch_law": fit["batch_law"], "predicted": fit["predicted"] or None,
-            "held_out_check": fit["held_out_check"]}
+            "held_out_check": fit["held_out_check"], "answer": fit["answer"]}
 
 
 def _total(spec: StudySpec, held: bool) -> int:
@@ -106,7 +107,12 @@ def _fit(spec: StudySpec, studies: list[tuple[int, optuna.Study]],
         hit = _FITS.get(key)
     if hit is not None:
         return hit
-    fit = fit_law(spec, studies).to_dict()
+    from reports.laws.law import answer_line, full_run_view  # pandas: not at the CLI's start
+
+    law = fit_law(spec, studies)
+    fit = law.to_dict()
+    fit["answer"] = answer_line({"name": spec.name, "full_run": full_run_view(law, spec),
+                                 "held_out_check": fit["held_out_check"]})
     with _LOCK:
         for old in [k for k in _FITS if k[0] == spec.name]:
             del _FITS[old]

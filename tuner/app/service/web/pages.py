@@ -105,7 +105,8 @@ def register(app: FastAPI, service: Service) -> None:
                 f"own trials (the promoted ones from the rung below, then any new ones) and "
                 f"its best by the first objective.</p><table id='rungs'><thead></thead>"
                 f"<tbody></tbody></table></div>"
-                f"<div id='law' hidden><h3>Law grid</h3><p class='note'>Each budget's optimum "
+                f"<div id='law' hidden><h3>Law grid</h3><p id='lawanswer'></p>"
+                f"<p class='note'>Each budget's optimum "
                 f"from all its trials (a response surface, 95% interval), best-of-n beside "
                 f"it; the lr law through the budgets placed so far. Measured on this study's "
                 f"proxy; the law's line is a fit.</p><svg id='lawplot' width='420' "
@@ -385,6 +386,7 @@ fmt(L.predicted.lr_band[0])}, ${fmt(L.predicted.lr_band[1])}]</title></rect>`;}
 svg.innerHTML=g+axes(X,Y,'log10 tokens per trial','log10 lr*')+legend([['#111',
 'optimum, 95% interval'],['#6b7280','best of n (hollow)'],['#2563eb','lr law (fit)'],
 ['#d62728','held out: predicted (band)']]);
+document.getElementById('lawanswer').textContent=L.answer||'';
 const h=L.held_out_check;document.getElementById('lawheld').textContent=h?
 `held out at ${fmt(h.tokens)} tokens`+(h.at_batch?` and ${fmt(h.at_batch)} tokens per step `+
 '(the one batch searched)':'')+`: lr predicted ${fmt(h.lr_predicted)}, measured ${
