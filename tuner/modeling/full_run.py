@@ -162,7 +162,7 @@ class FullRun:
         if s is not None:
             line += (f"; at the ramp's first batch ({s.batch:,.0f} tokens per step) the law gives "
                      + (f"lr {s.lr:.4g}" if s.lr is not None else f"none ({s.refusal})"))
-        return line
+        return " ".join(line.split())  # one comment line in any launch file, whatever a rule holds
 
     def to_dict(self) -> dict[str, Any]:
         """The native export (JSON-safe)."""
