@@ -448,8 +448,8 @@ def _one_sided(judged: list[dict[str, Any]]) -> list[str]:
     point leaned one way past the fitted budgets. An average, not every cell past the line: on
     this CPU's grid one seed's cells were 2.04x, 2.24x and 1.11x high, a lean a rule asking
     every cell past 1.25x does not see. Nothing is claimed about further out in D: one budget
-    further on, this CPU's lr* stopped falling where it had fallen 2x faster than the law
-    (benchmarks/RESULTS.md, "One budget further")."""
+    further on, this CPU's lr* flattened after its fall (0.74-1.06x over 5x in D where the laws
+    said 0.61x; benchmarks/RESULTS.md, "One budget further")."""
     if len(judged) < 2:
         return []
     ratios = [c["lr_ratio"] for c in judged]
