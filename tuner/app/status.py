@@ -14,7 +14,7 @@ from tuner.study.results import ranking
 from tuner.study.results.reasons import one_line
 from tuner.study.results.trial_record import study_objectives, trial_records
 from tuner.study.run.resume import counts_toward_target, n_done
-from tuner.study.specs.law_spec import base_name, budget_name
+from tuner.study.specs.law_spec import LawSection, base_name, budget_name
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
@@ -103,7 +103,7 @@ def law_budget_rows(study: optuna.Study) -> list[dict[str, Any]]:
     return rows
 
 
-def _role(law: Any, i: int) -> str:
+def _role(law: LawSection, i: int) -> str:
     """What budget ``i`` is to the law: fitted, or a check predicted before it ran (the held-out
     budget, the held-out batch), which joins no fit or, for the held-out budget, only after."""
     if law.held_out_batch and i == law.held_out_batch_index:
