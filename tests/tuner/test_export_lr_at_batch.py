@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -196,9 +197,13 @@ def test_each_launch_file_says_which_batch_its_lr_is_for_with_the_laws_band():
     for fmt in ("megatron", "torchtitan", "torchtitan-toml"):
         head = next(line for line in formats.render(fmt, full).splitlines()
                     if line.startswith("# LR: "))
-        assert head.startswith(f"# LR: lr {full.recipe.lr:.4g} for the final batch, 2048 x "
-                               "4096 = 8,388,608 tokens per step: ")
+        assert head.startswith(f"# LR: base lr {full.recipe.lr:.4g} (muP; the hidden "
+                               f"matrices' {full.hidden_lr:.4g}) for the final batch, 2048 x "
+                               "4096 = 8,388,608 tokens per step: ")  # PROXY trains under muP
         assert f"band [{lo:.3g}, {hi:.3g}]" in head and "decades past" in head
+    plain = build_full_run(Recipe(lr=3e-3), dataclasses.replace(PROXY, mup_base_dim=0),
+                           target(global_batch=2048), proxy_tokens=524_288, law=law)
+    assert plain.lr_line().startswith(f"lr {plain.recipe.lr:.4g} for the final batch, 2048 x")
     ramp = build_full_run(Recipe(lr=3e-3, batch_schedule="linear", batch_start=2, batch_end=8),
                           PROXY, target(), proxy_tokens=524_288, law=law)
     start = ramp.lr_at_start

@@ -156,7 +156,9 @@ class FullRun:
         distance past the fitted cells in D and in B, and a ramp start's LR beside it."""
         r = self.recipe
         rule = next((x.rule for x in self.rules if x.field == "lr"), "")
-        line = (f"lr {r.lr:.4g} for the final batch, {r.batch_end} x {r.seq_len} = "
+        what = (f"base lr {r.lr:.4g} (muP; the hidden matrices' {self.hidden_lr:.4g})"
+                if self.model_args.mup_base_dim else f"lr {r.lr:.4g}")
+        line = (f"{what} for the final batch, {r.batch_end} x {r.seq_len} = "
                 f"{r.batch_end * r.seq_len:,} tokens per step: {rule}")
         s = self.lr_at_start
         if s is not None:
