@@ -111,8 +111,13 @@ def _fit(spec: StudySpec, studies: list[tuple[int, optuna.Study]],
 
     law = fit_law(spec, studies)
     fit = law.to_dict()
-    fit["answer"] = answer_line({"name": spec.name, "full_run": full_run_view(law, spec),
-                                 "held_out_check": fit["held_out_check"]})
+    try:
+        full = full_run_view(law, spec)
+    except ValueError:  # its target's config unreadable since submit: the grid still shows
+        fit["answer"] = f"law {spec.name}: no full-run answer (its target cannot be read now)."
+    else:
+        fit["answer"] = answer_line({"name": spec.name, "full_run": full,
+                                     "held_out_check": fit["held_out_check"]})
     with _LOCK:
         for old in [k for k in _FITS if k[0] == spec.name]:
             del _FITS[old]
