@@ -147,9 +147,24 @@ def test_the_command_line_writes_every_file_the_registry_names(tmp_path, capsys,
     assert written == done.files and list(done.files)[0] == out.name
     assert len(written) == (2 if fmt in formats.SIDECARS else 1)
     if fmt in formats.SIDECARS:
-        side = json.loads(written["run.moetune.json"])
+        side = json.loads(written[f"run.{fmt}.moetune.json"])
         assert side["format"].startswith("moetune.") and "warnings" in side
         assert "training-only fields" in capsys.readouterr().err
+
+
+def test_two_model_config_formats_exported_to_one_stem_keep_both_sidecars(tmp_path):
+    """hf and deepseek both write .json: their sidecars are named by the format, so the second
+    export does not silently replace the first's."""
+    from test_export import _sqlite_study
+
+    url = _sqlite_study(tmp_path)
+    for fmt, out in (("hf", "v3.hf"), ("deepseek", "v3.deepseek")):
+        assert main(["export", "synthetic", "--storage", url, "--pick", "knee", "--target",
+                     TARGET, "--gpus", "64", "--tokens", "1e12", "--format", fmt,
+                     "--out", str(tmp_path / "out" / out)]) == 0
+    sides = {p.name: json.loads(p.read_text()) for p in (tmp_path / "out").glob("*.moetune.json")}
+    assert sorted(sides) == ["v3.deepseek.moetune.json", "v3.hf.moetune.json"]
+    assert sides["v3.hf.moetune.json"] != sides["v3.deepseek.moetune.json"]
 
 
 def test_export_file_names():
@@ -157,7 +172,7 @@ def test_export_file_names():
     assert formats.file_name("torchtitan", "flow-torchtitan") == "flow_torchtitan.py"
     assert formats.file_name("torchtitan", "7-up") == "m_7_up.py"
     assert formats.file_name("megatron") == f"{formats.DEFAULT_STEM}.args"
-    assert formats.sidecar_name("run.json") == "run.moetune.json"
+    assert formats.sidecar_name("run.json", "hf") == "run.hf.moetune.json"
     with pytest.raises(ValueError, match="unknown name"):
         formats.file_name("yaml", "x")
 

@@ -404,7 +404,7 @@ def test_cli_model_config_formats_write_a_sidecar(tmp_path, capsys):
                "--gpus", "2048", "--tokens", "14.8e12", "--format", "deepseek",
                "--out", str(out)])
     assert rc == 0, capsys.readouterr().err
-    side = json.loads((tmp_path / "config.moetune.json").read_text())
+    side = json.loads((tmp_path / "config.deepseek.moetune.json").read_text())
     assert side["training_only"]["mtp_depth"] == 1 and side["warnings"]
     assert set(json.loads(out.read_text())) <= DEEPSEEK_MODEL_ARGS
 

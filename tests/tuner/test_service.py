@@ -162,7 +162,7 @@ def test_the_page_export_downloads_every_file_the_cli_writes(server, tmp_path, c
     if fmt in ("deepseek", "hf"):
         assert headers["content-type"] == "application/zip"
         assert headers["content-disposition"] == f'attachment; filename="{stem}.zip"'
-        assert list(got) == [f"{stem}.json", f"{stem}.moetune.json"]
+        assert list(got) == [f"{stem}.json", f"{stem}.{fmt}.moetune.json"]
     else:
         assert headers["content-type"].startswith("text/plain")
         assert headers["content-disposition"] == f'attachment; filename="{stem}.args"'

@@ -164,7 +164,7 @@ def run_export(args: argparse.Namespace) -> int:
     for line in done.messages(request.format):
         print(f"moetune export: {line}", file=sys.stderr)
     if request.format in formats.SIDECARS:
-        where = (args.out.with_name(formats.sidecar_name(file)) if args.out
+        where = (args.out.with_name(formats.sidecar_name(file, request.format)) if args.out
                  else "written only with --out")
         print(f"moetune export: training-only fields, notes and warnings: {where}",
               file=sys.stderr)

@@ -8,7 +8,8 @@ softmax router, ``DeepseekV2Config`` JSON), ``megatron`` (Megatron-LM argument f
 ``torchtitan`` (a Python config module torchtitan >= 0.3 loads with ``--module M --config F``),
 ``torchtitan-toml`` (legacy: torchtitan v0.2.2's TOML job config). The text formats carry the
 export's warnings and notes as ``#`` lines; the two model-config formats cannot, so `SIDECARS`
-gives them a sidecar JSON (training-only fields, notes, warnings), written next to ``--out``.
+gives them a sidecar JSON (training-only fields, notes, warnings), written next to ``--out``
+and named by its format too (`sidecar_name`), so two formats exported to one stem keep both.
 `NOTES` gives each format's notes (what its consumer computes otherwise than the recipe), which
 the command line also prints on stderr. `render` takes the output file's stem for the formats
 whose text names it (`NAMED_BY_FILE`: torchtitan's ``--module``).
@@ -85,15 +86,17 @@ def file_name(name: str, stem: str = DEFAULT_STEM) -> str:
     return f"{stem}.{SUFFIXES[name]}"
 
 
-def sidecar_name(file: str) -> str:
-    """Where a model-config format's sidecar goes: ``run.json`` → ``run.moetune.json``."""
-    return f"{PurePath(file).stem}.moetune.json"
+def sidecar_name(file: str, name: str) -> str:
+    """Where format ``name``'s sidecar goes: ``run.json`` in ``hf`` → ``run.hf.moetune.json``.
+    The format is in the name because ``hf`` and ``deepseek`` both write ``.json`` launch
+    configs: exported to one stem, one sidecar would silently replace the other's."""
+    return f"{PurePath(file).stem}.{name}.moetune.json"
 
 
 def export_files(name: str, full: FullRun, file: str) -> dict[str, str]:
     """Every file an export of ``full`` in format ``name`` writes, by name (no folder): the
     launch config as ``file`` first (its stem names torchtitan's module), then, for the
-    formats in `SIDECARS`, the sidecar JSON next to it (`sidecar_name`).
+    formats in `SIDECARS`, the sidecar JSON next to it (`sidecar_name`, named by the format).
 
     Raises:
         ValueError: unknown format, or a ``file`` the format cannot be named by.
@@ -102,7 +105,7 @@ def export_files(name: str, full: FullRun, file: str) -> dict[str, str]:
     files = {file: render(name, full, stem=stem if name in NAMED_BY_FILE else None)}
     side = SIDECARS.get(name)
     if side is not None:
-        files[sidecar_name(file)] = json.dumps(side(full), indent=2) + "\n"
+        files[sidecar_name(file, name)] = json.dumps(side(full), indent=2) + "\n"
     return files
 
 
