@@ -3,11 +3,14 @@ the study can be, what to check, and the export command."""
 
 from __future__ import annotations
 
+import pytest
+from optuna.distributions import FloatDistribution, IntDistribution
 from synthetic_studies import add, new_study, random_study
 
 import reports
 from reports.sections.recommend import markdown, recommend
 from tuner.export.pick import Pick, pick_trial
+from tuner.study.results.diagnostics import next_range
 
 
 def test_the_recommendation_is_the_knee_with_its_trade_offs(tmp_path):
@@ -51,6 +54,7 @@ def test_warnings_name_an_edge_value_an_unvaried_knob_and_a_load_dependent_objec
     rec = recommend(reports.take_snapshot(study))
     text = " ".join(rec.warnings)
     assert "lr = 0.0099 sits at the top of [0.0001, 0.01]" in text
+    assert "tune again with lr in [0.0001, 0.1] (the top moved out by half its log width)" in text
     assert "warmup_fraction never varied" in text and "precision never varied" in text
     assert "objective tokens_per_s is each trial's own timing" in text
 
@@ -85,3 +89,27 @@ def test_a_knee_without_the_worst_max_vio_is_not_flagged():
     study = random_study(n=12, seed=2, trained=True)  # every trial the same MaxVio
     rec = recommend(reports.take_snapshot(study))
     assert not any("MaxVio" in w for w in rec.warnings)
+
+
+@pytest.mark.parametrize("name, dist, side, expected", [
+    ("lr", FloatDistribution(3e-4, 6e-2, log=True), "top", (3e-4, 0.8485)),
+    ("bias_update_speed", FloatDistribution(1e-4, 1e-2, log=True), "bottom", (1e-5, 1e-2)),
+    ("warmup_fraction", FloatDistribution(0.0, 0.5), "top", (0.0, 0.75)),
+    # 1.2 and 1.0 break the recipe's rule (warmup_fraction < 1): pulled back halfway to 0.9
+    ("warmup_fraction", FloatDistribution(0.0, 0.8), "top", (0.0, 0.9)),
+    ("batch_end", IntDistribution(4, 64), "top", (4, 94)),
+    ("warmup_fraction", FloatDistribution(0.0, 0.5), "bottom", None),  # 0 is its limit
+])
+def test_the_next_range_moves_the_edge_out_by_half_its_width_within_the_recipes_rules(
+        name, dist, side, expected):
+    got = next_range(name, dist, side)
+    assert got == (None if expected is None else pytest.approx(expected, rel=1e-3))
+
+
+def test_an_edge_at_the_knobs_limit_is_said_so_not_widened():
+    study = new_study(objectives=[["val_loss", "minimize"]])
+    for warmup, loss in ((0.0, 2.0), (0.1, 2.5), (0.15, 3.0)):
+        add(study, values=[loss], trained=True,
+            params={"lr": 1e-3 * (1 + warmup), "warmup_fraction": warmup, "precision": "bf16"})
+    text = " ".join(recommend(reports.take_snapshot(study)).warnings)
+    assert "0 is already the limit of warmup_fraction" in text and "[-" not in text
