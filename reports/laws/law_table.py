@@ -18,20 +18,44 @@ from typing import Any
 
 from reports.laws.run_table import RunTable, TableCells, table_cells
 from tuner.modeling.laws.lr_batch_law import (
+    LawFitError,
     LrBatchLaw,
     fit_batch_optimum,
     fit_lr_batch_law,
 )
 
+MAX_NAMED = 4  # skipped cells a failed fit's error names one by one (the rest counted)
+
 
 def table_law_data(table: RunTable, *, seed: int = 0) -> dict[str, Any]:
-    """Everything law.md says, as numbers (raises `LawFitError` when no law can be fitted)."""
+    """Everything law.md says, as numbers.
+
+    Raises:
+        LawFitError: no law can be fitted; it names the cells left without an optimum and
+            why, since those are what a user must fix (a sweep too short to fit a bowl).
+    """
     tc = table_cells(table, seed=seed)
-    law = fit_lr_batch_law(tc.cells)
+    try:
+        law = fit_lr_batch_law(tc.cells)
+    except LawFitError as e:
+        raise LawFitError(f"{e}{skipped_words(tc.skipped, len(tc.cells))}") from None
     return {"source": table.describe(), "lr_batch_law": law.to_dict(),
             "cells": [_cell(c, law) for c in tc.cells], "skipped": list(tc.skipped),
             "batch_optimum": fit_batch_optimum(tc.cells).to_dict(),
             "exponents": _exponents(law, tc)}
+
+
+def skipped_words(skipped: tuple[dict[str, Any], ...], placed: int) -> str:
+    """``; 3 of 3 cells have no lr optimum: N 1e+08, D 1e+09, B 2.05e+03 (5 runs): ...``,
+    or '' when none was skipped."""
+    if not skipped:
+        return ""
+    named = [f"N {_g(s['N'])}, D {_g(s['D'])}, B {_g(s['B'])} ({s['runs']} runs): "
+             f"{str(s['why']).rstrip('.')}" for s in skipped[:MAX_NAMED]]
+    more = len(skipped) - len(named)
+    return (f"; {len(skipped)} of {len(skipped) + placed} cells have no lr optimum: "
+            + "; ".join(named) + (f"; and {more} more" if more else "")
+            + " (`moetune law fit --help` states what a cell needs)")
 
 
 def _cell(c: Any, law: LrBatchLaw) -> dict[str, Any]:

@@ -150,6 +150,32 @@ def test_law_fit_reads_a_step_law_shaped_table_and_writes_law_files(tmp_path, su
     assert (out / "law.png").stat().st_size > 0
 
 
+def test_a_sweep_too_short_for_its_cells_names_them_and_why(tmp_path, capsys) -> None:
+    """5 lrs 0.15 decades apart per cell: 3 lie within the window of the best, fewer than a
+    cell's surface needs, so every cell is skipped; the error says which and why, not only
+    that no tokens were left."""
+    runs = tmp_path / "runs.csv"
+    _write_runs(runs, rows=lambda ls: ls[:1] + [ln for i, ln in enumerate(ls[1:]) if i % 9 in
+                                                  (2, 3, 4, 5, 6)])
+    out = tmp_path / "law"
+    assert main(["law", "fit", str(runs), "--column", "B=bs", "--batch-unit", "2048",
+                 "--vary", "smooth loss", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    n_cells = len(battery.TOKENS) * 3
+    assert f"{n_cells} of {n_cells} cells have no lr optimum: N 1e+08, D " in err
+    assert "(5 runs): a response surface needs at least 6 feasible trials, but got" in err
+    assert f"and {n_cells - 4} more" in err and not out.exists()
+    assert "Traceback" not in err
+
+
+def test_law_fit_help_states_what_a_cell_needs(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["law", "fit", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "each (N, D, B) cell at least 6 runs with a finite loss within 0.5 decades" in said
+    assert "a 5-lr sweep is not enough" in said
+
+
 @pytest.mark.parametrize("args, edit, words", [
     (["--column", "B=batch"], None, "column 'batch' (for B): must be in the table"),
     (["--column", "B=bs"], None, "column 'smooth loss': must be constant within each"),

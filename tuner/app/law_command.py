@@ -17,13 +17,23 @@ import sys
 from pathlib import Path
 
 from tuner.app.requests.errors import UsageError
-from tuner.modeling.laws.lr_batch_law import LawFitError
+from tuner.modeling.laws.lr_batch_law import MIN_CELLS, WINDOW, LawFitError
+from tuner.modeling.laws.response_surface import MIN_TRIALS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("law", help="laws from runs a team already has")
     sub = p.add_subparsers(dest="law_command", metavar="LAW_COMMAND", required=True)
-    f = sub.add_parser("fit", help="fit lr*(D, B) from a table of runs (csv or parquet)")
+    f = sub.add_parser(
+        "fit", help="fit lr*(D, B) from a table of runs (csv or parquet)",
+        description="Fit lr*(D, B) from a table of runs. What the table needs: each (N, D, B) "
+        f"cell at least {MIN_TRIALS} runs with a finite loss within {WINDOW:g} decades of lr of "
+        f"its best run (the {MIN_TRIALS} nearest when fewer lie there): a quadratic in log lr "
+        "has 3 coefficients and the 3 runs more measure the noise that sets the "
+        "cell's interval (3 points fit a parabola exactly and say nothing of how far the noise "
+        f"moves its bottom, so a 5-lr sweep is not enough); and at least {MIN_CELLS} such cells "
+        "(one more with several model sizes) spanning 2 tokens and 2 batches. A cell short of "
+        "runs is named in the error with why.")
     f.add_argument("runs", help="RUNS.csv or RUNS.parquet: one row per run (N, D, B, lr, loss)")
     f.add_argument("--out", required=True, help="folder for law.md, law.json, law.png")
     f.add_argument("--column", action="append", default=[], metavar="KEY=NAME",
