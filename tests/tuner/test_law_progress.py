@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tuner.study.specs.spec import load_spec
-from tuner.study.workflows.law_progress import budget_line, law_work, plan_line
+from tuner.study.workflows.law_progress import LawClock, budget_line, law_work, plan_line
 
 LAW_TOML = Path(__file__).parents[2] / "search_spaces" / "law.toml"
 
@@ -47,9 +47,27 @@ def test_budget_line_counts_budgets_from_one_and_names_the_next_budget(law) -> N
     assert "next budget" not in last and "0/25 trials" in last
 
 
-def test_budget_line_eta_is_the_tokens_left_at_the_rate(law) -> None:
+def test_budget_line_eta_is_the_tokens_left_at_this_runs_pooled_rate(law) -> None:
     work = law_work(law)
     left = sum(w.total for w in work[3:])
-    rate = left / (90 * 60)  # 90 minutes' worth of tokens left
-    assert "about 1 h 30 min left" in budget_line(law, 3, rate=rate)
-    assert "about 45 min left" in budget_line(law, 3, rate=2 * rate)
+    clock = LawClock(spec=law)
+    clock.record(2, work[2].total / (left / (90 * 60)))  # 90 minutes' worth of tokens left
+    assert "about 1 h 30 min left" in budget_line(law, 3, clock=clock)
+    assert "1 budget timed; small budgets run slowest per token" in budget_line(law, 3,
+                                                                                 clock=clock)
+
+
+def test_the_eta_pools_every_budget_timed_and_gives_the_fastest_and_slowest(law) -> None:
+    """One slow budget (a busy machine) does not set the ETA alone: the rate is all the timed
+    budgets' tokens over all their seconds, and the range is their fastest and slowest."""
+    work = law_work(law)
+    left = sum(w.total for w in work[3:])
+    clock = LawClock(spec=law)
+    fast = left / (60 * 60)  # tokens/s that leave 1 h
+    clock.record(1, work[1].total / fast)
+    clock.record(2, work[2].total / (fast / 4))  # the last budget 4x slower
+    pooled = (work[1].total + work[2].total) / sum(clock.seconds.values())
+    line = budget_line(law, 3, clock=clock)
+    assert f"at this run's {pooled:,.0f} tokens/s" in line
+    assert "(1 h 00 min to 4 h 00 min at its fastest and slowest of 2 budgets timed)" in line
+    assert clock.rates() == pytest.approx((fast / 4, fast))

@@ -41,7 +41,7 @@ from tuner.study.specs.start_spec import StartSection
 from tuner.study.specs.urls import shown
 from tuner.study.store import storage as st
 from tuner.study.workflows.law_fit import budget_studies, fit_law
-from tuner.study.workflows.law_progress import budget_line, law_work, plan_line
+from tuner.study.workflows.law_progress import LawClock, budget_line, plan_line
 from tuner.study.workflows.stage import Stage, Stages
 
 
@@ -107,7 +107,7 @@ def law_stages(spec: StudySpec, url: str, log: Any = print,
     budgets already stored; a law whose fitted budgets place no lr law stops before them
     (logged)."""
     law = spec.law
-    rate = None  # tokens/s of the last budget run start to end here: the whole law's ETA
+    clock = LawClock(spec=spec)  # the budgets run start to end here: the whole law's ETA
     log(plan_line(spec))
     # opened once, when the first stage has created the database
     store = first.store if first is not None else None
@@ -134,7 +134,7 @@ def law_stages(spec: StudySpec, url: str, log: Any = print,
         else:
             bspec = budget_spec(spec, i)
         done_before = _n_done(existing)
-        log(budget_line(spec, i, done_here=done_before, rate=rate)
+        log(budget_line(spec, i, done_here=done_before, clock=clock)
             + f"; study {name}"
             + (", held out, predicted lr {:.3g}".format(bspec.law.predicted["lr"])
                if bspec.law.is_held_out or bspec.law.is_held_out_batch else ""))
@@ -143,7 +143,7 @@ def law_stages(spec: StudySpec, url: str, log: Any = print,
         if summary is not None:  # the study as the stage ran it: a prediction reads it here
             loaded[name] = summary.study
         if done_before == 0:
-            rate = law_work(spec)[i].total / max(time.monotonic() - t0, 1e-9)
+            clock.record(i, time.monotonic() - t0)
 
 
 def _found(name: str, store: optuna.storages.RDBStorage | None) -> Found | None:

@@ -6,11 +6,16 @@ budget is, and an ETA for the whole law once a budget has run start to end in th
 A law's budgets differ in size by 3-5x each and its held-out budget is most of its tokens, so a
 per-budget bar's ETA says little about the whole; these lines say it in tokens, which is what
 the trainings' time follows (the batch is the same at every budget of a law at one batch).
+The ETA is this run's own measured rate (`LawClock`): every budget timed start to end here,
+pooled (all their tokens over all their seconds, so one budget's load does not swing it),
+with the range the slowest and the fastest of those budgets give. A machine's load moves it
+several-fold (benchmarks/RESULTS.md has the shipped law's quiet figure), and a small budget's
+fixed cost per training makes its rate the slowest, so the first ETA runs high.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tuner.study.specs.spec import StudySpec
 
@@ -60,10 +65,36 @@ def plan_line(spec: StudySpec) -> str:
                    "(figures for the shipped law.toml: benchmarks/RESULTS.md)")
 
 
+@dataclass(kw_only=True)
+class LawClock:
+    """The seconds each budget of ``spec`` took start to end in this process (`record`), and
+    the tokens per second they measured: pooled (`rate`) and the slowest and fastest budget's
+    (`rates`)."""
+
+    spec: StudySpec
+    seconds: dict[int, float] = field(default_factory=dict)  # budget index -> wall seconds
+
+    def record(self, i: int, seconds: float) -> None:
+        self.seconds[i] = max(seconds, 1e-9)
+
+    def rate(self) -> float | None:
+        """All timed budgets' tokens over all their seconds (None before one is timed)."""
+        if not self.seconds:
+            return None
+        work = law_work(self.spec)
+        return sum(work[i].total for i in self.seconds) / sum(self.seconds.values())
+
+    def rates(self) -> tuple[float, float] | None:
+        """The slowest and the fastest timed budget's tokens per second."""
+        work = law_work(self.spec)
+        each = [work[i].total / s for i, s in self.seconds.items()]
+        return (min(each), max(each)) if each else None
+
+
 def budget_line(spec: StudySpec, i: int, *, done_here: int = 0,
-                rate: float | None = None) -> str:
+                clock: LawClock | None = None) -> str:
     """The line as budget ``i`` starts. ``done_here``: its trials already finished (a resume);
-    ``rate``: tokens per second of the last budget that ran start to end in this process."""
+    ``clock``: the budgets timed start to end in this process so far (the ETA's rate)."""
     work = law_work(spec)
     w = work[i]
     total = sum(x.total for x in work)
@@ -74,9 +105,14 @@ def budget_line(spec: StudySpec, i: int, *, done_here: int = 0,
             + f"; {before / total:.0%} of the law's tokens trained")
     if i + 1 < len(work):
         line += f"; the next budget trains {work[i + 1].total / w.total:.1f}x this one's tokens"
-    if rate:
-        line += (f"; about {_duration((total - before) / rate)} left at the last budget's "
-                 f"{rate:,.0f} tokens/s")
+    rate = clock.rate() if clock is not None else None
+    if clock is not None and rate:
+        left, (slow, fast) = total - before, clock.rates() or (rate, rate)
+        n = len(clock.seconds)
+        line += f"; about {_duration(left / rate)} left at this run's {rate:,.0f} tokens/s"
+        line += (f" ({_duration(left / fast)} to {_duration(left / slow)} at its fastest and "
+                 f"slowest of {n} budgets timed)" if n > 1 and fast > slow
+                 else " (1 budget timed; small budgets run slowest per token)")
     return line
 
 
