@@ -1,4 +1,7 @@
-"""Each sampler learns from constraints told with trial.set_constraint (no Ray needed)."""
+"""Every sampler in the registry through one conformance suite (as Optuna's
+tests/samplers_tests/test_samplers.py runs each of its samplers through the same tests), then
+the choices of ``auto``, the random start and what TPE learns from constraints (no Ray needed).
+A registered sampler whose module is not installed is reported as skipped, not left out."""
 
 from __future__ import annotations
 
@@ -9,12 +12,17 @@ import math
 import optuna
 import pytest
 
-from tuner.study.specs.spec import spec_from_dict
+from tuner.study.specs import sampler_registry
+from tuner.study.specs.sampler_registry import AUTO, SAMPLER_REGISTRY, SamplerEntry
+from tuner.study.specs.spec import SpecError, spec_from_dict
 from tuner.study.trial.samplers import make_sampler, resolve_sampler_name, startup_trials
 
-SAMPLERS = ["tpe", "nsga2", "random", "auto"]
-if importlib.util.find_spec("scipy") is not None:
-    SAMPLERS += ["gp", "qmc"]
+SAMPLERS = [name for name in (*SAMPLER_REGISTRY, AUTO)
+            if name == AUTO or not sampler_registry.missing_modules(name)]
+# each registered sampler, a missing module's skipped with its name
+REGISTERED = [pytest.param(name, marks=pytest.mark.skipif(
+    bool(sampler_registry.missing_modules(name)),
+    reason=f"{name} needs {SAMPLER_REGISTRY[name].needs}")) for name in SAMPLER_REGISTRY]
 
 
 def spec_for(sampler: str, *, n: int = 30, objectives=None, space=None):
@@ -26,7 +34,7 @@ def spec_for(sampler: str, *, n: int = 30, objectives=None, space=None):
     })
 
 
-@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("sampler", [*REGISTERED, AUTO])
 def test_sampler_is_seeded_and_accepts_constraints(sampler):
     def proposals(seed_spec):
         study = optuna.create_study(sampler=make_sampler(seed_spec))
@@ -40,6 +48,77 @@ def test_sampler_is_seeded_and_accepts_constraints(sampler):
         return out
 
     assert proposals(spec_for(sampler)) == proposals(spec_for(sampler))
+
+
+MIXED = {"params": {
+    "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
+    "batch_end": {"type": "int", "low": 16, "high": 64, "step": 8},
+    "decay": {"type": "categorical", "choices": ["cosine", "wsd"]},
+    "decay_fraction": {"type": "float", "low": 0.1, "high": 0.3, "when": {"decay": ["wsd"]}}}}
+
+
+def _inside(spec, params: dict) -> bool:
+    """Whether ``params`` (a trial's) is a point of ``spec``'s space: every value inside its
+    distribution, the conditional one present exactly under its condition."""
+    dists = spec.space.distributions()
+    conditional_ok = ("decay_fraction" in params) == (params.get("decay") == "wsd")
+    return conditional_ok and all(dists[k]._contains(dists[k].to_internal_repr(v))
+                                  for k, v in params.items())
+
+
+@pytest.mark.parametrize("sampler", REGISTERED)
+@pytest.mark.parametrize("two_objectives", [False, True])
+def test_every_sampler_proposes_inside_the_space_for_one_objective_or_two(sampler,
+                                                                          two_objectives):
+    """float (log), int (step) and categorical values inside their ranges, a conditional
+    parameter exactly under its condition, with one objective or two, constraints told."""
+    objectives = ({"val_loss": "minimize", "tokens_per_s": "maximize"} if two_objectives
+                  else None)
+    spec = spec_for(sampler, n=12, objectives=objectives, space=MIXED)
+    study = optuna.create_study(sampler=make_sampler(spec),
+                                directions=[d for _, d in spec.objectives])
+    for _ in range(12):
+        t = study.ask()
+        params = spec.space.suggest(t)
+        assert _inside(spec, {k: v for k, v in params.items() if k in MIXED["params"]}), params
+        t.set_constraint("out_of_memory", 1.0 if params["batch_end"] > 48 else -1.0)
+        study.tell(t, [params["lr"], params["batch_end"]][:len(spec.objectives)])
+    assert len(study.trials) == 12
+
+
+@pytest.mark.parametrize("sampler", REGISTERED)
+def test_every_sampler_keeps_an_enqueued_trial_s_point(sampler):
+    """A start point or a law's predicted recipe is enqueued: the sampler must not move it."""
+    spec = spec_for(sampler, n=8)
+    study = optuna.create_study(sampler=make_sampler(spec))
+    for lr in (0.02, 3e-4):
+        study.enqueue_trial({"lr": lr})
+        t = study.ask()
+        assert spec.space.suggest(t)["lr"] == lr
+        study.tell(t, lr)
+
+
+def test_an_unregistered_sampler_name_raises_listing_the_registry():
+    """Never a silent fallback to random search: a name the spec accepted but the registry
+    does not hold (a stored spec from another version) is an error naming the valid ones."""
+    spec = spec_for("tpe")
+    object.__setattr__(spec.study, "sampler", "cmaes")  # past the spec's own check
+    with pytest.raises(ValueError, match=r"sampler: unknown name 'cmaes'; valid names are "
+                                         r"\['gp', 'nsga2', 'qmc', 'random', 'tpe'\]"):
+        make_sampler(spec)
+
+
+def test_the_spec_accepts_the_registry_and_asks_for_what_an_entry_needs(monkeypatch):
+    """One table: a new entry is a name the spec accepts, and its missing module the
+    ``pip install`` the refusal names."""
+    entry = SamplerEntry(build=lambda a: optuna.samplers.RandomSampler(seed=a.seed))
+    monkeypatch.setitem(SAMPLER_REGISTRY, "lhs", entry)
+    assert isinstance(make_sampler(spec_for("lhs")), optuna.samplers.RandomSampler)
+    needy = dataclasses.replace(entry, needs=("no_such_module_here",))
+    monkeypatch.setitem(SAMPLER_REGISTRY, "lhs", needy)
+    with pytest.raises(SpecError, match=r"study\.sampler: 'lhs' needs no_such_module_here "
+                                        r"installed \(pip install no_such_module_here\)"):
+        spec_for("lhs")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("scipy") is None, reason="qmc needs scipy")
@@ -171,7 +250,7 @@ def test_bad_startup_trials_is_rejected_naming_the_field(bad):
     assert repr(bad) in str(e.value)
 
 
-@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("sampler", [*REGISTERED, AUTO])
 def test_a_resumed_sampler_does_not_replay_the_first_drivers_proposals(sampler):
     """A second driver joining a study with 3 trials must not propose those 3 points again,
     while a fresh study with the same seed keeps proposing the same points."""

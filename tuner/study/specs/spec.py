@@ -19,7 +19,6 @@ input.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
 import re
 import tomllib
@@ -47,13 +46,13 @@ from tuner.study.specs.metrics import (
     Direction,
     constraint_target,
 )
+from tuner.study.specs.sampler_registry import AUTO, missing_modules, sampler_names
 from tuner.study.specs.start_spec import StartError, StartSection, parse_start
 from tuner.study.specs.urls import URL_PREFIXES, shown
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-SAMPLERS = ("tpe", "gp", "nsga2", "random", "qmc", "auto")
 SCHEDULERS = ("auto", "asha", "none")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch: no "\n" at the end
 STDLIB_CORPUS = "stdlib"  # load_corpus's name for the built-in corpus, not a path
@@ -96,16 +95,17 @@ class StudySection:
         rule(self.max_concurrent >= 1, "max_concurrent", "must be >= 1", self.max_concurrent)
         # the samplers seed numpy's legacy generator, which takes 32 bits
         rule(0 <= self.seed < 2**32, "seed", "must be an integer in [0, 2**32)", self.seed)
-        rule(self.sampler in SAMPLERS, "sampler", f"must be one of {SAMPLERS}", self.sampler)
+        rule(self.sampler in sampler_names(), "sampler", f"must be one of {sampler_names()}",
+             self.sampler)
         rule(self.noise_repeats >= 0, "noise_repeats", "must be >= 0 (0 = noise not measured)",
              self.noise_repeats)
         rule(self.noise_top >= 1, "noise_top", "must be >= 1", self.noise_top)
         rule(self.startup_trials == "auto" or (isinstance(self.startup_trials, int)
                                                and self.startup_trials >= 1),
              "startup_trials", "must be an integer >= 1 or \"auto\"", self.startup_trials)
-        if self.sampler in ("gp", "qmc"):
-            rule(importlib.util.find_spec("scipy") is not None, "sampler",
-                 f"{self.sampler!r} needs scipy installed (pip install scipy)", self.sampler)
+        missing = missing_modules(self.sampler) if self.sampler != AUTO else []
+        rule(not missing, "sampler", f"{self.sampler!r} needs {', '.join(missing)} installed "
+             f"(pip install {' '.join(missing)})", self.sampler)
         if self.storage:
             rule(self.storage.startswith(URL_PREFIXES), "storage",
                  "must be '' (a sqlite file in the run folder) or a database URL "

@@ -1,4 +1,6 @@
-"""The Optuna sampler a spec asks for, seeded, with constraints honoured.
+"""The Optuna sampler a spec asks for, seeded, with constraints honoured: ``auto`` resolved,
+the seed and the random start decided here, the sampler built by its entry in
+`tuner.study.specs.sampler_registry` (an unknown name raises, never a silent fallback).
 
 Constraints reach every sampler through ``trial.set_constraint`` (Optuna 5.0): TPE, GP and
 NSGA-II read ``trial.constraints`` of finished trials, so no ``constraints_func`` is needed.
@@ -6,7 +8,6 @@ NSGA-II read ``trial.constraints`` of finished trials, so no ``constraints_func`
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from typing import Any
 
@@ -15,12 +16,12 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from search_spaces.loader import SearchSpace
+from tuner.study.specs.sampler_registry import SamplerArgs, missing_modules, sampler_entry
 from tuner.study.specs.spec import StudySpec
 
 GP_MAX_TRIALS = 300  # beyond this a GP fit per proposal costs seconds
 SAMPLER_NOTES = {"random": "sampler auto -> random on a conditional space: no sampler has been "
                            "measured ahead of random search there (tuner.study.trial.samplers)"}
-
 
 
 def resolve_sampler_name(spec: StudySpec) -> str:
@@ -38,10 +39,9 @@ def resolve_sampler_name(spec: StudySpec) -> str:
     if name != "auto":
         return name
     space: SearchSpace = spec.space
-    has_scipy = importlib.util.find_spec("scipy") is not None  # GPSampler needs it
     if space.has_conditions():
         return "random"
-    if has_scipy and spec.study.n_trials <= GP_MAX_TRIALS:
+    if not missing_modules("gp") and spec.study.n_trials <= GP_MAX_TRIALS:
         return "gp"
     return "nsga2" if len(spec.objectives) > 1 else "tpe"
 
@@ -69,40 +69,6 @@ def sampler_seed(seed: int, n_existing: int) -> int:
     if n_existing == 0:
         return seed
     return int(np.random.SeedSequence([seed, n_existing]).generate_state(1)[0])
-
-
-class SpaceQMCSampler(optuna.samplers.QMCSampler):
-    """Optuna's QMC sampler told the search space up front, so its first trial is a point of the
-    Sobol sequence too.
-
-    Optuna's infers the space from the first trial, which its independent (random) sampler
-    draws: n trials then hold one random point and the sequence's first n - 1, whose balance
-    (one point in each 1/n of every axis, for n a power of 2) is lost. A law budget's 8 trials
-    never sampled the top eighth of its lr range at any budget (above 0.031 of 3e-4..6e-2),
-    and its smallest budget's optimum sat on that edge. An enqueued trial takes no point of
-    the design. A space with conditions keeps Optuna's inference (QMC has no conditional
-    design).
-    """
-
-    def __init__(self, space: dict[str, optuna.distributions.BaseDistribution] | None,
-                 **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._space = None if space is None else dict(space)
-
-    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial
-                                    ) -> dict[str, optuna.distributions.BaseDistribution]:
-        if self._space is None:
-            return super().infer_relative_search_space(study, trial)
-        return dict(self._space)
-
-    def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
-                        search_space: dict[str, optuna.distributions.BaseDistribution]
-                        ) -> dict[str, Any]:
-        if trial.system_attrs.get("fixed_params"):
-            # an enqueued trial (a law's predicted recipe, a warm start) brings its own point:
-            # the design's next point is kept for the next proposed trial
-            return {}
-        return super().sample_relative(study, trial, search_space)
 
 
 class CellSampler(optuna.samplers.BaseSampler):
@@ -168,29 +134,17 @@ def make_sampler(spec: StudySpec, *, n_existing: int = 0) -> optuna.samplers.Bas
 
 
 def _sampler(spec: StudySpec, *, n_existing: int, cells: str) -> optuna.samplers.BaseSampler:
-    """The sampler ``[study] sampler`` names (``cells``: a parameter a `CellSampler` sets)."""
-    seed = sampler_seed(spec.study.seed, n_existing)
-    n = spec.study.n_trials
-    startup = startup_trials(spec)
-    name = resolve_sampler_name(spec)
+    """The sampler ``[study] sampler`` names, built by its registry entry (``cells``: a
+    parameter a `CellSampler` sets).
+
+    Raises:
+        ValueError: a name the registry does not hold (`sampler_entry`).
+    """
+    entry = sampler_entry(resolve_sampler_name(spec))
+    args = SamplerArgs(seed=sampler_seed(spec.study.seed, n_existing),
+                       n_trials=spec.study.n_trials, startup=startup_trials(spec),
+                       space=spec.space, n_objectives=len(spec.objectives),
+                       max_concurrent=spec.study.max_concurrent, cells=cells)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        if name == "tpe":
-            return optuna.samplers.TPESampler(
-                seed=seed, n_startup_trials=startup, multivariate=True,
-                group=spec.space.has_conditions(),
-                # With parallel trials, pretend running ones scored badly so they are not
-                # proposed twice.
-                constant_liar=spec.study.max_concurrent > 1)
-        if name == "gp":
-            return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
-        if name == "nsga2":
-            return optuna.samplers.NSGAIISampler(seed=seed,
-                                                 population_size=max(4, min(50, n // 4)))
-        if name == "qmc":  # a scrambled Sobol design: the space covered evenly, for a surface
-            space = None if spec.space.has_conditions() else {
-                k: v for k, v in spec.space.distributions().items() if k != cells}
-            return SpaceQMCSampler(space, qmc_type="sobol",
-                                   scramble=True, seed=seed, warn_independent_sampling=False,
-                                   warn_asynchronous_seeding=False)
-        return optuna.samplers.RandomSampler(seed=seed)
+        return entry.build(args)
