@@ -23,7 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from tuner.modeling.laws.lr_batch_law import Cell, cell_from_optimum, cell_optimum, skew_shift
+from tuner.modeling.laws.lr_batch_law import (
+    Cell,
+    cell_from_optimum,
+    cell_optimum,
+    censored_bound,
+    skew_shift,
+)
 from tuner.modeling.laws.response_surface import SurfaceError
 
 KEYS = ("N", "D", "B", "lr", "loss")
@@ -160,7 +166,9 @@ def table_cells(table: RunTable, *, seed: int = 0) -> TableCells:
             skipped.append({"N": float(n), "D": float(d), "B": float(b), "runs": len(g),
                             "why": str(e)})
             continue
-        skew = skew_shift(g["lr"].to_numpy(), g["loss"].to_numpy())
+        lrs, losses = g["lr"].to_numpy(), g["loss"].to_numpy()
         cells.append(cell_from_optimum(opt, tokens=float(d), batch=float(b),
-                                       params=float(n), censored=censored, skew=skew))
+                                       params=float(n), censored=censored,
+                                       skew=skew_shift(lrs, losses),
+                                       bound=censored_bound(lrs, losses)))
     return TableCells(cells=tuple(cells), skipped=tuple(skipped))

@@ -30,6 +30,7 @@ from tuner.modeling.laws.lr_batch_law import (
     Cell,
     cell_from_optimum,
     cell_optimum,
+    censored_bound,
     fit_lr_batch_law,
     skew_shift,
 )
@@ -64,7 +65,7 @@ def cell(family: str, tokens: float, batch: float, noise: float,
     except SurfaceError:
         return None
     return cell_from_optimum(opt, tokens=tokens, batch=batch, censored=censored,
-                             skew=skew_shift(10 ** x, z))
+                             skew=skew_shift(10 ** x, z), bound=censored_bound(10 ** x, z))
 
 
 def points() -> dict[str, list[tuple[float, float]]]:

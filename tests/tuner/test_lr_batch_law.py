@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any
@@ -16,6 +17,7 @@ from tuner.modeling.laws.lr_batch_law import (
     Cell,
     LawFitError,
     LrBatchLaw,
+    censored_bound,
     fit_batch_optimum,
     fit_lr_batch_law,
     skew_shift,
@@ -99,6 +101,34 @@ def test_the_batch_optimum_is_placed_only_inside_the_grid() -> None:
     assert placed[1e7] is None
     assert "smallest batch" in bo.rows[2]["why"]
     assert bo.exponent == pytest.approx(math.log10(1200 / 800), rel=0.01)
+
+
+def test_a_cell_whose_best_run_is_on_the_ranges_edge_bounds_lr_on_that_side() -> None:
+    lrs = [1e-4, 2e-4, 4e-4, 8e-4, 1.6e-3, 3.2e-3]
+    falling = [3.0, 3.1, 3.2, 3.3, 3.4, float("nan")]  # best at the smallest, a diverged run
+    assert censored_bound(lrs, falling) == "upper"
+    assert censored_bound(lrs, [3.5, 3.4, 3.3, 3.2, 3.1, 3.0]) == "lower"
+    assert censored_bound(lrs, [3.2, 3.1, 3.0, 3.1, 3.2, 3.3]) == ""
+
+
+def _cornered(bound: str) -> list[Cell]:
+    """The loglinear truth's cells, but at the smallest batch the two largest budgets'
+    optima fell below the searched range (censored at lr 10^-2.95, far under the law)."""
+    cells = _exact_cells(noise=0.03, seed=3, se=0.03)
+    corner = {(2e5, 256.0), (6.3e5, 256.0)}
+    return [dataclasses.replace(c, lr=10 ** -2.95, censored=True, bound=bound)
+            if (c.tokens, c.batch) in corner else c for c in cells]
+
+
+def test_censored_cells_enter_the_fit_as_bounds_and_their_misfit_widens_the_band() -> None:
+    with_bounds, without = fit_lr_batch_law(_cornered("upper")), fit_lr_batch_law(_cornered(""))
+    assert (with_bounds.n_cells, without.n_cells) == (12, 10)
+    # left out, the corner's drop is invisible: the law and its scatter are the other cells';
+    # as bounds, the law is pulled toward them and the scatter they add widens the band there
+    assert with_bounds.at(6.3e5, 256.0) < without.at(6.3e5, 256.0)
+    assert with_bounds.tau > without.tau
+    lo, _ = with_bounds.band(6.3e5, 256.0)
+    assert lo < without.band(6.3e5, 256.0)[0]
 
 
 @pytest.mark.parametrize("family", battery.FAMILIES)

@@ -23,6 +23,13 @@ quadratic over the whole searched range anywhere).
   seeds (t = −0.15 and −1.3) and, kept, moved their answers at the DeepSeek runs by −0.6 and
   −3.5 to −4.1 decades, so the seeds disagreed there by three decades on a term neither had
   measured. On Step Law's sweep it is resolved (t = 6–8 on every fitting subset) and stays.
+- Censored cells: a cell whose best run sits on the searched lr range's edge gives a bound on
+  its lr* (`Cell.bound`), not a value, and enters the fit as a censored observation (the EM
+  algorithm of a censored regression, `_fit_bounded`). Left out instead, they hide where the
+  law misses most: on Step Law's MoE sweep the smallest batch's optima fall below the searched
+  range at the largest budgets, and without those cells the law's scatter τ read 0.054
+  decades, with them 0.075 (benchmarks/RESULTS.md). A censored cell with no bound known (its
+  quadratic's vertex on its window's edge) is left out.
 - Fit: weighted least squares with weights 1 / (σ_i² + τ²), σ_i a cell's own standard error
   (its bootstrap minimizers' spread) and τ² the scatter of the cells about the law beyond their
   own noise: the law's lack of fit, estimated so that the weighted residuals' χ² equals its
@@ -77,6 +84,8 @@ TERMS = ("1", "u", "v", "uv")
 RESOLVED_T = 2.0  # a term whose |coefficient / se| is below this, the cells do not tell from 0
 TERMS_N = TERMS + ("w",)
 BENT = ("uu",)  # the bent law: the form plus a bend in D
+BOUNDS = {"upper": -1, "lower": 1}  # `Cell.bound`: the side of the bound lr* lies on
+EM_ITERATIONS = 50  # a censored fit's imputation rounds (it settles in a few on Step Law's)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +99,9 @@ class Cell:
     params: float = 0.0  # 0: one model size, the law has no N term
     loss: float = math.nan  # the fitted loss at the optimum (for the batch optimum)
     censored: bool = False  # the best trial sat on the searched lr range's edge
+    # a censored cell's lr as a bound on lr*: "upper" (its best trial on the smallest lr
+    # searched: lr* lies at or below it), "lower" (on the largest), "" (none known)
+    bound: str = ""
     skew: float = 0.0  # `skew_shift` of the cell's bowl (decades)
 
 
@@ -163,13 +175,26 @@ def _window(x: np.ndarray, best: float, window: float) -> np.ndarray:
     return near
 
 
+def censored_bound(lrs: Sequence[float], losses: Sequence[float]) -> str:
+    """Which bound a cell's censored optimum gives on lr* (`Cell.bound`): "upper" when its best
+    finite trial is at the smallest lr searched, "lower" at the largest, "" otherwise."""
+    lr, z = np.asarray(lrs, float), np.asarray(losses, float)
+    ok = np.isfinite(lr) & np.isfinite(z) & (lr > 0)
+    if not ok.any():
+        return ""
+    lr, z = lr[ok], z[ok]
+    best = lr[int(np.argmin(z))]
+    return "upper" if best <= lr.min() else "lower" if best >= lr.max() else ""
+
+
 def cell_from_optimum(opt: Optimum, *, tokens: float, batch: float, params: float = 0.0,
-                      censored: bool = False, skew: float = 0.0) -> Cell:
+                      censored: bool = False, skew: float = 0.0, bound: str = "") -> Cell:
     """A `Cell` from a cell's fitted optimum; its se is the bootstrap minimizers' sd (floored
     at a hundredth of a decade, the grid the surfaces are minimized on)."""
     se = float(np.std([s[0] for s in opt.samples])) if opt.samples else 0.0
     return Cell(tokens=tokens, batch=batch, params=params, lr=opt.lr, se=max(se, 0.01),
-                loss=opt.loss, censored=censored or "lr" in opt.at_edge, skew=skew)
+                loss=opt.loss, censored=censored or "lr" in opt.at_edge, skew=skew,
+                bound=bound)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -338,8 +363,9 @@ class LrBatchLaw:
 
 
 def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
-    """The law through the uncensored ``cells`` (module docstring). Cells at more than one
-    N give the law an N term.
+    """The law through ``cells``, a censored one as the bound it gives (module docstring).
+    Cells at more than one N give the law an N term; the ranges are those of the cells whose
+    optimum is inside the searched range.
 
     Raises:
         LawFitError: fewer than `MIN_CELLS` uncensored cells (more than the terms), or cells
@@ -349,37 +375,40 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
         >>> law.at(1e11, 2**21), law.band(1e11, 2**21), law.decades_past(1e11, 2**21)
         ... # doctest: +SKIP
     """
-    kept = [c for c in cells if not c.censored and c.lr > 0]
+    kept = [c for c in cells if c.lr > 0 and (not c.censored or c.bound in BOUNDS)]
+    inside = [c for c in kept if not c.censored]
     with_n = len({c.params for c in kept}) > 1
     terms: tuple[str, ...] = TERMS_N if with_n else TERMS
     need = max(MIN_CELLS, len(terms) + 2)
-    for name, vals in (("tokens", {c.tokens for c in kept}), ("batch", {c.batch for c in kept})):
+    for name, vals in (("tokens", {c.tokens for c in inside}),
+                       ("batch", {c.batch for c in inside})):
         if len(vals) < 2:
             raise LawFitError(f"cells: a law in tokens and batch needs at least 2 distinct "
                               f"{name}, but got {sorted(vals)}")
-    if len(kept) < need:
+    if len(inside) < need:
         raise LawFitError(f"cells: a law in tokens and batch needs at least {need} cells "
-                          f"whose lr optimum is inside the searched range, but got {len(kept)}")
+                          f"whose lr optimum is inside the searched range, but got {len(inside)}")
     logs = np.log10([[c.tokens, c.batch, c.params if with_n else 1.0] for c in kept])
     centre = logs.mean(axis=0)
     u, v, w = (logs - centre).T
     cols = {"1": np.ones_like(u), "u": u, "v": v, "uv": u * v, "w": w, "uu": u * u, "vv": v * v}
-    y = np.log10([c.lr for c in kept])
-    se2 = np.array([c.se for c in kept]) ** 2
+    y0 = np.log10([c.lr for c in kept])
+    se0 = np.array([c.se for c in kept]) ** 2
+    side = np.array([BOUNDS.get(c.bound, 0) if c.censored else 0 for c in kept])
 
-    def fit(names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    def fit(names: tuple[str, ...]
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
         x = np.stack([cols[t] for t in names], axis=1)
-        tau2 = _tau2(x, y, se2)
-        return (x, *_wls(x, y, 1.0 / (se2 + tau2)), tau2)
+        return (x, *_fit_bounded(x, y0, se0, side))
 
-    x, beta, cov, tau2 = fit(terms)
+    x, beta, cov, tau2, y, se2 = fit(terms)
     left_out: tuple[tuple[str, float, float], ...] = ()
     i = terms.index("uv")
     uv, uv_se = float(beta[i]), math.sqrt(max(float(cov[i, i]), 0.0))
     if abs(uv) < RESOLVED_T * uv_se:  # the cells do not tell the D x B term from zero
         left_out = (("uv", uv, uv_se),)
         terms = tuple(t for t in terms if t != "uv")
-        x, beta, cov, tau2 = fit(terms)
+        x, beta, cov, tau2, y, se2 = fit(terms)
     form_terms = terms + tuple(t for t, _, _ in left_out) + BENT
     xb = np.stack([cols[t] for t in form_terms], axis=1)
     bent, bent_cov, shrink = _bent(xb, y, 1.0 / (se2 + tau2), beta)
@@ -390,14 +419,44 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
     return LrBatchLaw(
         terms=terms, coef=tuple(beta.tolist()), cov=tuple(map(tuple, cov.tolist())),
         centre=(float(centre[0]), float(centre[1]), float(centre[2]) if with_n else 0.0),
-        tau=math.sqrt(tau2), skew=_skew([c.skew for c in kept]), dof=dof,
+        tau=math.sqrt(float(tau2)), skew=_skew([c.skew for c in inside]), dof=dof,
         lack_of_fit_p=_chi2_p(q0, dof),
         form=tuple(bent.tolist()), form_cov=tuple(map(tuple, bent_cov.tolist())),
         bend_shrink=shrink, form_terms=form_terms, left_out=left_out,
-        tokens_range=(min(c.tokens for c in kept), max(c.tokens for c in kept)),
-        batch_range=(min(c.batch for c in kept), max(c.batch for c in kept)),
+        tokens_range=(min(c.tokens for c in inside), max(c.tokens for c in inside)),
+        batch_range=(min(c.batch for c in inside), max(c.batch for c in inside)),
         params_range=(min(params), max(params)) if with_n else None, n_cells=len(kept),
         resid_sd=float(np.sqrt(np.mean(resid ** 2))))
+
+
+def _fit_bounded(x: np.ndarray, y: np.ndarray, se2: np.ndarray, side: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
+    """The weighted fit (coefficients, covariance, τ²) with each bounded cell (``side`` −1:
+    lr* at or below its y, +1: at or above) taken as a censored observation: its y and
+    variance replaced by the mean and variance of the law's normal at that cell, N(x·β,
+    se² + τ²), cut at the bound, and the fit repeated until they settle (the EM algorithm for
+    a censored regression, Tobin 1958). Also returns the y and se² the last fit used."""
+    from scipy.stats import truncnorm
+
+    yy, ss = y.copy(), se2.copy()
+    cut = side != 0
+    for _ in range(EM_ITERATIONS):
+        tau2 = _tau2(x, yy, ss)
+        beta, cov = _wls(x, yy, 1.0 / (ss + tau2))
+        if not cut.any():
+            break
+        mu, sd = (x @ beta)[cut], np.sqrt(se2[cut] + tau2)
+        z = (y[cut] - mu) / sd
+        lo = np.where(side[cut] > 0, z, -np.inf)
+        hi = np.where(side[cut] < 0, z, np.inf)
+        mean, var = truncnorm.stats(lo, hi, loc=mu, scale=sd, moments="mv")
+        new = np.where(np.isfinite(mean), mean, y[cut])
+        done = bool(np.max(np.abs(new - yy[cut])) < 1e-4)
+        yy[cut] = new
+        ss[cut] = np.maximum(np.where(np.isfinite(var), var, 0.0) - tau2, se2[cut])
+        if done:
+            break
+    return beta, cov, tau2, yy, ss
 
 
 def _bent(xb: np.ndarray, y: np.ndarray, wt: np.ndarray, beta: np.ndarray
