@@ -185,3 +185,19 @@ def test_the_server_client_dispatches_from_its_table():
     for name, handler in remote.COMMANDS.items():
         assert name in commands and "--server" in commands[name].format_help()
         assert handler.__name__ == f"_{name}"
+
+
+@pytest.mark.parametrize("state, owner, best, said", [
+    ("running", "alice", {"values": {"val_loss": 2.5}, "trial": 3},
+     "study s: running (owner alice), 1/4 trials done, 2 running; best val_loss=2.5 (#3)"),
+    ("queued", "alice", None,  # no dangling 'best ' before a first feasible trial
+     "study s: queued (owner alice), 1/4 trials done, 2 running; no feasible trial yet"),
+    ("external", "", None, "study s: external (run by `moetune submit` without --server: the "
+     "service neither queued nor runs it, so it has no owner here), 1/4"),
+])
+def test_status_over_the_server_says_the_best_or_none_and_what_external_means(
+        state, owner, best, said):
+    view = {"name": "s", "state": state, "owner": owner,
+            "progress": {"done": 1, "total": 4, "running": 2, "best": best}}
+    line = remote.status_line(view)
+    assert line.startswith(said) and not line.rstrip().endswith("best")

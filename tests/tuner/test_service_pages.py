@@ -55,3 +55,13 @@ def test_a_law_run_from_the_command_line_shows_its_stopped_budget_as_interrupted
     assert [b["state"] for b in grid["budgets"]] == [
         "done", "done", "waiting", "waiting", "interrupted"]
     assert grid["answer"] == "law law: no full-run answer yet (law.md says why)."  # 2 trials each
+
+
+def test_a_study_run_from_the_command_line_says_why_it_has_no_owner(tmp_path):
+    with inprocess_service(tmp_path / "root") as svc:
+        optuna.create_study(study_name="from-cli", storage=svc.service.config.storage_url)
+        page = svc.client.get("/studies/from-cli")
+        assert page.status_code == 200
+        assert "owner <b>-</b> · state <b id='state'>external</b> (" in page.text
+        assert "run by `moetune submit` without --server" in page.text
+    assert "const EXTERNAL=" in pages.LIST_JS and ">command line</i>" in pages.LIST_JS

@@ -139,11 +139,23 @@ def _status(client: Client, args: argparse.Namespace) -> int:
              **{n: t["values"].get(n, "") for n in names}, **t["params"],
              "reason": (t["reason"].strip().splitlines() or [""])[-1][:60]}
             for t in d["trials"]]
-    print(f"study {d['name']}: {d['state']} (owner {d['owner']}), "
-          f"{d['progress']['done']}/{d['progress']['total']} trials done, "
-          f"{d['progress']['running']} running; best {_best(d['progress']['best'])}")
+    print(status_line(d))
     print(format_table(rows))
     return 0
+
+
+def status_line(d: dict[str, Any]) -> str:
+    """``moetune status STUDY --server``'s first line, from the study's view: its state and
+    owner (or what a study run from the command line is), progress and the best trial."""
+    from tuner.app.requests.studies import EXTERNAL_WORDS
+
+    who = (EXTERNAL_WORDS if d["state"] == "external" and not d["owner"]
+           else f"owner {d['owner']}")
+    best = _best(d["progress"]["best"])
+    return (f"study {d['name']}: {d['state']} ({who}), "
+            f"{d['progress']['done']}/{d['progress']['total']} trials done, "
+            f"{d['progress']['running']} running"
+            + (f"; best {best}" if best else "; no feasible trial yet"))
 
 
 def _best(best: dict[str, Any] | None) -> str:

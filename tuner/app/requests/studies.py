@@ -77,6 +77,11 @@ def record_of(user_attrs: dict[str, Any]) -> dict[str, Any]:
     return _service_record(user_attrs)
 
 
+# what state "external" with no owner means, said wherever a study is shown to a user
+EXTERNAL_WORDS = ("run by `moetune submit` without --server: the service neither queued nor "
+                  "runs it, so it has no owner here")
+
+
 def _service_record(attrs: dict[str, Any]) -> dict[str, Any]:
     rec = attrs.get(records.SERVICE)
     return dict(rec) if rec else {"owner": "", "state": "external", "submitted_at": ""}

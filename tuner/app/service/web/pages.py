@@ -14,7 +14,7 @@ from fastapi import FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from tuner.app.requests.actions import CancelRequest, DeleteRequest, ExportRequest, ResumeRequest
-from tuner.app.requests.studies import ACTIVE, ENDED
+from tuner.app.requests.studies import ACTIVE, ENDED, EXTERNAL_WORDS
 from tuner.app.requests.submit import SubmitRequest
 from tuner.app.service.access.auth import COOKIE, SESSION_S, same_origin
 from tuner.app.service.access.tokens import User
@@ -93,8 +93,11 @@ def register(app: FastAPI, service: Service) -> None:
                     f"<input type='hidden' name='csrf' value='{csrf}'>"
                     f"<button>{label}</button></form>")
 
-        body = (f"<h1>{esc}</h1><p>owner <b>{html.escape(data['owner'])}</b> · state "
-                f"<b id='state'>{html.escape(data['state'])}</b> · <span id='progress'></span>"
+        cli = data["state"] == "external" and not data["owner"]
+        body = (f"<h1>{esc}</h1><p>owner <b>{html.escape(data['owner'] or '-')}</b> · state "
+                f"<b id='state'>{html.escape(data['state'])}</b>"
+                + (f" ({html.escape(EXTERNAL_WORDS)})" if cli else "")
+                + " · <span id='progress'></span>"
                 f"</p><p>{button('cancel', 'Cancel')} {button('resume', 'Resume')} "
                 f"{button('delete', 'Delete')} <a href='/api/v1/studies/{esc}/report'>Report</a>"
                 f"</p><p id='ties'></p><div class='row'><div id='frontbox'><h3>Pareto front</h3>"
@@ -261,7 +264,7 @@ def _export_form(study: str, csrf: str) -> str:
 BUTTON_STATES = {"cancel": ("queued", *ACTIVE), "resume": ("cancelled", "failed", "interrupted"),
                  "delete": ENDED}
 
-LIST_JS = """
+LIST_JS = "const EXTERNAL=" + json.dumps(EXTERNAL_WORDS) + ";" + """
 const esc=s=>String(s??'').replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;',
 '"':'&quot;',"'":'&#39;'}[c]));
 const byName=(a,b)=>a.name.localeCompare(b.name,'en',{numeric:true});
@@ -271,7 +274,8 @@ pct=p.total?100*p.done/p.total:0;
 const best=p.best?Object.entries(p.best.values).map(([k,v])=>esc(k)+'='+(v===null?'-':
 Number(v).toPrecision(4))).join(' ')+' (#'+p.best.trial+')':'';
 return `<tr><td><a href="/studies/${encodeURIComponent(s.name)}">${esc(s.name)}</a></td>
-<td>${esc(s.owner)}</td><td>${esc(s.state)}</td><td><span class="bar"><i style="width:
+<td>${s.owner?esc(s.owner):s.state==='external'?'<i title="'+esc(EXTERNAL)+
+'">command line</i>':''}</td><td>${esc(s.state)}</td><td><span class="bar"><i style="width:
 ${pct}%"></i></span> ${p.done}/${p.total} (${p.running} running)</td><td>${best}</td></tr>`});
 document.querySelector('#studies tbody').innerHTML=rows.join('');}
 refresh();setInterval(refresh,2000);
