@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -311,3 +312,114 @@ def test_a_corpus_swapped_for_a_link_out_of_the_roots_after_submit_is_not_read(t
     error = service_record(study)["error"]
     assert state == "failed" and "data.corpus: must be a file under a data root" in error, error
     assert "token" not in error and str(outside) not in error  # nothing about the file read
+
+
+# -- a law's budgets and a ladder's rungs belong to their law or ladder ----------------------
+
+LAW = SPEC.replace("[budget]", "[law]\ntokens = [1_000, 3_000, 10_000, 32_000]\ntrials = 2\n[budget]")
+
+
+def _spec(text: str) -> Any:
+    return parse_spec(read_toml(text, "spec"))
+
+
+def _stored(svc: InProcess, spec_text: str, owner: str = "bob") -> optuna.Study:
+    """A study put in the service's storage as a submit of an older service would have."""
+    from tuner.app.requests.studies import enqueue
+    from tuner.study.store import storage as st
+
+    study = st.create_study(_spec(spec_text), svc.service.storage)
+    enqueue(study, owner)
+    return study
+
+
+@pytest.mark.parametrize("name", ["victim.t1000", "victim.t1000.b32", "victim2.w32"])
+def test_a_name_shaped_like_a_budget_or_a_rung_is_refused(svc, name):
+    status, body = svc.submit(SPEC.format(name=name, n=2))
+    assert status == 422 and body["field"] == "study.name", body
+    assert "must not end like a law's budget or a ladder's rung" in body["detail"]
+    assert not (svc.root / name).exists()
+
+
+def test_a_law_never_adopts_a_study_of_its_budgets_name(svc):
+    _stored(svc, SPEC.format(name="victim.t3000", n=2))  # bob's, from before the names' rule
+    status, body = svc.submit(LAW.format(name="victim", n=2))
+    assert status == 422 and body["field"] == "study.name", body
+    assert "'victim.t3000', a stage of 'victim', exists already" in body["detail"]
+    assert not (svc.root / "victim").exists()
+
+
+def test_a_ladder_never_adopts_a_folder_of_its_rungs_name(svc):
+    (svc.root / "victim2.w64").mkdir()  # a command-line study's folder, say
+    status, body = svc.submit(SPEC.format(name="victim2", n=2)
+                              + "[ladder]\nwidths = [32, 64]\n")
+    assert status == 422 and "'victim2.w64'" in body["detail"], body
+
+
+def test_a_stage_refuses_a_study_its_law_did_not_make_when_it_starts(tmp_path):
+    """Between a law's submit and its budget's start, another's study of that name appeared:
+    the stage is refused (the driver records why), never run in it."""
+    from tuner.study.store import storage as st
+    from tuner.study.workflows.law import law_stages
+    from tuner.study.workflows.stage import StageTaken
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    store = db.open_storage(url)
+    bobs = st.create_study(_spec(SPEC.format(name="victim.t3000", n=2)), store)
+    bobs.set_user_attr("moetune.service", {"owner": "bob", "state": "queued"})
+    stages = law_stages(_spec(LAW.format(name="victim", n=2)), url,
+                        log=lambda *_: None)
+    assert next(stages).index == 0
+    with pytest.raises(StageTaken, match="'victim.t3000' exists and was not made by it"):
+        stages.send(None)
+
+
+def test_a_rung_refuses_a_study_its_ladder_did_not_make_when_it_starts(tmp_path):
+    from types import SimpleNamespace
+
+    from tuner.study.store import storage as st
+    from tuner.study.workflows.ladder import ladder_stages
+    from tuner.study.workflows.stage import StageTaken
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    store = db.open_storage(url)
+    st.create_study(_spec(SPEC.format(name="victim2.w64", n=2)), store)
+    ladder = _spec(SPEC.format(name="victim2", n=2) + "[ladder]\nwidths = [32, 64]\n")
+    stages = ladder_stages(ladder, url, log=lambda *_: None)
+    bottom = st.create_study(next(stages).spec, store)
+    with pytest.raises(StageTaken, match="'victim2.w64' exists"):
+        stages.send(SimpleNamespace(study=bottom))
+
+
+def test_a_stage_its_law_made_is_marked_and_resumed(tmp_path):
+    from tuner.study.store import storage as st
+    from tuner.study.workflows.law import budget_spec
+    from tuner.study.workflows.stage import check_owned
+
+    law = _spec(LAW.format(name="victim", n=2))
+    store = db.open_storage(f"sqlite:///{tmp_path / 'study.db'}")
+    stage = st.create_study(budget_spec(law, 1), store)
+    assert stage.user_attrs["moetune.stage_of"] == "victim"
+    check_owned(stage, "victim")  # its own law runs it
+    older = st.create_study(budget_spec(_spec(LAW.format(name="old", n=2)), 1),
+                            store)
+    older.set_user_attr("moetune.stage_of", None)  # made before the mark: its spec says whose
+    check_owned(optuna.load_study(study_name="old.t3000", storage=store), "old")
+
+
+def test_deleting_a_law_deletes_its_every_budget_and_their_folders(svc):
+    from tuner.study.store import storage as st
+    from tuner.study.workflows.law import budget_spec
+
+    status, body = svc.submit(LAW.format(name="victim", n=2))
+    assert status == 201, body
+    assert (svc.root / "victim.t3000" / ".moetune-service").is_file()  # made and marked
+    storage = svc.service.storage
+    st.create_study(budget_spec(_spec(LAW.format(name="victim", n=2)), 1),
+                    storage)  # as the law's driver makes it
+    set_state(optuna.load_study(study_name="victim", storage=storage), "cancelled")
+    assert svc.client.delete("/api/v1/studies/victim").status_code == 204
+    assert {"victim", "victim.t3000"}.isdisjoint(db.study_names(storage))
+    assert not (svc.root / "victim").exists() and not (svc.root / "victim.t3000").exists()
+    status, body = svc.submit(LAW.format(name="victim", n=2))  # a new law of the same name
+    assert status == 201, body

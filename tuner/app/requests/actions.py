@@ -18,6 +18,7 @@ import dataclasses
 import getpass
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,11 @@ from tuner.export.export import export_study
 from tuner.export.pick import PICKS, Pick
 from tuner.modeling.full_run import DEFAULT_MFU, ExportError
 from tuner.modeling.hardware import HARDWARE
+from tuner.study.store import storage as st
 from tuner.study.store.control import clear_stop, request_stop
+from tuner.study.store.database import study_names
+from tuner.study.workflows.stage import StageTaken, check_owned
+from tuner.study.workflows.stage_runner import stage_names
 
 if TYPE_CHECKING:
     import optuna
@@ -284,9 +289,12 @@ def export(study: optuna.Study, request: ExportRequest, *, run_dir: Path, storag
         target = parse_target(request.namespace())
         study, measured_at = ladder_answer(study, run_dir, storage)
         study, law, law_said = law_answer(study, run_dir, storage)
+        origin = "study"
         if law_file is not None:
             law, law_said = table_law(law_file, study)
-        full, picked = export_study(study, request.pick_rule(), target, law=law)
+            origin = "table"
+        full, picked = export_study(study, request.pick_rule(), target, law=law,
+                                    law_origin=origin)
         files = formats.export_files(request.format, full,
                                      file or formats.file_name(request.format))
     except RequestError:
@@ -410,9 +418,12 @@ def check_delete(study: optuna.Study) -> None:
                       f"deleted, but {name!r} is {state}; cancel it first.")
 
 
-def delete(study: optuna.Study, request: DeleteRequest, *, folder: Path | None) -> None:
+def delete(study: optuna.Study, request: DeleteRequest, *, folder: Path | None,
+           stage_folder: Callable[[str], Path | None] = lambda name: None) -> None:
     """Delete ``study`` from its storage, and ``folder`` (its run folder, when its front end
-    says it may go; a link is never followed).
+    says it may go; a link is never followed); a law's or ladder's later stages too
+    (`owned_stages`), each with the folder ``stage_folder`` gives for its name (None: kept),
+    so no budget or rung is left behind for a new law of the same name to find.
 
     Raises:
         Refused: a driver holds it (`check_delete`); nothing deleted.
@@ -420,7 +431,38 @@ def delete(study: optuna.Study, request: DeleteRequest, *, folder: Path | None) 
     import optuna
 
     check_delete(study)
+    names, stages = owned_stages(study)
     optuna.delete_study(study_name=study.study_name, storage=study._storage)
+    for stage in stages:  # the law or ladder ended, so no driver runs its stages
+        optuna.delete_study(study_name=stage.study_name, storage=stage._storage)
+    for name in names:  # a stage that never ran may have a folder all the same
+        _remove(stage_folder(name))
+    _remove(folder)
+
+
+def owned_stages(study: optuna.Study) -> tuple[list[str], list[optuna.Study]]:
+    """The names of the later stages (a law's budgets, a ladder's rungs) of the law or ladder
+    ``study``, and those of them that exist in its storage and that it made
+    (`tuner.study.workflows.stage.check_owned`); none for any other study, or one whose stored
+    spec no longer reads."""
+    try:
+        names = stage_names(st.stored_spec(study))
+    except (ValueError, LookupError):
+        return [], []
+    there = set(study_names(study._storage))
+    out = []
+    for name in names:
+        if name in there:
+            stage = st.load_study(name, study._storage)
+            try:
+                check_owned(stage, study.study_name)
+            except StageTaken:
+                continue  # another's study of that name: not this study's to delete
+            out.append(stage)
+    return names, out
+
+
+def _remove(folder: Path | None) -> None:
     if folder is not None and not folder.is_symlink() and folder.is_dir():
         shutil.rmtree(folder)
 

@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import re
 import shutil
 import threading
 import tomllib
@@ -53,9 +54,12 @@ from tuner.study.store import storage as st
 from tuner.study.store.database import shown, study_names
 from tuner.study.workflows.ladder import rung_spec
 from tuner.study.workflows.law import budget_spec
+from tuner.study.workflows.stage_runner import stage_names
 
 MAX_SPEC_BYTES = 256 * 1024
 REPORT_KEY = ".built-for"  # in a report folder: what the report there was built from
+# a law's budget (`law_spec.budget_name`) or a ladder's rung (`ladder_spec.rung_name`)
+STAGE_SHAPE = re.compile(r"\.(t\d+(\.b\d+)?|w\d+)$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,6 +195,7 @@ class Service:
                               f"({taken}), but got {spec.name!r}; choose another name.",
                               field="study.name")
         self._check_caps(spec)
+        stages = self._check_stage_names(spec)
         spec = _first_stage(spec)
         problem = (check_inputs_here(spec) if self.config.local_ray else  # the one input check
                    check_inputs_on_cluster(spec))
@@ -213,17 +218,43 @@ class Service:
                 raise SubmitError(str(e).replace(shown(self.config.storage_url), "the "
                                                  "service's database"),
                                   field="start.warm_start") from None
-        folder.mkdir(parents=True)
+        # the run folders of the study and its later stages, made and marked here: delete
+        # removes marked folders only
+        folders = [self.config.root / n for n in (spec.name, *stages)]
         try:
-            (folder / MARKER).write_text(f"{spec.name}\n")  # delete removes marked folders only
+            for made in folders:
+                made.mkdir(parents=True)
+                (made / MARKER).write_text(f"{spec.name}\n")
             # no sampler: the driver gives the study its own when it starts it
             study = st.create_study(spec, self.storage)
         except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)  # nothing is left of a failed submit
+            for made in folders:  # nothing is left of a failed submit
+                if (made / MARKER).is_file():
+                    shutil.rmtree(made, ignore_errors=True)
             raise
         enqueue(study, user.name)
         self.scheduler.wake()
         return spec.name
+
+    def _check_stage_names(self, spec: StudySpec) -> list[str]:
+        """The names of the later stages of a law or ladder ``spec`` (none for a plain study),
+        each free: a study of a stage's name is made only by its law or ladder, so no name
+        shaped like one is taken by anyone else, and no stage's study or folder exists yet (a
+        new law never adopts another's study as its budget)."""
+        if STAGE_SHAPE.search(spec.name):
+            raise SubmitError(f"study.name: must not end like a law's budget or a ladder's "
+                              f"rung ('.t<tokens>', '.t<tokens>.b<batch>', '.w<width>': only "
+                              f"their law or ladder makes such a study), but got "
+                              f"{spec.name!r}; choose another name.", field="study.name")
+        stages = stage_names(spec)
+        taken = set(study_names(self.storage))
+        for name in stages:
+            folder = self.config.root / name
+            if name in taken or folder.exists() or folder.is_symlink():
+                raise SubmitError(f"study.name: a law's budgets and a ladder's rungs must be "
+                                  f"new studies, but {name!r}, a stage of {spec.name!r}, "
+                                  "exists already; choose another name.", field="study.name")
+        return stages
 
     def cancel(self, request: CancelRequest, user: User) -> str:
         """Cancel the study (`actions.cancel`) for its owner or an admin; its state after."""
@@ -255,15 +286,22 @@ class Service:
             study = self.study(request.study)
             self._owned(study, user, "delete")
             name = study.study_name
-            folder = self.config.root / name
-            made_here = (not folder.is_symlink() and folder.is_dir()
-                         and (folder / MARKER).is_file()
-                         and folder.resolve().parent == self.config.root.resolve())
             try:
-                actions.delete(study, request, folder=folder if made_here else None)
+                actions.delete(study, request, folder=self._made_here(name, name),
+                               stage_folder=lambda stage: self._made_here(stage, name))
             except actions.Refused as e:
                 raise HTTPException(409, str(e)) from None
         self.forget(name)
+
+    def _made_here(self, folder_name: str, study: str) -> Path | None:
+        """``ROOT/folder_name`` when this service made it at submit for ``study`` (its mark
+        names ``study``), else None: delete removes no other folder."""
+        folder = self.config.root / folder_name
+        mark = folder / MARKER
+        made = (not folder.is_symlink() and folder.is_dir() and mark.is_file()
+                and folder.resolve().parent == self.config.root.resolve()
+                and mark.read_text().strip() == study)
+        return folder if made else None
 
     @contextlib.contextmanager
     def _changing(self, name: str) -> Iterator[None]:

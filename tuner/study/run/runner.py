@@ -31,8 +31,6 @@ from tuner.study.run import resume as rs
 from tuner.study.run.noise_retrain import measure_noise
 from tuner.study.run.preflight import Found, Plan, prepare
 from tuner.study.run.start import begin
-from tuner.study.specs.ladder_spec import RUNG_SEP
-from tuner.study.specs.law_spec import base_name
 from tuner.study.specs.spec import StudySpec
 from tuner.study.store import database as db
 from tuner.study.store import lease as ls
@@ -114,7 +112,7 @@ def run(plan: Plan, *, trainer: Trainer = train, address: str | None = None,
             # a stop asked through the storage (`moetune cancel`, the service's cancel) of this
             # study or, for a law's budget or a ladder's rung, of the law or ladder it is part of
             asked = [StorageStopFlag(study)]
-            base = _stage_base(spec)
+            base = st.stage_base(spec)
             if base != spec.name:
                 asked.append(StorageStopFlag(st.load_study(base, store)))
             stopping = AnyOf(stop, lost, gone, *asked)
@@ -234,11 +232,3 @@ def _job(spec: StudySpec, searcher: StudySearcher) -> Training:
                     eval_every_tokens=spec.budget.eval_every_tokens, seed=spec.study.seed,
                     cpus=spec.resources.cpus_per_trial, gpus=spec.resources.gpus_per_trial)
 
-
-def _stage_base(spec: StudySpec) -> str:
-    """The law or ladder a stage study belongs to (its budget 0 or bottom rung), else itself."""
-    if spec.law.on:
-        return base_name(spec.name, spec.law)
-    if spec.ladder.on and spec.ladder.rung:
-        return spec.name.rsplit(RUNG_SEP, 1)[0]
-    return spec.name

@@ -91,6 +91,9 @@ VALIDATION = "moetune.validation"
 NOISE = "moetune.noise"
 STOP = "moetune.stop"
 SERVICE = "moetune.service"
+# on a law's budget or a ladder's rung above the first: the law or ladder that created it; a
+# stage runs only in the study its own law or ladder made (`tuner.study.workflows.stage`)
+STAGE_OF = "moetune.stage_of"
 START = "moetune.start"
 TIMING_PREFIX = "moetune.timing:"
 TIMING_SCOPE = "moetune.timing_scope"

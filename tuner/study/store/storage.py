@@ -12,6 +12,8 @@ import warnings
 
 import optuna
 
+from tuner.study.specs.ladder_spec import RUNG_SEP
+from tuner.study.specs.law_spec import base_name
 from tuner.study.specs.spec import StudySpec, parse_spec
 from tuner.study.store import records
 from tuner.study.store.database import open_existing_storage, study_names
@@ -39,6 +41,15 @@ def create_study(spec: StudySpec, storage: optuna.storages.BaseStorage,
     return study
 
 
+def stage_base(spec: StudySpec) -> str:
+    """The law or ladder a stage study belongs to (its budget 0 or bottom rung), else itself."""
+    if spec.law.on:
+        return base_name(spec.name, spec.law)
+    if spec.ladder.on and spec.ladder.rung:
+        return spec.name.rsplit(RUNG_SEP, 1)[0]
+    return spec.name
+
+
 def is_complete(study: optuna.Study) -> bool:
     """Whether the study got its moetune attributes (Optuna creates a study and its attributes
     in separate commits, and a driver may die in between)."""
@@ -46,7 +57,12 @@ def is_complete(study: optuna.Study) -> bool:
 
 
 def finish_creation(study: optuna.Study, spec: StudySpec) -> None:
-    """Record the study's moetune attributes: its spec, objectives, constraints, schema."""
+    """Record the study's moetune attributes: its spec, objectives, constraints, schema; and,
+    for a law's budget or a ladder's rung above the first, the law or ladder it is a stage of
+    (`records.STAGE_OF`, written before the spec, so a complete study always has it)."""
+    base = stage_base(spec)
+    if base != spec.name:
+        study.set_user_attr(records.STAGE_OF, base)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names([n for n, _ in spec.objectives])

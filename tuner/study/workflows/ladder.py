@@ -41,7 +41,7 @@ from tuner.study.specs.start_spec import StartSection
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
-from tuner.study.workflows.stage import Stage, Stages
+from tuner.study.workflows.stage import Stage, Stages, check_owned
 
 Promoted = list[tuple[int, dict[str, Any]]]  # (trial number in the rung below, its params)
 
@@ -123,17 +123,19 @@ def ladder_stages(spec: StudySpec, url: str, log: Any = print) -> Stages:
     below, and a rung with nothing to promote ends the ladder there (logged)."""
     promoted: Promoted = []
     for rung, width in enumerate(spec.ladder.widths):
-        rspec = rung_spec(spec, rung, promoted)
-        exists = st.find_study_at(url, rspec.name) is not None
+        found = st.find_study_at(url, rung_name(spec.name, spec.ladder.widths, rung))
+        if rung and found is not None:  # another's study of this rung's name is not adopted
+            check_owned(found, spec.name)
         if rung and not promoted:
             log(f"ladder {spec.name}: no feasible trial at width "
                 f"{spec.ladder.widths[rung - 1]}; nothing climbs to {width}")
             return
+        rspec = rung_spec(spec, rung, promoted)
         if rung:
             log(f"ladder {spec.name}: {len(promoted)} candidate(s) climb to width {width} "
                 f"({rspec.name}): trials {[n for n, _ in promoted]} of "
                 f"{rung_name(spec.name, spec.ladder.widths, rung - 1)}")
-        summary = yield Stage(rung, rspec, exists)
+        summary = yield Stage(rung, rspec, found is not None)
         promoted = promote(summary.study, spec.ladder.promote)
 
 

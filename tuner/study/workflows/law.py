@@ -42,7 +42,7 @@ from tuner.study.specs.urls import shown
 from tuner.study.store import storage as st
 from tuner.study.workflows.law_fit import budget_studies, fit_law
 from tuner.study.workflows.law_progress import LawClock, budget_line, plan_line
-from tuner.study.workflows.stage import Stage, Stages
+from tuner.study.workflows.stage import Stage, Stages, check_owned
 
 
 class LawUnfit(ValueError):
@@ -117,6 +117,8 @@ def law_stages(spec: StudySpec, url: str, log: Any = print,
         if store is None:
             store = st.storage_if_exists(url)
         found = first if i == 0 and first is not None else _found(name, store)
+        if i and found is not None:  # another's study of this budget's name is not adopted
+            check_owned(found.study, spec.name)
         existing = found.study if found is not None else None
         if found is not None:
             bspec = found.stored

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tuner.study.specs.ladder_spec import rung_name
+from tuner.study.specs.law_spec import budget_name
 from tuner.study.specs.spec import StudySpec
 from tuner.study.store import database as db
 from tuner.study.workflows.ladder import ladder_stages, rung_spec
@@ -30,6 +32,17 @@ def stage_count(spec: StudySpec) -> int:
     if spec.kind == "ladder":
         return len(spec.ladder.widths)
     return 1
+
+
+def stage_names(spec: StudySpec) -> list[str]:
+    """The study names of every stage after the first (a law's budgets, a ladder's rungs):
+    studies only that law or ladder makes (`stage.check_owned`)."""
+    if spec.kind == "law":
+        return [budget_name(spec.name, spec.law, i) for i in range(1, len(spec.law.budgets))]
+    if spec.kind == "ladder":
+        return [rung_name(spec.name, spec.ladder.widths, i)
+                for i in range(1, len(spec.ladder.widths))]
+    return []
 
 
 def first_stage(spec: StudySpec) -> StudySpec:
