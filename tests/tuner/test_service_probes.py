@@ -314,9 +314,27 @@ def test_a_corpus_swapped_for_a_link_out_of_the_roots_after_submit_is_not_read(t
     assert "token" not in error and str(outside) not in error  # nothing about the file read
 
 
+
+def test_a_folder_corpus_with_a_file_linked_from_outside_is_refused_unread(tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.setenv("MOETUNE_CACHE", str(tmp_path / "cache"))
+    data, outside = tmp_path / "data", tmp_path / "outside.txt"
+    (data / "dir").mkdir(parents=True)
+    (data / "dir" / "a.txt").write_text("the quick brown fox jumps over the lazy dog. " * 400)
+    outside.write_text("secret " * 400)
+    (data / "dir" / "zz_link.txt").symlink_to(outside)
+    s = in_process(tmp_path / "root", data_roots=(data,))
+    status, body = s.submit(SPEC.format(name="linked", n=2)
+                            + f'[data]\ncorpus = "{data / "dir"}"\n')
+    s.service.views.close()
+    assert status == 422 and body["field"] == "data.corpus", body
+    assert str(outside) not in body["detail"]
+    assert not (tmp_path / "cache").exists()  # no byte of it cached
+
 # -- a law's budgets and a ladder's rungs belong to their law or ladder ----------------------
 
-LAW = SPEC.replace("[budget]", "[law]\ntokens = [1_000, 3_000, 10_000, 32_000]\ntrials = 2\n[budget]")
+LAW = SPEC.replace("[budget]",
+                   "[law]\ntokens = [1_000, 3_000, 10_000, 32_000]\ntrials = 2\n[budget]")
 
 
 def _spec(text: str) -> Any:

@@ -6,14 +6,17 @@ keys), so a token holder cannot probe the service's disk.
 
 The paths are checked at submit and again by the study's driver before it reads the files
 (`check_spec_paths`). The path is resolved (symbolic links followed) on the service's machine
-when the service runs its own Ray; on a cluster (``--address``) the files live on the nodes, so
-the check is on the path as written (normalized: no ``..`` escapes), and a link inside a data
-root is trusted.
+when the service runs its own Ray, and so is every file reading it may open (`read_paths`: a
+folder's every entry, a Megatron dataset's ``.bin`` and ``.idx``); a file with several hard
+links is refused too, since one of its names may lie outside. On a cluster (``--address``) the
+files live on the nodes, so the check is on the path as written (normalized: no ``..``
+escapes), and a link inside a data root is trusted.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -79,14 +82,42 @@ def check_path(field: str, value: str, roots: Sequence[Path], *, resolve: bool) 
         raise OutsideDataRoots(f"{field}: must be an absolute path on the cluster (the service "
                                f"has no spec folder to read a relative one from), but got "
                                f"{value!r}.", field)
-    where = os.path.realpath(value) if resolve else os.path.normpath(value)
-    for root in roots:
-        base = os.path.realpath(root) if resolve else os.path.normpath(root)
-        if os.path.commonpath([where, base]) == base:
-            return
-    raise OutsideDataRoots(f"{field}: must be a file under a data root this service allows "
-                           f"(`moetune serve --data-root DIR`) or a config shipped with "
-                           f"moetune, but got {value!r}.", field)
+    bases = [os.path.realpath(r) if resolve else os.path.normpath(r) for r in roots]
+    # the path itself first: a folder outside the roots is never listed
+    for path in [value, *(read_paths(value) if resolve else ())]:
+        where = os.path.realpath(path) if resolve else os.path.normpath(path)
+        inside = any(os.path.commonpath([where, base]) == base for base in bases)
+        if not inside or (resolve and _hard_linked(where)):
+            raise OutsideDataRoots(f"{field}: must be a file under a data root this service "
+                                   f"allows (`moetune serve --data-root DIR`) or a config "
+                                   f"shipped with moetune, every file it reads there too (no "
+                                   f"link out of the roots), but got {value!r}.", field)
+
+
+def read_paths(value: str) -> list[str]:
+    """Every path that reading ``value`` may open beside ``value`` itself: each entry of a
+    folder (at any depth, links included: a corpus folder reads them all), and a Megatron
+    dataset's ``PREFIX.bin`` and ``PREFIX.idx`` (``value`` its prefix or either file; listed
+    whether they exist or not, so a link's target is judged by its path alone and the answer
+    is the same whether that target exists)."""
+    from trainers.megatron import paths as megatron_paths  # torch: not for `moetune --help`
+
+    path = Path(value)
+    prefix = path.with_suffix("") if path.suffix in (".bin", ".idx") else path
+    out = [str(p) for p in megatron_paths(prefix)]
+    if path.is_dir():
+        out += [str(p) for p in sorted(path.rglob("*"))]
+    return out
+
+
+def _hard_linked(path: str) -> bool:
+    """Whether ``path`` is a file with another name somewhere (its link count above 1): one of
+    them may lie outside the roots, and no path says which."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False  # nothing there to read
+    return stat.S_ISREG(st.st_mode) and st.st_nlink > 1
 
 
 def _section(table: dict[str, Any], name: str) -> dict[str, Any]:
