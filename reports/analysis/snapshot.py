@@ -14,7 +14,7 @@ import optuna
 import pandas as pd
 
 from reports.analysis.frame import records_frame
-from tuner.study.results.noise import KneeTies, knee_ties, noise_sd
+from tuner.study.results.noise import KneeTies, knee_ties, noise_sd, planned_repeats
 from tuner.study.results.trial_record import (
     Objective,
     TrialRecord,
@@ -67,7 +67,8 @@ class Snapshot:
 
     def knee_ties(self) -> KneeTies | None:
         """The knee and the trials tied with it within the noise (None: no feasible trial)."""
-        return knee_ties(self.records, self.objectives, self.noise_sd)
+        return knee_ties(self.records, self.objectives, self.noise_sd,
+                         planned=planned_repeats(self.study_user_attrs))
 
 
 def take_snapshot(study: optuna.Study, *, note: str | None = None) -> Snapshot:

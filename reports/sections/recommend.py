@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from reports.analysis.snapshot import Snapshot
 from tuner.study.results.diagnostics import edge_warnings, unvaried_warnings
+from tuner.study.results.noise import planned_repeats
 from tuner.study.results.ranking import pareto_front, study_knee
 from tuner.study.results.trial_record import TrialRecord
 from tuner.study.specs.metrics import LOAD_DEPENDENT, load_warning
@@ -133,6 +134,10 @@ def _confidence(snapshot: Snapshot, feasible: list[TrialRecord],
     if noise:
         lines.append(f"Run-to-run noise of val_loss (measured, {noise.get('how', '')}): "
                      f"±{float(noise['sd']):.3g}; differences below that are ties.")
+    elif planned := planned_repeats(snapshot.study_user_attrs):
+        lines.append(f"Run-to-run noise is not measured yet: the spec's `noise_repeats = "
+                     f"{planned}` re-trainings run after the last trial and have not finished; "
+                     "until they have, small differences in val_loss may be noise.")
     else:
         lines.append("Run-to-run noise was not measured for this study: small differences in "
                      "val_loss may be noise (re-run the top trials with other seeds, or "

@@ -101,6 +101,18 @@ def test_front_members_far_outside_the_noise_are_not_tied(tmp_path):
     assert "none of the other feasible trials" in pick_trial(study, Pick(kind="knee")).how
 
 
+def test_noise_the_spec_asks_for_reads_as_still_to_come_not_as_never_asked(tmp_path):
+    """A study whose spec sets noise_repeats, its re-trainings not run yet (the page while the
+    trials run, or a study stopped before them), is not told to set what it sets."""
+    study = front_study(sd=None)
+    study.set_user_attr(records.SPEC, {"study": {"noise_repeats": 2}})
+    md = reports.build(study, tmp_path)["ranked_md"].read_text()
+    assert ("tied with the knee #1 cannot be judged yet: the spec sets `noise_repeats = 2`, "
+            "and run-to-run noise is measured by those re-trainings") in md
+    assert "Run-to-run noise is not measured yet: the spec's `noise_repeats = 2`" in md
+    assert "set `noise_repeats = 2` in [study]" not in md and "was not measured" not in md
+
+
 def test_without_noise_ties_with_the_knee_cannot_be_judged(tmp_path):
     study = front_study(sd=None)
     paths = reports.build(study, tmp_path)

@@ -33,7 +33,7 @@ from optuna.trial import FrozenTrial, TrialState
 from trainers.result import is_usable
 from tuner.app.requests.ladder_rungs import is_ladder_base, ladder_rungs
 from tuner.app.requests.law_grid import is_law_base, law_grid
-from tuner.study.results.noise import knee_ties, noise_sd
+from tuner.study.results.noise import knee_ties, noise_sd, planned_repeats
 from tuner.study.results.ranking import pareto_front, study_knee
 from tuner.study.results.trial_record import Objective, TrialRecord, study_objectives, trial_record
 from tuner.study.run.resume import counts_toward_target
@@ -207,7 +207,8 @@ def _ties(read: _Read) -> dict[str, Any] | None:
     (`tuner.study.results.noise.knee_ties`: the rule ranked.md, report.html and ``export --pick
     knee``
     use); None without a feasible trial."""
-    ties = knee_ties(read.recs, read.objectives, noise_sd(read.attrs))
+    ties = knee_ties(read.recs, read.objectives, noise_sd(read.attrs),
+                     planned=planned_repeats(read.attrs))
     if ties is None:
         return None
     return {"knee": ties.knee, "tied": list(ties.tied), "judged": ties.judged,

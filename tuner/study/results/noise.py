@@ -129,6 +129,7 @@ class KneeTies:
     unjudged: tuple[str, ...]  # objectives without a noise estimate
     measured: bool
     relative: dict[str, float] = field(default_factory=dict)  # timed objectives: share of value
+    planned: int = 0  # the noise re-trainings per trial the spec asks for (`planned_repeats`)
 
     @property
     def judged(self) -> bool:
@@ -138,6 +139,11 @@ class KneeTies:
         """One sentence for the report, the recommendation and ``export --pick knee``."""
         who = f"the best trial #{self.knee}" if self.single else f"the knee #{self.knee}"
         others = "other feasible trials"
+        if not self.measured and self.planned:
+            return (f"Whether {others} are tied with {who} cannot be judged yet: the spec "
+                    f"sets `noise_repeats = {self.planned}`, and run-to-run noise is measured "
+                    "by those re-trainings, which run after the last trial and have not "
+                    "finished.")
         if not self.measured:
             return (f"Whether {others} are tied with {who} cannot be judged: run-to-run noise "
                     f"was not measured ({HOW_TO_MEASURE}).")
@@ -164,9 +170,11 @@ class KneeTies:
 
 def knee_ties(recs: Sequence[TrialRecord], objectives: Sequence[Objective],
               sd: float | None, *, front: Sequence[TrialRecord] | None = None,
-              ) -> KneeTies | None:
+              planned: int = 0) -> KneeTies | None:
     """The knee of ``front`` (default: the Pareto set of the feasible ``recs``) and the trials
-    tied with it (module docstring); None without a feasible trial.
+    tied with it (module docstring); None without a feasible trial. ``planned``: the noise
+    re-trainings the spec asks for (`planned_repeats`), so an unmeasured noise reads as still
+    to come rather than never asked for.
 
     Candidates are every feasible trial of ``recs``, on the front or not: with one objective a
     tie with the best trial; with several, a trial within the noise of the knee on every judged
@@ -194,7 +202,14 @@ def knee_ties(recs: Sequence[TrialRecord], objectives: Sequence[Objective],
     return KneeTies(knee=k.number, single=single, tied=ties, noise=noise,
                     unjudged=tuple(o.name for o in objectives
                                    if o.name not in noise and o.name not in relative),
-                    measured=sd is not None, relative=relative)
+                    measured=sd is not None, relative=relative, planned=planned)
+
+
+def planned_repeats(study_user_attrs: Mapping[str, Any]) -> int:
+    """The ``[study] noise_repeats`` of a study's stored spec: the re-trainings that measure its
+    noise after the last trial (0 when none are asked for or no spec is stored)."""
+    n = ((study_user_attrs.get(records.SPEC) or {}).get("study") or {}).get("noise_repeats", 0)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
 
 
 def _worse(r: TrialRecord, k: TrialRecord, o: Objective) -> bool:
