@@ -324,3 +324,11 @@ def test_a_re_training_task_receives_a_training_and_never_the_storage_url(monkey
         assert number == 3 and type(training) is Training
         assert trainer is testing.seed_noise_train
     assert [pickle.loads(b)[1].seed for b in ray.sent] == [1, 2]
+
+
+def test_a_re_trainings_progress_line_rounds_its_loss_as_the_bar_does():
+    from tuner.study.run.noise_retrain import _said
+
+    run = {"trial": 3, "seed": 1, "val_loss": 2.4644588232040405}
+    assert _said(run, 1, 4, "qs").endswith("trial 3 with seed 1: val_loss 2.4645")
+    assert _said(run | {"val_loss": "nan"}, 2, 4, "qs").endswith("val_loss nan")

@@ -147,5 +147,6 @@ def run_record(number: int, seed: int, trained: Trained) -> dict[str, Any]:
 
 def _said(run: dict[str, Any], k: int, n: int, name: str) -> str:
     """A progress line: the ``k``-th of ``n`` re-trainings of study ``name`` has ended."""
+    loss = run["val_loss"]  # "nan" when the re-training failed
     return (f"{name}: re-training {k}/{n}: trial {run['trial']} with seed {run['seed']}: "
-            f"val_loss {run['val_loss']}")
+            f"val_loss {f'{loss:.4f}' if isinstance(loss, float) else loss}")
