@@ -100,13 +100,17 @@ def test_a_study_may_not_take_the_name_of_a_file_the_service_keeps_in_its_root(s
     assert TokenStore(db.open_storage(svc.service.config.storage_url).engine).any() is False
 
 
-def test_a_custom_sqlite_database_in_the_root_reserves_its_name_too(tmp_path):
+@pytest.mark.parametrize("query", ["", "?timeout=30", "?timeout=30&uri=false"])
+@pytest.mark.parametrize("name", ["team.db-journal", "team.db-mj0a1b", "team.dbx"])
+def test_a_custom_sqlite_database_in_the_root_reserves_its_name_too(tmp_path, query, name):
     root = tmp_path / "root"
     s = in_process(root)
-    s.service.config = ServiceConfig(root=root, storage_url=f"sqlite:///{root / 'team.db'}")
-    status, body = s.submit(SPEC.format(name="team.db-journal", n=2))
+    s.service.config = ServiceConfig(root=root,
+                                     storage_url=f"sqlite:///{root / 'team.db'}{query}")
+    status, body = s.submit(SPEC.format(name=name, n=2))
     s.service.views.close()
     assert status == 422 and body["field"] == "study.name", body
+    assert not (root / name).exists()
 
 
 def test_a_space_file_is_only_ever_a_shipped_space(svc, tmp_path, monkeypatch):

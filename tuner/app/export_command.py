@@ -38,11 +38,17 @@ from tuner.study.store import storage as st
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``export`` sub-command."""
-    p = subparsers.add_parser("export", help="scale a study's chosen recipe to the full run and "
-                              "write it as a launch config")
+    p = subparsers.add_parser(
+        "export", help="scale a study's chosen recipe to the full run and write it as a launch "
+        "config",
+        description="Scale a study's chosen recipe to the full run and write it as a launch "
+        "config. Warmup is kept in optimizer steps (Adam updates), so no batch moves it: the "
+        "proxy's tuned warmup steps when they span at least 2/(1-beta2) updates, else "
+        "DeepSeek-V3's 2000 steps (docs/full_run.md, the scaling rules' warmup row).")
     p.add_argument("study", help="study name")
-    p.add_argument("--pick", nargs="+", default=["best-loss"], metavar="HOW",
-                   help=f"one of {PICKS}; 'trial N' picks trial number N (default: best-loss)")
+    p.add_argument("--pick", nargs="+", default=["knee"], metavar="HOW",
+                   help=f"one of {PICKS}; 'trial N' picks trial number N (default: knee, the "
+                        "report's recommendation; with one objective the best trial)")
     p.add_argument("--max-memory-gb", type=float, help="only trials whose measured proxy peak "
                    "memory (GiB) is at most this")
     p.add_argument("--min-tokens-per-s", type=float, help="only trials at least this fast")
@@ -50,10 +56,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "deepseek-v3-236b, deepseek-v3-671b), a DeepSeek-style config JSON or a "
                    "proxy preset")
     p.add_argument("--hardware", default="h800", help=f"one of {sorted(HARDWARE)}")
-    p.add_argument("--gpus", type=int, required=True)
+    p.add_argument("--gpus", type=int, required=True,
+                   help="GPUs of the full run (its parallel plan and GPU-hours are modeled)")
     p.add_argument("--tokens", type=float, required=True,
                    help="training tokens of the full run (e.g. 14.8e12)")
-    p.add_argument("--seq-len", type=int, default=4096)
+    p.add_argument("--seq-len", type=int, default=4096,
+                   help="the full run's sequence length in tokens (default: %(default)s)")
     p.add_argument("--global-batch", type=int, help="final global batch in sequences "
                    "(default: a law study's batch law, else B_opt of the compute law); the LR "
                    "is the one for this batch")
@@ -68,7 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--law", type=Path, metavar="LAW_JSON",
                    help="a law.json of `moetune law fit`: the LR is its lr*(D, B) at the full "
                         "run's tokens and final batch (a study trained without muP)")
-    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--micro-batch", type=int, default=1,
+                   help="sequences per GPU per forward pass (default: %(default)s)")
     p.add_argument("--tp", type=int, help="fix the tensor-parallel degree")
     p.add_argument("--pp", type=int, help="fix the pipeline-parallel degree")
     p.add_argument("--ep", type=int, help="fix the expert-parallel degree")

@@ -97,7 +97,7 @@ class ExportRequest:
     target: str  # a published config, a DeepSeek-style config JSON or a proxy preset
     gpus: int
     tokens: float  # training tokens of the full run
-    pick: tuple[str, ...] = ("best-loss",)  # ("knee",), ("trial", "7"), ...
+    pick: tuple[str, ...] = ("knee",)  # the report's recommendation; ("trial", "7"), ...
     max_memory_gb: float | None = None
     min_tokens_per_s: float | None = None
     hardware: str = "h800"

@@ -51,7 +51,7 @@ from tuner.export import formats
 from tuner.study.run import warm_start as ws
 from tuner.study.specs.spec import NAME_RE, StudySpec
 from tuner.study.store import storage as st
-from tuner.study.store.database import shown, study_names
+from tuner.study.store.database import shown, sqlite_path, study_names
 from tuner.study.workflows.ladder import rung_spec
 from tuner.study.workflows.law import budget_spec
 from tuner.study.workflows.stage_runner import stage_names
@@ -189,7 +189,7 @@ class Service:
                                   check_table=self._check_table)
         except RequestError as e:
             raise SubmitError(str(e), field=e.field) from None
-        taken = reserved_name(spec.name, self.config.root, _sqlite_file(self.config.storage_url))
+        taken = reserved_name(spec.name, self.config.root, sqlite_path(self.config.storage_url))
         if taken is not None:
             raise SubmitError(f"study.name: must not name what the service keeps in its root "
                               f"({taken}), but got {spec.name!r}; choose another name.",
@@ -423,11 +423,6 @@ def _first_stage(spec: StudySpec) -> StudySpec:
     if spec.ladder.on:
         return rung_spec(spec, 0, [])
     return spec
-
-
-def _sqlite_file(url: str) -> Path | None:
-    """The file of a SQLite database URL, else None."""
-    return Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
 
 
 def _report_key(study: optuna.Study) -> str:

@@ -44,7 +44,7 @@ class FileGone:
     so the driver looks (`is_set`, a stat, polled as a stop flag) and `check` raises."""
 
     def __init__(self, url: str) -> None:
-        self._path = _sqlite_path(url)
+        self._path = sqlite_path(url)
         self._url = url
         self._inode = self._path.stat().st_ino if self._path is not None else None
 
@@ -115,7 +115,7 @@ def open_storage(url: str, where: str = "--storage") -> optuna.storages.RDBStora
     """
     check_url(url, where)
     kwargs: dict[str, Any] = {}
-    path = _sqlite_path(url)
+    path = sqlite_path(url)
     if path is not None:
         kwargs = {"connect_args": {"timeout": 60}}
         _create_sqlite_file(path, where)
@@ -181,7 +181,7 @@ def _engine_url(url: str) -> str:
     """The URL SQLAlchemy connects with: a sqlite file is opened read-write and never created
     (SQLite's ``mode=rw`` URI, https://www.sqlite.org/uri.html), so a file deleted under a
     running driver fails loudly instead of reappearing empty."""
-    path = _sqlite_path(url)
+    path = sqlite_path(url)
     if path is None:
         return _with_installed_driver(url)
     return f"sqlite:///file:{quote(str(path))}?mode=rw&uri=true"
@@ -201,7 +201,7 @@ def open_existing_storage(url: str, where: str = "--storage") -> optuna.storages
     Optuna's tables into a database (sqlite or server) that has none. Raises LookupError if
     there is no study database at ``url``."""
     check_url(url, where)
-    path = _sqlite_path(url)
+    path = sqlite_path(url)
     if path is not None:
         if not path.is_file():
             raise LookupError(f"{where}: no database at {path} (nothing was created).")
@@ -227,7 +227,9 @@ def _server_has_study_tables(url: str, where: str) -> bool:
                            f"{type(e).__name__}: {first}") from None
 
 
-def _sqlite_path(url: str) -> Path | None:
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL, whatever query the URL carries (``?timeout=30``), else
+    None."""
     if not url.startswith("sqlite:///"):
         return None
     return Path(sqlalchemy.engine.make_url(url).database or "")
