@@ -16,8 +16,14 @@ from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app.cli import main
 from tuner.export import export_study
 from tuner.export.pick import Pick, finished_trials, pick_trial
-from tuner.modeling import scaling
-from tuner.modeling.full_run import ExportError, FullRunTarget, build_full_run, load_target
+from tuner.modeling.anchor.answer import shipped_prior
+from tuner.modeling.full_run import (
+    ExportError,
+    FullRunTarget,
+    build_full_run,
+    load_target,
+    run_point,
+)
 from tuner.modeling.hardware import get_hardware
 from tuner.study.results.ranking import knee, pareto_front
 from tuner.study.results.trial_record import Objective
@@ -114,13 +120,17 @@ def test_rules_are_applied_as_stated(study):
     t = target()
     full, picked = export_study(study, Pick(kind="best-loss"), t)
     proxy = picked.record.recipe
-    # LR: compute law with C = M·D computed here from the cost model's M
-    c_proxy = scaling.non_embedding_flops_per_token(PROXY, proxy.seq_len) * 200_000
-    c_full = scaling.non_embedding_flops_per_token(t.model_args, 4096) * 10**12
-    assert full.recipe.lr == pytest.approx(proxy.lr * (c_full / c_proxy) ** -0.125)
-    # batch: B_opt in sequences, a multiple of dp; ramp shape 8/32 kept
+    # batch: the published recipes' prior at the full run, in sequences, a multiple of dp;
+    # ramp shape 8/32 kept
+    prior = shipped_prior()
+    point = run_point(full.model_args, t)
     dp = full.plan.dp
-    assert full.recipe.batch_end == dp * round(0.292 * c_full**0.3271 / 4096 / dp)
+    assert full.recipe.batch_end == dp * round(prior.read_batch(point).value / 4096 / dp)
+    # LR: no law, so the prior's at the written batch, not the proxy's LR moved by an exponent
+    at_batch = dataclasses.replace(point, batch=float(full.recipe.batch_end * 4096))
+    assert full.recipe.lr == pytest.approx(prior.read_lr(at_batch).value)
+    assert full.answer is not None and full.answer.law is None
+    assert full.recipe.lr != pytest.approx(proxy.lr, rel=0.5)
     assert full.recipe.batch_start == dp * round(full.recipe.batch_end / 4 / dp)
     # fractions carried, precision carried, checkpoint ratio chosen by the memory model
     for name in ("batch_ramp_fraction", "min_lr_ratio", "decay", "precision", "weight_decay"):
@@ -146,9 +156,15 @@ def test_mup_study_keeps_the_lr_and_the_base_width():
                                        records.MODEL_ARGS: mup.to_dict(),
                                        records.METRICS: {"token_budget": 1000}}))
     full, _ = export_study(s, Pick(kind="trial", trial=0), target())
-    assert full.recipe.lr == 4e-3 and full.model_args.mup_base_dim == 32
-    assert full.hidden_lr == pytest.approx(4e-3 / (2048 / 32))
-    assert any("muP" in w for w in full.warnings)
+    # the base width is kept, so the multipliers carry over; the LR is the anchored answer's
+    # at the full run (muP carries an LR across width, not across tokens and batch): the
+    # prior's single LR is what the hidden matrices get, the base LR that times width_mult
+    assert full.model_args.mup_base_dim == 32
+    assert full.answer is not None
+    assert full.hidden_lr == pytest.approx(full.answer.prior.value)
+    assert full.recipe.lr == pytest.approx(full.hidden_lr * 2048 / 32)
+    rule = next(r.rule for r in full.rules if r.field == "lr")
+    assert "muP" in rule and "4e-3" not in rule and "0.004" in rule  # the proxy's LR, named
 
 
 def test_fp8_on_a100_is_refused():

@@ -214,8 +214,10 @@ def test_megatron_mup_uses_decoupled_lr():
     run = full_run(Recipe(lr=4e-3), proxy=dataclasses.replace(PROXY, mup_base_dim=32))
     text = formats.render("megatron", run)
     args = _parse_args(text)
-    assert float(args["--decoupled-lr"]) == 4e-3
-    assert float(args["--lr"]) == pytest.approx(4e-3 * 32 / 7168)
+    # the base LR (embeddings, head, norms) is decoupled; --lr is the hidden matrices'
+    assert float(args["--decoupled-lr"]) == pytest.approx(run.recipe.lr)
+    assert float(args["--lr"]) == pytest.approx(run.recipe.lr * 32 / 7168)
+    assert float(args["--lr"]) == pytest.approx(run.hidden_lr)
     # what the LR assumes and what the run would need, said in the file
     note = next(line for line in text.splitlines() if line.startswith("# NOTE: muP"))
     assert "norms train at --lr" in note and "no muP init" in note
@@ -228,7 +230,7 @@ def test_torchtitan_mup_writes_the_hidden_lr_and_says_what_it_assumes(fmt):
     muP (the hidden matrices' lr / width_mult), and the file says what that leaves out."""
     run = full_run(Recipe(lr=4e-3), proxy=dataclasses.replace(PROXY, mup_base_dim=32))
     text = formats.render(fmt, run)
-    hidden = 4e-3 * 32 / 7168
+    hidden = run.recipe.lr * 32 / 7168
     assert run.hidden_lr == pytest.approx(hidden)
     written = (tomllib.loads(text)["optimizer"]["lr"] if fmt == "torchtitan-toml" else
                float(re.search(r"default_adamw\(\s*lr=([0-9.e-]+)", text).group(1)))

@@ -54,15 +54,22 @@ def export(law, *, batches=ONE_BATCH, **kw):
                           law=law, law_batches=batches)
 
 
-def test_a_law_fitted_at_one_batch_refuses_its_lr_at_the_full_runs_batch():
-    with pytest.raises(ExportError) as e:
-        export(LAW)
-    said = str(e.value)
-    assert said.startswith("lr: ") and "256 tokens per step" in said
-    assert "batch searched" in said and "moetune law fit" in said  # what to run
-    assert "--lr " in said and "--lr-at-fitted-batch" in said  # what to pass instead
-    with pytest.raises(ExportError):  # --global-batch moves the batch, never silently the LR
-        export(LAW, global_batch=1024)
+def test_a_law_fitted_at_one_batch_does_not_move_the_answer_at_another_batch():
+    """Its LR is not carried to the full run's batch (no measured coupling): the answer is the
+    published recipes' prior there, and it says why the law did not move it and what to run."""
+    full = export(LAW)
+    assert full.answer is not None and not full.answer.law_used
+    assert full.hidden_lr == pytest.approx(full.answer.prior.value)
+    assert full.recipe.lr == pytest.approx(full.hidden_lr * 7168 / 64)  # muP: the base LR
+    rule = next(r.rule for r in full.rules if r.field == "lr")
+    assert "does not move it" in rule and "256 tokens per step" in rule
+    assert "batch searched" in rule and "moetune law fit" in rule  # what to run
+    # --global-batch moves the batch and the LR with the prior's measured coupling, never the
+    # law's LR fitted at 256 tokens
+    other = export(LAW, global_batch=1024)
+    assert other.answer is not None and not other.answer.law_used
+    assert other.hidden_lr == pytest.approx(other.answer.prior.value)
+    assert other.hidden_lr != pytest.approx(full.hidden_lr, rel=0.01)
 
 
 def test_accepted_at_the_fitted_batch_the_lr_is_labelled_and_warned():
@@ -158,22 +165,28 @@ class WideLaw(TwoVariableLaw):
 
 
 def test_a_band_wider_than_four_times_pins_no_lr_and_is_refused_unless_accepted():
-    """An answer the law's own band disowns is not written as the answer: refused, naming the
-    band and what to pass; --lr-wide-band writes it labelled; the user's --lr needs neither."""
+    """Where the anchored answer's own band disowns it, a law's export is refused, naming the
+    band and what to pass; --lr-wide-band writes it labelled; the user's --lr needs neither.
+    Far below the recipe table (671B on 1e9 tokens) the prior is wide, and a wide law does
+    not narrow it enough."""
+    short = {"global_batch": 256, "tokens": 10**9}
     with pytest.raises(ExportError) as e:
-        export(WideLaw(), global_batch=2048)
+        export(WideLaw(), **short)
     said = str(e.value)
-    assert said.startswith("lr: the study's law does not pin the full run's LR")
-    assert "9x wide (more than 4x)" in said and "--lr-wide-band" in said and "--lr " in said
-    full = export(WideLaw(), global_batch=2048, lr_wide_band=True)
-    assert full.recipe.lr == pytest.approx(WideLaw().at(TOKENS, 2048 * 4096))
-    warned = [w for w in law_warnings(full, WideLaw(), target()) if "BAND WIDER" in w]
-    assert len(warned) == 1 and "9x wide" in warned[0]
-    own = export(WideLaw(), global_batch=2048, lr=1e-3)
-    assert own.recipe.lr == 1e-3
-    assert not [w for w in law_warnings(own, WideLaw(), target()) if "BAND WIDER" in w]
-    narrow = export(TwoVariableLaw(), global_batch=2048)  # 2.25x: written, no such warning
-    assert not [w for w in law_warnings(narrow, TwoVariableLaw(), target()) if "BAND" in w]
+    assert said.startswith("lr: the anchored answer does not pin the full run's LR")
+    assert "(more than 4x)" in said and "--lr-wide-band" in said and "with --lr," in said
+    full = export(WideLaw(), lr_wide_band=True, **short)
+    assert full.answer is not None and full.answer.width > 4
+    assert full.recipe.lr == pytest.approx(full.answer.lr)
+    assert len([w for w in full.warnings if w.startswith("BAND WIDER THAN 4x")]) == 1
+    own = export(WideLaw(), lr=1e-3, **short)
+    assert own.recipe.lr == 1e-3 and not [w for w in own.warnings if "BAND WIDER" in w]
+    # at the full run's own size the same wide law, combined with the prior, is answered
+    near = export(WideLaw(), global_batch=2048)
+    assert near.answer is not None and near.answer.width <= 4 and near.answer.law_used
+    # the 9x law 7 decades out reads 100x off published practice there: the two disagree, and
+    # the narrower, the prior, answers alone, saying so with both numbers
+    assert near.answer.law_weight == 0 and "DISAGREE" in near.answer.disagree
 
 
 def test_a_ramp_says_which_batch_the_lr_is_for_and_the_ramp_starts_optimum():
@@ -184,7 +197,10 @@ def test_a_ramp_says_which_batch_the_lr_is_for_and_the_ramp_starts_optimum():
     start = d["at_ramp_start"]
     assert d["for_batch_tokens"] == full.recipe.batch_end * 4096
     assert start["batch_tokens"] == full.recipe.batch_start * 4096
-    assert start["lr"] == pytest.approx(law.at(TOKENS, start["batch_tokens"]))
+    assert start["law_lr"] == pytest.approx(law.at(TOKENS, start["batch_tokens"]))
+    assert full.answer_at_start is not None
+    assert start["lr"] == pytest.approx(full.answer_at_start.lr)
+    assert start["band"][0] < start["lr"] < start["band"][1]
 
 
 def test_each_launch_file_says_which_batch_its_lr_is_for_with_the_laws_band():
@@ -193,23 +209,24 @@ def test_each_launch_file_says_which_batch_its_lr_is_for_with_the_laws_band():
     start's LR beside it. Only the native file held these as numbers before."""
     law = TwoVariableLaw()
     full = export(law, global_batch=2048)
-    lo, hi = law.band(TOKENS, 2048 * 4096)
+    lo, hi = (v * 64 / 7168 for v in law.band(TOKENS, 2048 * 4096))  # the hidden matrices'
     for fmt in ("megatron", "torchtitan", "torchtitan-toml"):
         head = next(line for line in formats.render(fmt, full).splitlines()
                     if line.startswith("# LR: "))
         assert head.startswith(f"# LR: base lr {full.recipe.lr:.4g} (muP; the hidden "
                                f"matrices' {full.hidden_lr:.4g}) for the final batch, 2048 x "
                                "4096 = 8,388,608 tokens per step: ")  # PROXY trains under muP
-        assert f"band [{lo:.3g}, {hi:.3g}]" in head and "decades past" in head
+        assert f"[{lo:.3g}, {hi:.3g}]" in head and "decades past" in head
+        assert "the published recipes' prior" in head and "weight" in head
     plain = build_full_run(Recipe(lr=3e-3), dataclasses.replace(PROXY, mup_base_dim=0),
                            target(global_batch=2048), proxy_tokens=524_288, law=law)
     assert plain.lr_line().startswith(f"lr {plain.recipe.lr:.4g} for the final batch, 2048 x")
     ramp = build_full_run(Recipe(lr=3e-3, batch_schedule="linear", batch_start=2, batch_end=8),
                           PROXY, target(), proxy_tokens=524_288, law=law)
-    start = ramp.lr_at_start
-    assert start is not None and start.lr is not None
-    assert (f"at the ramp's first batch ({start.batch:,.0f} tokens per step) the law gives lr "
-            f"{start.lr:.4g}") in formats.render("megatron", ramp)
+    start = ramp.answer_at_start
+    assert start is not None
+    assert (f"at the ramp's first batch ({start.batch:,.0f} tokens per step) the anchored "
+            f"answer is lr {start.lr:.4g}") in formats.render("megatron", ramp)
 
 
 def test_warnings_compare_like_with_like_under_mup():
@@ -224,7 +241,7 @@ def test_warnings_compare_like_with_like_under_mup():
     said = law_warnings(low, LAW, target(lr=2.2e-4))
     assert any(w.startswith("the full run's LR of its hidden matrices")
                and "DeepSeek-V3's published recipe" in w for w in said)
-    plain = build_full_run(Recipe(lr=2.2e-4), PROXY, target(), proxy_tokens=524_288)
+    plain = build_full_run(Recipe(lr=2.2e-4), PROXY, target(lr=2.2e-4), proxy_tokens=524_288)
     assert any(w.startswith("outside published practice: LR of the hidden matrices")
                for w in plain.warnings)
 

@@ -15,14 +15,13 @@ proxy's speed on the study's device: the export says so, with the knob's modeled
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from tuner.export.backtest import backtest
 from tuner.export.device import timed_choice_warnings
 from tuner.export.pick import Pick, Picked, finished_trials, pick_trial
 from tuner.modeling import scaling
-from tuner.modeling.full_run import LAW_BAND_LIMIT, FullRun, FullRunTarget, build_full_run
+from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run
 from tuner.modeling.laws.lr_at_batch import BatchLaw, LawBatches
 from tuner.modeling.laws.pooled_law import LACK_OF_FIT_P
 from tuner.modeling.laws.power_law import StudyLaw, deepseek_llm_batch, deepseek_llm_lr
@@ -34,12 +33,14 @@ from tuner.study.store import records
 
 def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
                  law: StudyLaw | BatchLaw | None = None,
-                 law_batches: LawBatches | None = None) -> tuple[FullRun, Picked]:
+                 law_batches: LawBatches | None = None,
+                 law_origin: str = "study") -> tuple[FullRun, Picked]:
     """Pick a trial of an Optuna ``study`` and scale it to ``target``; with a law study's
     ``law``, the final batch from its batch law and the LR its law gives at that batch
     (`tuner.modeling.laws.lr_at_batch`: a law in D alone fitted at one batch refuses it elsewhere).
     ``law_batches``: the batches a law in D alone was fitted at, by default those of
-    ``study``'s own finished trials (a law study's budgets share one search space)."""
+    ``study``'s own finished trials (a law study's budgets share one search space);
+    ``law_origin``: ``study`` (a law study's own) or ``table`` (`moetune law fit`'s)."""
     picked = pick_trial(study, pick)
     if isinstance(law, StudyLaw) and law_batches is None:
         law_batches = LawBatches.of(float(t.recipe.batch_end * t.recipe.seq_len)
@@ -61,46 +62,32 @@ def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
                              f"{check.get('spearman')}.")
     full.warnings.extend(edge_warnings(study, picked) + unsearched_warnings(picked)
                          + timed_choice_warnings(study, picked, full, target))
-    full.warnings.extend(law_warnings(full, law, target))
+    full.warnings.extend(law_warnings(full, law, target, origin=law_origin))
     if law is not None:
         full.backtest.extend(backtest(law, proxy=r.model_args, batches=law_batches))
     return full, picked
 
 
 def law_warnings(full: FullRun, law: StudyLaw | BatchLaw | None,
-                 target: FullRunTarget) -> list[str]:
-    """Without a law: say the LR rests on one proxy point. With one: its band at the batch
-    written, its checks, and the LR against DeepSeek LLM's law and the target's published
-    recipe, like with like (a published single LR against the LR the target's hidden matrices
-    get: lr / width_mult under µP), warned past 2x apart; the batch likewise."""
+                 target: FullRunTarget, *, origin: str = "study") -> list[str]:
+    """The law's checks (a study's law: its held-out budget and lack of fit; a law fitted from
+    a table of runs has neither), and the LR and batch against DeepSeek LLM's law and the
+    target's published recipe, like with like (a published single LR against the LR the
+    target's hidden matrices get: lr / width_mult under µP), warned past 2x apart."""
     c_full = scaling.compute_budget(full.model_args, target.seq_len, target.tokens)
     if law is None:
-        decades = math.log10(c_full / full.proxy["compute"])
-        how = ("muP carries it across width, not across the tokens"
-               if full.model_args.mup_base_dim else "moved by DeepSeek LLM's exponent -0.125")
-        return [f"the full run's LR rests on one proxy point {decades:.1f} decades of compute "
-                f"below it ({how}); a [law] study fits the study's own LR and batch laws and "
-                "checks them on a held-out budget (docs/tuning.md, \"Scaling laws\")."]
+        return _against_published(full, False, c_full, target)
     out = []
-    at = full.lr_at
-    writes_law_lr = at is not None and at.lr is not None and full.recipe.lr == at.lr
-    if at is not None and writes_law_lr and at.band[1] / at.band[0] > LAW_BAND_LIMIT:
-        lo, hi = at.band
-        out.append(f"BAND WIDER THAN {LAW_BAND_LIMIT:g}x (--lr-wide-band): the study's law does "
-                   f"not pin the full run's LR: its band at the full run is [{lo:.3g}, "
-                   f"{hi:.3g}], {hi / lo:.3g}x wide, {at.decades_tokens:.1f} decades past the "
-                   f"fitted budgets in D and {at.decades_batch:.1f} in B (law.md says which "
-                   "budgets it rests on); the published recipe is the safer start.")
     p = getattr(law, "lack_of_fit_p", None)
     if p is not None and p < LACK_OF_FIT_P:
         out.append(f"the study's budgets' lr optima do not lie on one power law (lack of fit "
-                   f"p = {p:.2g}, law.md): the law's band assumes they do, so "
-                   "the LR's uncertainty at the full run is larger than stated.")
+                   f"p = {p:.2g}, law.md): the law's band assumes they do, so its weight in "
+                   "the anchored answer is larger than it should be.")
     held = getattr(law, "held_out", None)
-    if not held:
+    if origin == "study" and not held:
         out.append("the study's law has not been checked on a held-out budget ([law] held_out, "
                    "then `moetune resume`).")
-    else:
+    elif held:
         out += missed_check_warnings(held)
     return out + _against_published(full, getattr(law, "batch", None) is not None, c_full,
                                     target)

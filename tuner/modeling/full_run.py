@@ -25,6 +25,9 @@ from trainers.config.validation import field_error, require
 from trainers.presets import preset, preset_names
 from tuner.modeling import cost_model as cm
 from tuner.modeling import fp8_speed, references, scaling
+from tuner.modeling.anchor.answer import LrAnswer, answer_batch, answer_lr, shipped_prior
+from tuner.modeling.anchor.prior import SOURCE as PRIOR_SOURCE
+from tuner.modeling.anchor.prior import RunPoint
 from tuner.modeling.hardware import Hardware, get_hardware
 from tuner.modeling.laws.lr_at_batch import BatchLaw, LawBatches, LrAtBatch, lr_at_batch
 from tuner.modeling.laws.power_law import StudyLaw
@@ -100,7 +103,8 @@ class FullRunTarget(FullRunLimits):
     hardware: Hardware
     lr: float | None = None  # the user's LR (µP: the base LR), written instead of any rule's
     lr_at_fitted_batch: bool = False  # write a law's LR measured at another batch, labelled
-    lr_wide_band: bool = False  # write a law's LR whose band at the full run is > LAW_BAND_LIMIT
+    lr_wide_band: bool = False  # write an LR whose band at the full run is > LAW_BAND_LIMIT
+    recipes: Path | None = None  # a team's own past full runs, added to the recipe table
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -131,12 +135,15 @@ class FullRun:
     lr_at: LrAtBatch | None = None  # a law's LR at the final batch (`lr_at_batch`)
     lr_at_start: LrAtBatch | None = None  # ... and at a ramp's first batch
     backtest: list[dict[str, Any]] = field(default_factory=list)  # `tuner.export.backtest`
+    answer: LrAnswer | None = None  # the anchored answer at the final batch
+    answer_at_start: LrAnswer | None = None  # ... and at a ramp's first batch
 
     def lr_dict(self) -> dict[str, Any]:
         """The native export's ``lr``: the LR and the batch it is for, where a law measured it
-        (``valid_at_batch``; None: at any batch, or no law), its band as numbers (``band``:
-        lo, hi, level, decades past the fitted budgets in D and in B) and, with a ramp, the
-        law's LR at the ramp's first batch."""
+        (``valid_at_batch``; None: at any batch, or no law), the law's band as numbers
+        (``band``: lo, hi, level, decades past the fitted budgets in D and in B), the anchored
+        answer (``answer``: its band, the prior's form and scatter, the law's weight) and, with
+        a ramp, the answer at the ramp's first batch."""
         r, at = self.recipe, self.lr_at
         out: dict[str, Any] = {
             "lr": r.lr, "hidden_lr": self.hidden_lr, "min_lr": r.lr * r.min_lr_ratio,
@@ -145,9 +152,13 @@ class FullRun:
             "source": next((x.kind for x in self.rules if x.field == "lr"), ""),
             "valid_at_batch": at.valid_at_batch if at else None,
             "band": at.band_dict() if at else None}
-        if self.lr_at_start is not None:
-            s = self.lr_at_start
-            out["at_ramp_start"] = {"batch_tokens": s.batch, "lr": s.lr, "refusal": s.refusal}
+        if self.answer_at_start is not None:
+            a, s = self.answer_at_start, self.lr_at_start
+            out["at_ramp_start"] = {"batch_tokens": a.batch, "lr": a.lr, "band": list(a.band),
+                                    "law_lr": s.lr if s else None,
+                                    "refusal": s.refusal if s else ""}
+        if self.answer is not None:
+            out["answer"] = self.answer.to_dict()
         return out
 
     def lr_line(self) -> str:
@@ -160,10 +171,10 @@ class FullRun:
                 if self.model_args.mup_base_dim else f"lr {r.lr:.4g}")
         line = (f"{what} for the final batch, {r.batch_end} x {r.seq_len} = "
                 f"{r.batch_end * r.seq_len:,} tokens per step: {rule}")
-        s = self.lr_at_start
-        if s is not None:
-            line += (f"; at the ramp's first batch ({s.batch:,.0f} tokens per step) the law gives "
-                     + (f"lr {s.lr:.4g}" if s.lr is not None else f"none ({s.refusal})"))
+        a = self.answer_at_start
+        if a is not None:
+            line += (f"; at the ramp's first batch ({a.batch:,.0f} tokens per step) the anchored "
+                     f"answer is lr {a.lr:.4g} (band [{a.band[0]:.3g}, {a.band[1]:.3g}])")
         return " ".join(line.split())  # one comment line in any launch file, whatever a rule holds
 
     def to_dict(self) -> dict[str, Any]:
@@ -364,6 +375,15 @@ def _carried_rules(proxy: Recipe, skip: set[str]) -> list[scaling.Rule]:
             for f in dataclasses.fields(Recipe) if f.name not in skip]
 
 
+def run_point(args: ModelArgs, target: FullRunTarget, batch: float = 0.0) -> RunPoint:
+    """The full run as the recipe table's prior reads it (non-embedding parameter counts)."""
+    c = cm.count_params(args)
+    emb = c.embedding + c.head
+    return RunPoint(n_active=float(c.active - emb), n_total=float(c.total - emb),
+                    layers=args.n_layers, dim=args.dim, seq_len=target.seq_len,
+                    tokens=float(target.tokens), batch=batch)
+
+
 def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget, *,
                    proxy_tokens: int, proxy_info: dict[str, Any] | None = None,
                    law: StudyLaw | BatchLaw | None = None,
@@ -397,16 +417,31 @@ def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget,
     x_full = one_var.x(target.tokens, c_full / target.tokens) if one_var else 0.0
     multiple = plan.dp * target.micro_batch
     warnings = _warnings(model_args, proxy, target, law) + _check_global_batch(target, plan)
+    point = run_point(args, target)
+    prior = shipped_prior(target.recipes)
+    proposed = None
+    if target.global_batch is None:
+        batch_law = one_var.batch if one_var is not None else None
+        b = answer_batch(point, prior=prior,
+                         law_batch=batch_law.at(x_full) if batch_law else None,
+                         law_band=batch_law.band(x_full) if batch_law else None,
+                         law=f"the team's batch law ({one_var.name})" if one_var else "")
+        proposed = (b.tokens, b.rule, PRIOR_SOURCE)
     start, end, batch_rules = scaling.scale_batch(
         proxy, c_full=c_full, seq_len=target.seq_len, multiple=multiple,
-        global_batch=target.global_batch, law=one_var, x_full=x_full)
+        global_batch=target.global_batch, proposed=proposed)
     counts = cm.count_params(args)
     ats = [lr_at_batch(law, tokens=target.tokens, batch=float(b * target.seq_len),
                        flops_per_token=c_full / target.tokens, batches=law_batches,
                        params=float(counts.active - counts.embedding - counts.head))
            for b in (end, start)] if law is not None else [None, None]
-    lr, hidden_lr, lr_rule = _lr(model_args, proxy.lr, c_proxy, args, c_full, target, ats[0])
-    warnings += _fitted_batch_warning(ats[0], lr)
+    mult = args.dim / model_args.mup_base_dim if model_args.mup_base_dim else 1.0
+    answers = [answer_lr(dataclasses.replace(point, batch=float(b * target.seq_len)),
+                         prior=prior, law=at, width_mult=mult)
+               for b, at in zip((end, start), ats, strict=True)]
+    lr, hidden_lr, lr_rule = _lr(model_args, proxy.lr, c_proxy, args, c_full, target, ats[0],
+                                 answers[0])
+    warnings += _fitted_batch_warning(ats[0], lr) + _answer_warnings(answers[0], lr, target)
     if proxy.batch_schedule != "constant" and start == end:
         rule = next(r.rule for r in batch_rules if r.field == "batch_start")
         warnings.append(f"the tuned {proxy.batch_schedule!r} batch schedule collapsed to a "
@@ -426,29 +461,35 @@ def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget,
     rules += _carried_rules(proxy, {r.field for r in rules})
     return FullRun(model_args=args, recipe=recipe, plan=plan, target=target, steps=steps,
                    hidden_lr=hidden_lr, rules=rules, warnings=warnings, lr_at=ats[0],
-                   lr_at_start=ats[1] if start != end else None,
+                   lr_at_start=ats[1] if start != end else None, answer=answers[0],
+                   answer_at_start=answers[1] if start != end else None,
                    cost=full_run_cost(args, recipe, plan, target, c_full),
                    proxy=(proxy_info or {}) | {"tokens": proxy_tokens, "compute": c_proxy,
                                                "recipe": proxy.to_dict()})
 
 
 def _lr(proxy_args: ModelArgs, proxy_lr: float, c_proxy: float, args: ModelArgs,
-        c_full: float, target: FullRunTarget, at: LrAtBatch | None
+        c_full: float, target: FullRunTarget, at: LrAtBatch | None, answer: LrAnswer
         ) -> tuple[float, float, scaling.Rule]:
-    """(lr, hidden-matrix lr, rule): the user's, else the law's at the final batch (`_law_lr`),
-    else the proxy's moved by `scaling.scale_lr`."""
-    if target.lr is None and at is None:
-        return scaling.scale_lr(proxy_args, proxy_lr, c_proxy, args, c_full)
+    """(lr, hidden-matrix lr, rule): the user's, else the anchored answer at the final batch
+    (`tuner.modeling.anchor.answer`: the published recipes' prior, moved by the team's law where
+    it reads one there), refused past `LAW_BAND_LIMIT` (`_answer_lr`)."""
+    mup = bool(proxy_args.mup_base_dim)
     if target.lr is not None:
         lr, kind, text = target.lr, "user", f"--lr {target.lr:.4g}"
-        if at is not None:
-            text += (f"; the study's law at this batch: {at.lr:.4g}" if at.lr is not None else
-                     f"; the study's law refuses an LR at this batch ({at.refusal})")
+        text += f"; the anchored answer at this batch: {answer.lr:.4g} ({answer.width:.2f}x band)"
+        if at is not None and at.lr is None:
+            text += f"; the study's law refuses an LR at this batch ({at.refusal})"
+        source = ""
     else:
-        assert at is not None
-        lr, kind, text = _law_lr(at, target), "scaled", at.rule
-    source = scaling.LAW_SOURCE if at is not None else ""
-    if not proxy_args.mup_base_dim:
+        lr, kind, text, source = _answer_lr(at, answer, target), "scaled", answer.rule(), \
+            "; ".join(filter(None, (PRIOR_SOURCE, scaling.LAW_SOURCE if at is not None else "")))
+        if at is not None and lr == at.law_lr and at.lr is None:
+            text = at.rule  # --lr-at-fitted-batch: the law's own LR, labelled as such
+        elif mup:
+            text += (f" The proxy's own base LR, {proxy_lr:.4g}, muP-transferred unchanged, is "
+                     "one proxy point: it does not move the answer.")
+    if not mup:
         return lr, lr, scaling.Rule(field="lr", value=lr, kind=kind, rule=text, source=source)
     width_mult = args.dim / proxy_args.mup_base_dim
     text += (f"; muP: the base LR (embeddings, head, norms); hidden matrices use lr / "
@@ -464,31 +505,37 @@ def _lr(proxy_args: ModelArgs, proxy_lr: float, c_proxy: float, args: ModelArgs,
 LAW_BAND_LIMIT = 4.0
 
 
-def _law_lr(at: LrAtBatch, target: FullRunTarget) -> float:
-    """The law's LR at the final batch; where it refuses, its LR at the fitted batch if the
-    user accepts that, else an `ExportError` naming what to run and what to pass. A band wider
-    than `LAW_BAND_LIMIT` at the full run is refused the same way: the law's own band says its
-    point is not the answer there."""
-    if at.lr is not None:
-        lo, hi = at.band
-        if hi / lo > LAW_BAND_LIMIT and not target.lr_wide_band:
-            raise ExportError(
-                f"lr: the study's law does not pin the full run's LR: its 95% band at the "
-                f"full run's tokens and batch is [{lo:.3g}, {hi:.3g}], {hi / lo:.3g}x wide "
-                f"(more than {LAW_BAND_LIMIT:g}x), {at.decades_tokens:.1f} decades past the "
-                f"fitted budgets in D and {at.decades_batch:.1f} in B. Give the LR yourself "
-                f"with --lr (e.g. the published recipe's), or --lr-wide-band to write the "
-                f"law's {at.lr:.3g} anyway, labelled with its band; budgets and batches nearer "
-                f"the full run narrow it (law.md says what it rests on).")
-        return at.lr
-    if not target.lr_at_fitted_batch or at.valid_at_batch is None:
-        accept = (f", or --lr-at-fitted-batch to write the law's {at.law_lr:.3g}, measured at "
-                  f"{at.valid_at_batch:.4g} tokens per step, labelled as such in the file"
-                  if at.valid_at_batch is not None else "")
-        raise ExportError(f"lr: a law's LR is written only at a batch where the law measured "
-                          f"it, but {at.refusal}. Or give the LR yourself with --lr (e.g. the "
-                          f"published recipe's){accept}.")
-    return at.law_lr
+def _answer_lr(at: LrAtBatch | None, answer: LrAnswer, target: FullRunTarget) -> float:
+    """The anchored answer's LR; with a law (``at``), refused (an `ExportError` naming what to
+    pass) where its band is wider than `LAW_BAND_LIMIT`, unless the user accepts it
+    (``lr_wide_band``); a plain study's export writes it with a warning. Where the
+    team's law refuses its LR at this batch and the user asks for the law's LR at the batch it
+    was fitted at (``lr_at_fitted_batch``), that LR, labelled."""
+    if at is not None and at.lr is None and target.lr_at_fitted_batch \
+            and at.valid_at_batch is not None:
+        return at.law_lr
+    lo, hi = answer.band
+    # a plain study asked for no law's answer: it gets the prior's, its band said out loud
+    if hi / lo > LAW_BAND_LIMIT and not target.lr_wide_band and at is not None:
+        raise ExportError(
+            f"lr: the anchored answer does not pin the full run's LR: its 95% band at the full "
+            f"run's tokens and batch is [{lo:.3g}, {hi:.3g}], {hi / lo:.3g}x wide (more than "
+            f"{LAW_BAND_LIMIT:g}x): {answer.rule()} Give the LR yourself with --lr, or "
+            f"--lr-wide-band to write {answer.lr:.3g} anyway, labelled with its band.")
+    return answer.lr
+
+
+def _answer_warnings(answer: LrAnswer, lr: float, target: FullRunTarget) -> list[str]:
+    """The answer's disagreement, and a wide band written on request, said out loud."""
+    out = [answer.disagree] if answer.disagree else []
+    if lr == answer.lr and answer.width > LAW_BAND_LIMIT:
+        lo, hi = answer.band
+        why = ("--lr-wide-band" if target.lr_wide_band else
+               "the published recipes scatter more at this size and length than at theirs")
+        out.append(f"BAND WIDER THAN {LAW_BAND_LIMIT:g}x ({why}): the anchored answer's band "
+                   f"at the full run is [{lo:.3g}, {hi:.3g}], {answer.width:.3g}x wide: the "
+                   "LR written is the prior's best estimate, not a pinned one.")
+    return out
 
 
 def _fitted_batch_warning(at: LrAtBatch | None, lr: float) -> list[str]:
@@ -611,13 +658,11 @@ def _warnings(model_args: ModelArgs, proxy: Recipe, t: FullRunTarget,
     if t.tp is not None and t.tp > t.hardware.gpus_per_node:
         out.append(f"--tp {t.tp} spans more than one node ({t.hardware.gpus_per_node} GPUs per "
                    "node): tensor parallelism then runs over the inter-node network.")
-    if model_args.mup_base_dim and law is None:  # a law fits the LR across the tokens
-        out.append("muP transfers LR across width, not across token horizon or batch size "
-                   "(Tensor Programs V); the LR is not adjusted for the longer run.")
     if t.global_batch is None and proxy.batch_schedule != "constant" and (
             getattr(law, "batch", None) is None):
-        out.append("batch_end comes from B_opt, fitted on dense models (DeepSeek LLM); "
-                   "check it against the proxy's tuned end batch.")
+        out.append("batch_end comes from the published recipes' prior, whose batches scatter "
+                   "far more than their LRs (the batch_end rule gives its band); no batch law "
+                   "of the study's moved it.")
     return out
 
 
@@ -665,7 +710,9 @@ def modeled_cost(recipe: Recipe, proxy_args: ModelArgs, target: FullRunTarget,
     layout fits. The checkpoint ratio is re-chosen for the full run, so the peak moves with what
     the recipe carries over (precision) and what the memory model must recompute to fit."""
     try:
-        full = build_full_run(recipe, proxy_args, target, proxy_tokens=token_budget)
+        # the LR does not enter the cost: a wide band is no reason to call a recipe unbuildable
+        full = build_full_run(recipe, proxy_args, dataclasses.replace(target, lr_wide_band=True),
+                              proxy_tokens=token_budget)
     except ExportError:
         return math.inf, math.inf
     return float(full.cost["peak_memory_gib"]["total"]), float(full.cost["gpu_hours"])

@@ -105,11 +105,20 @@ def round_to_multiple(x: float, multiple: int) -> int:
 
 def scale_batch(proxy_recipe: Recipe, *, c_full: float, seq_len: int, multiple: int = 1,
                 global_batch: int | None = None, law: StudyLaw | None = None,
-                x_full: float = 0.0) -> tuple[int, int, list[Rule]]:
+                x_full: float = 0.0,
+                proposed: tuple[float, str, str] | None = None) -> tuple[int, int, list[Rule]]:
     """Full-run (batch_start, batch_end) in sequences, multiples of ``multiple`` (dp·micro):
-    the user's global batch, else the study's own batch law at ``x_full``, else DeepSeek LLM's
-    B_opt(C)."""
-    if global_batch is None and law is not None and law.batch is not None:
+    the user's global batch, else ``proposed`` (tokens, rule, source: the anchored answer's,
+    `tuner.modeling.anchor.answer.answer_batch`), else the study's own batch law at
+    ``x_full``, else DeepSeek LLM's B_opt(C)."""
+    if global_batch is None and proposed is not None:
+        tokens, said, source = proposed
+        end = round_to_multiple(tokens / seq_len, multiple)
+        end_rule = Rule(field="batch_end", value=end, kind="scaled",
+                        rule=(f"{said} = {tokens / seq_len:.1f} sequences of {seq_len}, rounded "
+                              f"to a multiple of dp*micro_batch={multiple}"), source=source)
+        law = None
+    elif global_batch is None and law is not None and law.batch is not None:
         tokens = law.batch.at(x_full)
         lo, hi = law.batch.band(x_full)
         end = round_to_multiple(tokens / seq_len, multiple)
@@ -126,7 +135,7 @@ def scale_batch(proxy_recipe: Recipe, *, c_full: float, seq_len: int, multiple: 
         end_rule = Rule(field="batch_end", value=end, kind="user",
                         rule=f"--global-batch {global_batch}, rounded to a multiple of "
                              f"dp*micro_batch={multiple}")
-    if global_batch is None and (law is None or law.batch is None):
+    if global_batch is None and proposed is None and (law is None or law.batch is None):
         tokens = b_opt_tokens(c_full)
         end = round_to_multiple(tokens / seq_len, multiple)
         end_rule = Rule(field="batch_end", value=end, kind="scaled",

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 from trainers.config.validation import FieldError, relabel
 from tuner.app.requests.errors import UsageError
+from tuner.modeling.anchor.recipe_table import load_recipes
 from tuner.modeling.full_run import FullRunLimits, FullRunTarget, load_target
 from tuner.modeling.hardware import get_hardware
 
@@ -67,4 +69,17 @@ def parse_target(args: argparse.Namespace) -> FullRunTarget:
                          memory_fraction=args.memory_fraction, mfu=args.mfu, tp=args.tp,
                          pp=args.pp, ep=args.ep, lr=args.lr,
                          lr_at_fitted_batch=args.lr_at_fitted_batch,
-                         lr_wide_band=args.lr_wide_band)
+                         lr_wide_band=args.lr_wide_band, recipes=_recipes(args))
+
+
+def _recipes(args: argparse.Namespace) -> Path | None:
+    """``--recipes``: a team's own runs, checked here (row, column, rule, value) before any
+    work; the service's requests carry none."""
+    path = getattr(args, "recipes", None)
+    if path is None:
+        return None
+    try:
+        load_recipes(team=Path(path))
+    except FieldError as e:
+        raise FlagError(f"--recipes: {e}", "--recipes") from None
+    return Path(path)

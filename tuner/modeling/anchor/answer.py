@@ -1,0 +1,199 @@
+"""The full run's LR and final batch: the one answer every export format, law.md, the terminal line
+and the service's law page read.
+
+The answer is anchored where the full run is: the prior of published practice at the run's size,
+tokens and batch (`tuner.modeling.anchor.prior`), moved by what the team measured, no more.
+A team's law (its `[law]` study, or a law fitted from a table of its runs) is read at the full
+run through the export's own hook (`tuner.modeling.laws.lr_at_batch`), and where the two agree
+(chi^2 of their difference within its 95% point) they are combined in log10 space by inverse
+variance, each weighed by its own band there: a narrow law near the target dominates, a CPU law
+seven decades short barely moves the prior. Where they disagree beyond their bands, both cannot
+be right and an average of the two would claim a band that neither supports: the answer is then
+the narrower of the two alone, with its own band, and says so with both numbers (a team's law
+measured a decade from the target outweighs what other labs chose; a far law whose band is
+wider than the prior's does not move it). A law that refuses its LR at the run's batch (fitted
+at one batch: no measured coupling) does not move the answer; the answer says why.
+
+LRs are compared like with like: the prior is one LR for every parameter (standard
+parametrization), so under µP the team law's base LR enters as the hidden matrices' LR
+(lr / width_mult) and the answer's base LR is the combined hidden LR times width_mult.
+
+    >>> ans = answer_lr(point, prior=shipped_prior(), law=at)      # doctest: +SKIP
+    >>> ans.lr, ans.band, ans.weights                              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuner.modeling.anchor.prior import LEVEL, Prior, Reading, RunPoint, fit_prior, t_quantile
+from tuner.modeling.anchor.recipe_table import load_recipes
+from tuner.modeling.laws.lr_at_batch import LrAtBatch
+
+Z95 = 1.959964
+
+
+@functools.lru_cache(maxsize=8)
+def shipped_prior(team: Path | None = None) -> Prior:
+    """The prior from the shipped recipe table, with a team's own runs (``team``) if given."""
+    return fit_prior(load_recipes(team=team))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Combined:
+    """Two readings in log10 space combined by inverse variance (module docstring)."""
+
+    mu: float
+    sd: float
+    weight: float  # the second reading's weight (0 or 1 where they disagree)
+    chi2: float  # of their difference, one degree of freedom
+    disagree: bool
+
+
+def combine(mu_a: float, sd_a: float, mu_b: float, sd_b: float) -> Combined:
+    """(mu_a, sd_a) and (mu_b, sd_b), decades: combined by inverse variance where they agree,
+    else the narrower alone (module docstring)."""
+    chi2 = (mu_a - mu_b) ** 2 / (sd_a**2 + sd_b**2)
+    if chi2 > Z95**2:
+        b_wins = sd_b < sd_a
+        return Combined(mu=mu_b if b_wins else mu_a, sd=sd_b if b_wins else sd_a,
+                        weight=float(b_wins), chi2=chi2, disagree=True)
+    wa, wb = 1 / sd_a**2, 1 / sd_b**2
+    return Combined(mu=(wa * mu_a + wb * mu_b) / (wa + wb), sd=math.sqrt(1 / (wa + wb)),
+                    weight=wb / (wa + wb), chi2=chi2, disagree=False)
+
+
+def band_sd(band: tuple[float, float], level: float = LEVEL) -> float:
+    """A 95% band's sd in decades, read as normal in log10."""
+    return math.log10(band[1] / band[0]) / (2 * Z95) if level == LEVEL else \
+        math.log10(band[1] / band[0]) / (2 * t_quantile(level, 10**6))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LrAnswer:
+    """The full run's LR at ``batch`` (tokens per step): ``lr`` (µP: the base LR; ``hidden_lr``
+    the hidden matrices'), its band (of ``lr``), and where it came from."""
+
+    lr: float
+    hidden_lr: float
+    band: tuple[float, float]
+    level: float
+    batch: float
+    prior: Reading
+    law: LrAtBatch | None
+    law_weight: float
+    law_used: bool
+    disagree: str
+    width_mult: float
+    prior_summary: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def width(self) -> float:
+        return self.band[1] / self.band[0]
+
+    def rule(self) -> str:
+        """The answer in one sentence: the prior (form, recipes, scatter), the law's weight."""
+        p = self.prior
+        said = (f"anchored answer at {self.batch:,.0f} tokens per step: the published recipes' "
+                f"prior ({p.form}: {p.what}; {p.rows} AdamW recipes, left-out scatter "
+                f"{p.scatter:.3f} decades) gives {p.value:.3g} [{p.band[0]:.3g}, "
+                f"{p.band[1]:.3g}]")
+        if p.team_offset:
+            said += f", moved {p.team_offset:+.2f} decades by the team's own runs"
+        if self.law is not None and self.law_used:
+            assert self.law.lr is not None
+            m = self.width_mult
+            lo, hi = self.law.band
+            said += (f"; {law_name(self.law)} gives {self.law.lr / m:.3g} [{lo / m:.3g}, "
+                     f"{hi / m:.3g}]{' (hidden matrices)' if m != 1 else ''}, "
+                     f"{self.law.decades_tokens:.1f} decades past its data in D and "
+                     f"{self.law.decades_batch:.1f} in B, weight {self.law_weight:.0%}")
+        lo, hi = (v / self.width_mult for v in self.band)
+        said += (f"; {'answer' if self.disagree else 'combined'} {self.hidden_lr:.4g}, band "
+                 f"[{lo:.3g}, {hi:.3g}] ({self.level:.0%}, {self.width:.2f}x)")
+        return " ".join(filter(None, [said + ".", self.disagree, *self.notes]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lr": self.lr, "hidden_lr": self.hidden_lr, "band": list(self.band),
+                "level": self.level, "width": self.width, "batch_tokens": self.batch,
+                "prior": self.prior.to_dict(), "law_weight": self.law_weight,
+                "law_used": self.law_used, "law_lr": self.law.lr if self.law else None,
+                "law_band": list(self.law.band) if self.law and self.law_used else None,
+                "disagree": self.disagree, "width_mult": self.width_mult,
+                "prior_forms": self.prior_summary, "notes": list(self.notes)}
+
+
+def law_name(at: LrAtBatch) -> str:
+    return f"the team's law ({at.law})"
+
+
+def answer_lr(point: RunPoint, *, prior: Prior, law: LrAtBatch | None = None,
+              width_mult: float = 1.0, placed: bool = False) -> LrAnswer:
+    """The full run's LR at ``point`` (module docstring); ``law``: the team's law read there
+    (its base LR under µP, ``width_mult`` = the target's dim / the µP base width)."""
+    p = prior.read_lr(point, placed=placed)
+    mu, sd = math.log10(p.value), band_sd(p.band)  # the t quantile's width carried
+    weight, used, disagree, notes = 0.0, False, "", []
+    if law is not None and law.lr is not None:
+        law_mu, law_sd = math.log10(law.lr / width_mult), band_sd(law.band)
+        c = combine(mu, sd, law_mu, max(law_sd, 1e-6))
+        mu, sd, weight, used = c.mu, c.sd, c.weight, True
+        if c.disagree:
+            who = law_name(law) if c.weight else "the prior"
+            disagree = (f"THE TEAM'S LAW AND THE PRIOR DISAGREE beyond their bands: "
+                        f"{law_name(law)} {law.lr / width_mult:.3g} against the prior's "
+                        f"{p.value:.3g} ({10 ** abs(law_mu - math.log10(p.value)):.2g}x apart, "
+                        f"chi^2 {c.chi2:.1f}): the answer is the narrower, {who}, alone, with "
+                        "its own band.")
+    elif law is not None:
+        notes.append(f"{law_name(law)} does not move it: {law.refusal.rstrip('.')}.")
+    half = Z95 * sd
+    hidden = 10**mu
+    return LrAnswer(lr=hidden * width_mult, hidden_lr=hidden,
+                    band=(10 ** (mu - half) * width_mult, 10 ** (mu + half) * width_mult),
+                    level=LEVEL, batch=point.batch, prior=p, law=law, law_weight=weight,
+                    law_used=used, disagree=disagree, width_mult=width_mult,
+                    prior_summary=prior.summary(), notes=notes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchAnswer:
+    """The full run's final batch in tokens per step, its band and its rule."""
+
+    tokens: float
+    band: tuple[float, float]
+    rule: str
+    law_weight: float
+
+
+def answer_batch(point: RunPoint, *, prior: Prior, law_batch: float | None = None,
+                 law_band: tuple[float, float] | None = None, law: str = "") -> BatchAnswer:
+    """The final batch: the prior's batch law at the run, combined with the team's batch law
+    (``law_batch`` and its 95% band) when it has one."""
+    p = prior.read_batch(point)
+    said = (f"the published recipes' prior ({p.form}: {p.what}; left-out scatter "
+            f"{p.scatter:.2f} decades) gives {p.value:.4g} tokens [{p.band[0]:.3g}, "
+            f"{p.band[1]:.3g}]")
+    if law_batch is None or law_band is None:
+        return BatchAnswer(tokens=p.value, band=p.band, rule=said, law_weight=0.0)
+    c = combine(math.log10(p.value), p.sd, math.log10(law_batch), max(band_sd(law_band), 1e-6))
+    half = Z95 * c.sd
+    said += (f"; {law} gives {law_batch:.4g} [{law_band[0]:.3g}, {law_band[1]:.3g}], weight "
+             f"{c.weight:.0%}; combined {10 ** c.mu:.4g} tokens")
+    if c.disagree:
+        said += (f" (THE TWO DISAGREE beyond their bands, chi^2 {c.chi2:.1f}: the narrower "
+                 "alone)")
+    return BatchAnswer(tokens=10**c.mu, band=(10 ** (c.mu - half), 10 ** (c.mu + half)),
+                       rule=said, law_weight=c.weight)
+
+
+def target_point(*, n_active: float, n_total: float, layers: int, dim: int, seq_len: int,
+                 tokens: float, batch: float) -> RunPoint:
+    """A `RunPoint` for a target (non-embedding parameter counts)."""
+    return RunPoint(n_active=n_active, n_total=n_total, layers=layers, dim=dim,
+                    seq_len=seq_len, tokens=tokens, batch=batch)
