@@ -445,3 +445,27 @@ def test_deleting_a_law_deletes_its_every_budget_and_their_folders(svc):
     assert not (svc.root / "victim").exists() and not (svc.root / "victim.t3000").exists()
     status, body = svc.submit(LAW.format(name="victim", n=2))  # a new law of the same name
     assert status == 201, body
+
+
+@pytest.mark.parametrize("raw", [b'{"spec": 1e999}', b'{"spec": NaN}', b'{"spec": [1, -Infinity]}',
+                                 b'{"spec": "x", "name": Infinity}',
+                                 b'{"spec": "x", "space": {"a": NaN}}'])
+def test_a_non_finite_number_in_a_body_is_a_422(svc, raw):
+    r = svc.client.post("/api/v1/studies", content=raw,
+                        headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] in ("spec", "name", "space")
+
+
+def test_a_non_finite_number_in_an_export_is_a_422(svc):
+    assert svc.submit(SPEC.format(name="nums", n=2))[0] == 201
+    for raw in (b'{"pick": "knee", "target": "deepseek-v3-671b", "gpus": NaN}',
+                b'{"pick": "knee", "target": "deepseek-v3-671b", "tokens": 1e999}'):
+        r = svc.client.post("/api/v1/studies/nums/export", content=raw,
+                            headers={"content-type": "application/json"})
+        assert r.status_code == 422, r.text
+
+
+def test_the_dashboards_after_must_be_a_number(svc):
+    r = svc.client.get("/api/studies/0?after=abc")
+    assert r.status_code == 422 and r.json()["field"] == "after", r.text

@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.types import Receive, Scope, Send
@@ -97,6 +98,15 @@ def create_app(service: Service) -> FastAPI:
     @app.exception_handler(RequestError)  # a typed request refused (`tuner.app.requests.actions`)
     async def request_error(request: Request, exc: RequestError) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "field": exc.field}, status_code=422)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own answer echoes each bad value, and a non-finite number (1e999, NaN,
+        # Infinity, which Python's JSON parser reads) cannot be written back as JSON: a 500
+        errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")),
+                   "type": str(e.get("type", ""))} for e in exc.errors()]
+        field = ".".join(str(x) for x in errors[0]["loc"][1:]) if errors else "body"
+        return JSONResponse({"detail": errors, "field": field or "body"}, status_code=422)
 
     @app.exception_handler(TransitionError)
     async def transition_error(request: Request, exc: TransitionError) -> JSONResponse:
@@ -234,6 +244,12 @@ def _mount_dashboard(app: FastAPI, service: Service) -> None:
             except HTTPException as e:
                 await JSONResponse({"detail": e.detail}, status_code=e.status_code)(
                     scope, receive, send)
+                return
+            after = request.query_params.get("after")
+            if after is not None and not after.isdigit():  # the dashboard's int() would 500
+                await JSONResponse({"detail": f"after: must be a whole number of trials, but "
+                                              f"got {after[:40]!r}.", "field": "after"},
+                                   status_code=422)(scope, receive, send)
                 return
             if "accept-encoding" not in request.headers:  # the dashboard's static files
                 # read it unguarded (a KeyError, a 500, without it): none means identity
