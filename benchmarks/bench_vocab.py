@@ -60,8 +60,8 @@ def one_run(job: tuple[str, str | None, float, int, int]) -> dict[str, Any]:
     import torch
 
     from trainers import train
+    from tuner.corpus.section import load_data
     from tuner.study.specs.proxy import resolve_model_args
-    from tuner.study.specs.spec import load_data
 
     torch.set_num_threads(1)
     corpus, tokenizer, lr, seed, tokens = job
@@ -158,7 +158,7 @@ def main() -> None:
     lrs = lr_grid(spec_for(None, args.tokens), args.recipes)
     kept = kept_runs(args.out, lrs, args.seeds, args.tokens) if args.add else []
     for name in args.corpora:  # tokenize (and train the BPE vocabulary) once, up front
-        from tuner.study.specs.spec import load_data
+        from tuner.corpus.section import load_data
 
         load_data(spec_for(CORPORA[name], args.tokens).data, progress=True)
     have = {(r["corpus"], r["lr"], r["seed"]) for r in kept}

@@ -136,4 +136,4 @@ def test_only_the_training_call_assembles_a_training():
     home = "tuner/study/trial/training.py"
     assert calls["gate_for"] == {home}
     assert calls["set_num_threads"] == {home}
-    assert calls["load_data"] == {home, "tuner/study/specs/spec.py"}
+    assert calls["load_data"] == {home, "tuner/study/specs/data_spec.py"}

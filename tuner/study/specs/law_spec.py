@@ -22,7 +22,7 @@ budget (`tuner.study.workflows.law` runs it; `tuner.study.workflows.law_fit` fit
                                 # the full run's hidden matrices take lr / width_mult
 
 With ``batches`` the law is in tokens and batch: the spec's space gets ``batch_end`` searched as
-a categorical over exactly those values (`tuner.study.specs.spec` adds it, and refuses a space
+a categorical over exactly those values (`law_space` adds it, and refuses a space
 that fixes ``batch_end`` or searches it otherwise), and the sampler assigns the batches in blocks
 of n / len(batches) trials while its own design places lr within each block
 (`tuner.study.trial.samplers.CellSampler`), so every (budget, batch) cell searches lr over the same
@@ -48,7 +48,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainers.config.validation import FieldError, reject_unknown, require
+import optuna
+
+from search_spaces.loader import SearchSpace, space_from_dict
+from trainers.config.validation import FieldError, reject_unknown, relabel, require
+from tuner.study.specs.ladder_spec import LadderSection
+from tuner.study.specs.metrics import Direction
+from tuner.study.specs.sections import NAME_RE, StudySection
+from tuner.study.specs.table import SpecError
 
 BUDGET_SEP = ".t"
 MIN_BUDGETS = 4
@@ -257,3 +264,70 @@ def _batches(batches: Any) -> tuple[int, ...]:
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def law_of_spec(table: Any, name: str, ladder: LadderSection, space: SearchSpace,
+                objectives: tuple[tuple[str, Direction], ...]) -> LawSection:
+    """``[law]``, and what a law needs of the rest of the spec: lr searched, val_loss an
+    objective (the surface is fitted to it), no ladder beside it (one study, one kind of
+    fidelity)."""
+    try:
+        law = parse_law(table, study_name=name, name_re=NAME_RE)
+    except LawError as e:
+        raise relabel(e, e.field, error=SpecError) from None
+    if not law.on:
+        return law
+    require(not ladder.on, "law", "cannot be combined with [ladder] (a law varies the tokens "
+            "at one width, a ladder the width at one budget)", sorted(table), error=SpecError)
+    require("lr" in space.names(), "law",
+            "needs lr searched in [space] (the law fits the optimal lr)", list(space.names()),
+            error=SpecError)
+    require("val_loss" in dict(objectives), "law",
+            "needs val_loss among the objectives (the optimum is val_loss's)", dict(objectives),
+            error=SpecError)
+    seq_len = space.largest("seq_len")
+    require(law.tokens[0] >= seq_len, "law.tokens",
+            f"must each hold at least one sequence of the longest seq_len the space allows "
+            f"(seq_len={seq_len})", list(law.tokens), error=SpecError)
+    return law
+
+
+def law_space(law: LawSection, space: SearchSpace, study: StudySection) -> SearchSpace:
+    """The space a law with ``batches`` searches: ``batch_end`` a categorical over exactly those
+    values, added here unless the space already searches it so (a stored spec does). A space
+    that fixes ``batch_end``, searches it otherwise, or searches ``seq_len`` (the batches'
+    tokens per step would then move with it) is refused, as is a number of trials per budget
+    that the batches do not divide (every cell gets as many)."""
+    if not law.batches:
+        return space
+    choices = list(law.stage_batches)
+    require("batch_end" not in space.fixed, "space.fixed.batch_end",
+            "must not be set with law.batches (the law searches every batch it lists)",
+            space.fixed.get("batch_end"), error=SpecError)
+    require("seq_len" not in space.names(), "space.params.seq_len",
+            "must not be searched with law.batches (fix it: the batches are sequences of one "
+            "length)", "searched", error=SpecError)
+    n = law.trials or study.n_trials
+    field = "law.trials" if law.trials else "study.n_trials"
+    require(law.budget > 0 or n % len(choices) == 0, field,  # a budget's own: derived
+            f"must be a multiple of len(law.batches) = {len(choices)}, so every (budget, batch) "
+            "cell gets as many trials", n, error=SpecError)
+    dists = space.distributions()
+    if "batch_end" in dists:
+        d = dists["batch_end"]
+        same = (isinstance(d, optuna.distributions.CategoricalDistribution)
+                and list(d.choices) == choices)
+        require(same, "space.params.batch_end",
+                f"must be absent with law.batches (the law searches it as categorical "
+                f"{choices}) or exactly that",
+                list(getattr(d, "choices", ())) or d, error=SpecError)
+        return space
+    return with_batches(space, choices)
+
+
+def with_batches(space: SearchSpace, choices: list[int]) -> SearchSpace:
+    """``space`` with ``batch_end`` searched as a categorical over ``choices``."""
+    source = space.to_dict()
+    params = dict(source.get("params", {}))
+    params["batch_end"] = {"type": "categorical", "choices": choices}
+    return space_from_dict({**source, "params": params})

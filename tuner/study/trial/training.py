@@ -4,10 +4,11 @@ Every training moetune runs goes through `run_training`: a study's trials
 (`tuner.study.trial.trainable`), the noise re-trainings (`tuner.study.results.noise`, in this
 process or as Ray tasks), `moetune rerun` (`tuner.study.workflows.rerun`) and `moetune validate`
 (`tuner.study.workflows.validate`). It sets torch's threads from ``cpus`` (and puts them back),
-picks the device (`device_for`, the one rule), loads the corpus (`specs.spec.load_data`, as
-`check_inputs` does), calls the trainer with the machine's cores gate (`cores.gate_for`) and
-turns how it ended into a `Trained`: an out-of-memory error is ``oom``, any other exception
-``error``, each with its `Reason` and the exception itself; only Ctrl-C (KeyboardInterrupt) and
+picks the device (`device_for`, the one rule), loads the corpus
+(`tuner.corpus.section.load_data`, as `check_inputs` does), calls the trainer with the
+machine's cores gate (`cores.gate_for`) and turns how it ended into a `Trained`: an
+out-of-memory error is ``oom``, any other exception ``error``, each with its `Reason` and the
+exception itself; only Ctrl-C (KeyboardInterrupt) and
 SystemExit pass through. Each caller says what a failure means for it: a trial reports it, a
 noise re-training records it on the run, rerun and validate raise it (`Trained.result_or_raise`).
 
@@ -31,8 +32,10 @@ from typing import Any, Literal
 
 from trainers import ModelArgs, Recipe, TrainResult
 from trainers.config.validation import require
+from tuner.corpus.documents import CorpusError
+from tuner.corpus.section import load_data
 from tuner.study.results.reasons import Reason, exception_reason
-from tuner.study.specs.spec import DataSection, load_data
+from tuner.study.specs.data_spec import DataSection, spec_error
 from tuner.study.trial.cores import gate_for
 
 Trainer = Callable[..., TrainResult]
@@ -124,7 +127,7 @@ def run_training(training: Training, *, trainer: Trainer, on_eval: OnEval | None
     try:
         model_args = ModelArgs.from_dict(training.model_args)
         recipe = Recipe.from_dict(training.recipe)
-        data = load_data(training.data)
+        data = _corpus(training.data)
         corpus_hash = data.hash
         if before_train is not None:
             before_train(model_args, recipe, data, device)
@@ -137,6 +140,15 @@ def run_training(training: Training, *, trainer: Trainer, on_eval: OnEval | None
     finally:
         torch.set_num_threads(threads_before)
     return Trained(status="ok", device=device, result=result, corpus_hash=corpus_hash)
+
+
+def _corpus(data: DataSection) -> Any:
+    """The corpus, as the spec's input check loads it; its error is the spec's, naming the
+    ``[data]`` key (a folder may have changed since the check)."""
+    try:
+        return load_data(data)
+    except CorpusError as e:
+        raise spec_error(e) from None
 
 
 def failed(e: BaseException, *, device: str, corpus_hash: str | None) -> Trained:
