@@ -201,3 +201,12 @@ def test_status_over_the_server_says_the_best_or_none_and_what_external_means(
             "progress": {"done": 1, "total": 4, "running": 2, "best": best}}
     line = remote.status_line(view)
     assert line.startswith(said) and not line.rstrip().endswith("best")
+
+
+def test_an_export_picks_the_knee_unless_told_otherwise():
+    """The reports recommend the knee and print `--pick knee`: the CLI and a request's body
+    take it by default too (with one objective the knee is the best trial)."""
+    args = build_parser().parse_args(["export", "s", "--target", TARGET, "--gpus", "64",
+                                      "--tokens", "1e12"])
+    assert args.pick == ["knee"] and ExportRequest.from_namespace(args).pick == ("knee",)
+    assert ExportRequest.from_options("s", GOOD).pick == ("knee",)

@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
 from tuner.app.remote import add_server_options, remote_dispatch
 from tuner.app.requests.errors import UsageError, catch_sigterm, interrupted_exit_code
@@ -40,11 +41,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="moetune",
         description="Hyperparameter autotuning for DeepSeek-V3-style MoE training recipes.")
+    parser.add_argument("--version", action="version", version=f"moetune {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
     add_server_options(subparsers)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's), or 'unknown' when the code
+    runs from a checkout that was never installed."""
+    try:
+        return version("moetune")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -51,13 +51,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _run_options(p)
     p.set_defaults(handler=submit)
 
-    p = subparsers.add_parser("resume", help="finish an interrupted study")
-    p.add_argument("study")
+    p = subparsers.add_parser(
+        "resume", help="finish an interrupted study",
+        description="Finish a study from its storage, with the spec stored in it: finished "
+        "trials are kept, trials left running by a killed or stopped driver are marked "
+        "interrupted and run again with the same parameters, the study goes on to n_trials "
+        "and its noise re-trainings, then writes its report; a law or a ladder goes on from "
+        "its first unfinished budget or rung.")
+    p.add_argument("study", help="study name (as `moetune list` shows it)")
     _run_options(p)
     p.set_defaults(handler=resume)
 
     p = subparsers.add_parser("status", help="trials of a study, or a summary of all studies")
-    p.add_argument("study", nargs="?")
+    p.add_argument("study", nargs="?", help="study name: its trials, best first (a law: its "
+                   "budgets); none: one row per study")
     where_options(p)
     p.set_defaults(handler=status)
 
@@ -66,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=list_studies)
 
     p = subparsers.add_parser("rerun", help="re-run one trial outside the service")
-    p.add_argument("study")
+    p.add_argument("study", help="study name (as `moetune list` shows it)")
     p.add_argument("trial", type=int, help="trial number")
     p.add_argument("--device", default=None, help="cpu or cuda (default: the stored device)")
     where_options(p)

@@ -22,11 +22,11 @@ from tuner.app.requests.actions import CancelRequest, DeleteRequest
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("cancel", help="ask a running study's driver to stop (resume "
                               "continues it)")
-    p.add_argument("study")
+    p.add_argument("study", help="study name (as `moetune list` shows it)")
     where_options(p)
     p.set_defaults(handler=cancel)
     p = subparsers.add_parser("delete", help="delete a study no driver runs, and its run folder")
-    p.add_argument("study")
+    p.add_argument("study", help="study name (as `moetune list` shows it)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     where_options(p)
     p.set_defaults(handler=delete)

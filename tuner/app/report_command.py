@@ -32,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run_report)
     c = subparsers.add_parser("compare", help="two studies' Pareto fronts and hypervolumes "
                               "under one reference point")
-    c.add_argument("study_a")
-    c.add_argument("study_b")
+    c.add_argument("study_a", help="the first study's name")
+    c.add_argument("study_b", help="the second study's name")
     c.add_argument("--out", type=Path, help="output folder (default: ROOT/compare-A-B)")
     _storage_args(c)
     c.set_defaults(handler=run_compare)
