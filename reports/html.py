@@ -169,7 +169,8 @@ def _pareto_section(snapshot: Snapshot) -> list[str]:
     note = ("Feasible trials (blue; the Pareto set in red, joined; the knee, which export "
             "--pick knee takes, ringed in black) and infeasible trials (grey ×, plotted at their "
             "recorded values). Hover a point for its recipe.")
-    out = ["<h2>Pareto fronts</h2>", f"<p class='note'>{html_lib.escape(note)}</p>",
+    title = html_lib.escape(series.front_title(snapshot))
+    out = [f"<h2>{title}</h2>", f"<p class='note'>{html_lib.escape(note)}</p>",
            "<div class='grid'>"]
     out += [f"<div style='flex: 1 1 600px'>{_div(f)}</div>" for f in figs]
     return out + ["</div>"]

@@ -72,7 +72,7 @@ def _pareto(*, snapshot: Snapshot, **_: object) -> Figure | None:
         ax.set_ylabel(labels.axis_title(oj.name, snapshot.frame))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"{snapshot.study_name}: Pareto fronts")
+    fig.suptitle(f"{snapshot.study_name}: {series.front_title(snapshot)}")
     return fig
 
 

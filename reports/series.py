@@ -47,6 +47,17 @@ def _hover(row: pd.Series, snapshot: Snapshot) -> str:
     return f"trial #{row['number']} ({rank})<br>{vals}<br>{recipe_line(row)}"
 
 
+def front_title(snapshot: Snapshot) -> str:
+    """The Pareto figure's title: one front per pair of objectives (singular for one pair), or,
+    when one feasible trial is best on every objective, that there is no trade-off to draw."""
+    df = with_values(snapshot)
+    front = df[(df["pareto_rank"] == 1).fillna(False).astype(bool)] if not df.empty else df
+    if len(front) == 1:
+        return (f"Pareto front: one trial, #{int(front['number'].iloc[0])}, is best on every "
+                "objective (no trade-off)")
+    return "Pareto front" if len(objective_pairs(snapshot)) == 1 else "Pareto fronts"
+
+
 def pareto_curves(snapshot: Snapshot) -> list[Curve]:
     """EVAL_CURVE of the best-ranked feasible trials (the Pareto set, at most MAX_CURVES)."""
     top = ranked(snapshot.frame)

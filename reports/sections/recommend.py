@@ -23,6 +23,9 @@ from tuner.study.specs.metrics import LOAD_DEPENDENT, load_warning
 from tuner.study.store import records
 
 MAX_ALTERNATIVES = 4
+# a rise in the recommended trial's val_loss curve worth a remark, without a measured noise:
+# this share of the loss (with one, the noise sd: a rise inside it may be the evaluation's)
+RISE_SHARE = 0.02
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +56,7 @@ def recommend(snapshot: Snapshot) -> Recommendation | None:
     warnings = edge_warnings(snapshot.trials, knee.number, finished)
     warnings += unvaried_warnings(feasible)
     warnings += _worst_max_vio(knee, feasible)
+    warnings += _curve_rise(knee, snapshot.noise_sd)
     warnings += [load_warning(o.name, "objective") for o in objectives
                  if o.name in LOAD_DEPENDENT]
     return Recommendation(
@@ -63,6 +67,29 @@ def recommend(snapshot: Snapshot) -> Recommendation | None:
         ties=" ".join(filter(None, [ties.sentence(), _undetermined(knee, ties.tied, recs)])),
         confidence=_confidence(snapshot, feasible, front),
         warnings=warnings, command=_command(snapshot, single=len(objectives) == 1))
+
+
+def _curve_rise(r: TrialRecord, sd: float | None) -> list[str]:
+    """A remark when ``r``'s val_loss curve rose, before its end, above its lowest value so far
+    by more than the noise (``sd``; unmeasured: `RISE_SHARE` of the loss): the final value
+    hides an unsteady stretch (a loss spike, an LR too high for a while)."""
+    points = [(t, v) for t, v in r.eval_curve if math.isfinite(v)]
+    low = 0  # index of the lowest point so far
+    rise = (0.0, 0, 0)  # (how much, from index, to index): the largest rise above a low
+    for i in range(1, len(points)):
+        if points[i][1] - points[low][1] > rise[0]:
+            rise = (points[i][1] - points[low][1], low, i)
+        if points[i][1] < points[low][1]:
+            low = i
+    size, a, b = rise
+    if not size or size <= (sd if sd else RISE_SHARE * points[a][1]):
+        return []
+    (t0, v0), (t1, v1), end = points[a], points[b], points[-1][1]
+    how = f"the measured noise ±{sd:.3g}" if sd else f"{RISE_SHARE:.0%} of the loss"
+    after = f" before falling to {end:.3f}" if end < v1 else ""
+    return [f"#{r.number}'s val_loss rose from {v0:.3f} at {t0:,} tokens to {v1:.3f} at "
+            f"{t1:,}{after}: a rise beyond {how} that its final value does not show (an "
+            "unsteady stretch: an LR or warmup at its limit, a loss spike); see curves.png."]
 
 
 def _undetermined(knee: TrialRecord, tied: tuple[int, ...], recs: list[TrialRecord]) -> str:

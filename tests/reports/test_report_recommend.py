@@ -113,3 +113,35 @@ def test_an_edge_at_the_knobs_limit_is_said_so_not_widened():
             params={"lr": 1e-3 * (1 + warmup), "warmup_fraction": warmup, "precision": "bf16"})
     text = " ".join(recommend(reports.take_snapshot(study)).warnings)
     assert "0 is already the limit of warmup_fraction" in text and "[-" not in text
+
+
+def test_a_recommended_curve_that_rose_before_falling_is_remarked():
+    study = new_study(objectives=[["val_loss", "minimize"]])
+    rising = [[50_000, 2.95], [100_000, 2.79], [150_000, 2.92], [200_000, 2.46]]
+    add(study, values=[2.46], trained=True, curve=rising)
+    add(study, values=[2.60], trained=True)  # 5.0, 4.6, ... a steady fall: no remark
+    text = " ".join(recommend(reports.take_snapshot(study)).warnings)
+    assert ("#0's val_loss rose from 2.790 at 100,000 tokens to 2.920 at 150,000 before "
+            "falling to 2.460: a rise beyond 2% of the loss") in text
+
+
+def test_a_steady_or_noise_sized_curve_is_not_remarked():
+    study = new_study(objectives=[["val_loss", "minimize"]])
+    add(study, values=[2.46], trained=True,
+        curve=[[50_000, 2.95], [100_000, 2.79], [150_000, 2.81], [200_000, 2.46]])
+    assert "rose" not in " ".join(recommend(reports.take_snapshot(study)).warnings)
+
+
+def test_the_pareto_figure_says_one_pair_one_front_or_one_best_trial(tmp_path):
+    from reports import series
+
+    study = new_study()  # val_loss and peak memory
+    add(study, values=[2.0, 1.0], trained=True)
+    add(study, values=[2.5, 2.0], trained=True)  # dominated by #0
+    snap = reports.take_snapshot(study)
+    assert series.front_title(snap) == ("Pareto front: one trial, #0, is best on every "
+                                        "objective (no trade-off)")
+    add(study, values=[1.5, 3.0], trained=True)  # a trade-off: a front of two
+    assert series.front_title(reports.take_snapshot(study)) == "Pareto front"
+    html = reports.build(study, tmp_path)["report_html"].read_text()
+    assert "<h2>Pareto front</h2>" in html and "Pareto fronts" not in html
