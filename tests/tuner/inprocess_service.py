@@ -204,7 +204,7 @@ class InProcessService(StudyWaits):
     tokens: dict[str, str] = field(default_factory=dict)  # user: token
     url: str = BASE_URL
 
-    def call(self, method: str, path: str, body: Any = None, *, token: str = "",
+    def call(self, method: str, path: str, body: Any = None, *, token: str | None = None,
              headers: dict[str, str] | None = None, raw: bytes | None = None
              ) -> tuple[int, Any]:
         """(status, decoded JSON or text) of one request, as `Server.call` sends it."""

@@ -39,6 +39,7 @@ class Server(StudyWaits):
         self._cmd = [sys.executable, "-m", "tuner", "serve", "--root", str(root), "--port",
                      "0", "--trainer", trainer, *extra]
         self.proc: subprocess.Popen[bytes] | None = None
+        self.local_token = ""  # ROOT/local.token, new at each start (`private.local_token`)
 
     def start(self, timeout_s: float = 120.0) -> Server:
         begin = self.log.stat().st_size if self.log.exists() else 0
@@ -55,6 +56,9 @@ class Server(StudyWaits):
                 started = STARTED.search(f.read())
             if started:
                 self.port = int(started.group(1))
+                token_file = self.root / "local.token"
+                self.local_token = (token_file.read_text().strip() if token_file.is_file()
+                                    else "")
                 self.url = f"http://127.0.0.1:{self.port}"
                 try:
                     urllib.request.urlopen(self.url + "/openapi.json", timeout=2).close()
@@ -81,17 +85,19 @@ class Server(StudyWaits):
                 self.kill()
         self.kill()
 
-    def call(self, method: str, path: str, body: Any = None, *, token: str = "",
+    def call(self, method: str, path: str, body: Any = None, *, token: str | None = None,
              headers: dict[str, str] | None = None, raw: bytes | None = None
              ) -> tuple[int, Any]:
-        """(status, decoded JSON or text) of one request."""
+        """(status, decoded JSON or text) of one request; ``token`` None: the service's local
+        token (its starting user's, while no access token exists), "": none."""
+        token = self.local_token if token is None else token
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None
                                             else None)
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Content-Type", "application/json")
         for k, v in (headers or {}).items():
             req.add_header(k, v)
-        if token:
+        if token and not (headers or {}).get("Cookie"):
             req.add_header("Authorization", f"Bearer {token}")
         try:
             with urllib.request.urlopen(req, timeout=60) as r:

@@ -63,7 +63,7 @@ class StudyWaits:
     STATE_WAIT_S = 180.0
     POLL_S = 0.2
 
-    def call(self, method: str, path: str, body: Any = None, *, token: str = "",
+    def call(self, method: str, path: str, body: Any = None, *, token: str | None = None,
              **kw: Any) -> tuple[int, Any]:
         raise NotImplementedError
 
@@ -78,7 +78,7 @@ class StudyWaits:
             time.sleep(self.POLL_S)
         raise AssertionError(f"study {name}: no trial started within {timeout_s} s")
 
-    def wait_state(self, name: str, states: tuple[str, ...], *, token: str = "",
+    def wait_state(self, name: str, states: tuple[str, ...], *, token: str | None = None,
                    timeout_s: float | None = None) -> dict[str, Any]:
         """Until the study is in one of ``states``; its view then."""
         timeout_s = timeout_s or self.STATE_WAIT_S

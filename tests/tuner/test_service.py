@@ -51,7 +51,9 @@ def submit(server: Server, name: str, n: int = 4) -> dict:
 def events(server: Server, name: str) -> list[dict]:
     """Every progress event of the study's stream, until it ends."""
     out = []
-    with urllib.request.urlopen(f"{server.url}/api/v1/studies/{name}/events", timeout=180) as r:
+    req = urllib.request.Request(f"{server.url}/api/v1/studies/{name}/events",
+                                 headers={"Authorization": f"Bearer {server.local_token}"})
+    with urllib.request.urlopen(req, timeout=180) as r:
         kind = ""
         for raw in r:
             line = raw.decode().rstrip("\n")
@@ -98,7 +100,8 @@ def chunked_post(server: Server, path: str, chunks: list[bytes], *, end: bool,
     """POST a body in chunks (Transfer-Encoding: chunked, no Content-Length); ``end=False``
     leaves the body unfinished, so only a server that answers before reading it all answers."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
-        s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}"
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  f"Authorization: Bearer {server.local_token}\r\nContent-Type: {content_type}"
                   "\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
         for chunk in chunks:
             s.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
@@ -107,6 +110,16 @@ def chunked_post(server: Server, path: str, chunks: list[bytes], *, end: bool,
         response = http.client.HTTPResponse(s)
         response.begin()
         return response.status, json.loads(response.read())
+
+
+def test_an_open_service_answers_its_starting_user_alone(server):
+    """No access token exists: a request without the token in ROOT/local.token (readable by
+    the user who started the service alone) is refused, whatever it asks."""
+    assert server.local_token
+    assert server.call("GET", "/api/v1/whoami", token="")[0] == 401
+    assert server.call("DELETE", "/api/v1/studies/flow", token="")[0] == 401
+    assert server.call("GET", "/api/v1/whoami", token="guess")[0] == 401
+    assert server.call("GET", "/api/v1/whoami") == (200, {"user": "local", "admin": True})
 
 
 def test_a_chunked_body_is_held_to_the_same_limit(server):
@@ -128,6 +141,7 @@ def download(server: Server, path: str, body: bytes, content_type: str) -> tuple
     """(status, headers, raw body) of a POST whose answer may be a zip."""
     req = urllib.request.Request(server.url + path, data=body, method="POST")
     req.add_header("Content-Type", content_type)
+    req.add_header("Authorization", f"Bearer {server.local_token}")
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
@@ -144,7 +158,9 @@ def files_of(headers: dict, raw: bytes) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("fmt", ["deepseek", "hf", "megatron"])
-def test_the_page_export_downloads_every_file_the_cli_writes(server, tmp_path, capsys, fmt):
+def test_the_page_export_downloads_every_file_the_cli_writes(server, tmp_path, capsys, fmt,
+                                                              monkeypatch):
+    monkeypatch.setenv("MOETUNE_TOKEN", server.local_token)
     """The same study and format: the JSON API's download, the page form's and the files
     ``moetune export --out`` writes are the same files (a model config and its sidecar come as
     one zip), and ``moetune export --server`` unpacks them as the local export writes them."""
@@ -187,7 +203,8 @@ def test_the_page_export_downloads_every_file_the_cli_writes(server, tmp_path, c
     assert {p.name: p.read_text() for p in remote_out.parent.iterdir()} == renamed
 
 
-def test_the_cli_talks_to_the_service(server, tmp_path, capsys):
+def test_the_cli_talks_to_the_service(server, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MOETUNE_TOKEN", server.local_token)  # the starting user's, as its root
     spec = tmp_path / "cli.toml"
     spec.write_text(SPEC.format(name="from-cli", n=2))
     assert main(["submit", str(spec), "--server", server.url]) == 0

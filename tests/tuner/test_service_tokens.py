@@ -88,7 +88,10 @@ def test_an_open_loopback_service_answers_loopback_names_only(store):
 
 @pytest.mark.parametrize("host", ["127.attacker.example:8470", "127.0.0.1.nip.io:8470",
                                   "127.0.0.1.evil.example", "localhost.evil.example:8470",
-                                  "127.0.0.256:8470", "[::2]:8470", "0.0.0.0:8470", ""])
+                                  "127.0.0.256:8470", "[::2]:8470", "0.0.0.0:8470", "",
+                                  "evil.com@127.0.0.1", "127.0.0.1#.evil.com", "[::1]evil",
+                                  "127.0.0.1:abc", "127.0.0.1:99999", "127.0.0.1/x",
+                                  "127.0.0.1?x", "127.0.0.1 "])
 def test_a_name_that_only_looks_like_loopback_is_refused(store, host):
     auth = Auth(store, KEY, clock=Clock())  # names a page of the attacker's resolves to 127.*
     assert status(auth, request(host=host)) == 403
@@ -225,3 +228,34 @@ def test_the_local_rays_temp_dir_is_a_folder_of_ours_alone(tmp_path):
         assert len(sock.encode()) <= 107
     finally:
         fallback.rmdir()
+
+
+def test_an_open_service_serves_only_whoever_shows_its_local_token(store, tmp_path):
+    """Without access tokens, the loopback port is open to every account of the machine; the
+    token `moetune serve` writes to ROOT/local.token (0600 in the 0700 root) is its starter's."""
+    from tuner.app.service.access.private import LOCAL_TOKEN_FILE, local_token
+
+    root = tmp_path / "root"
+    make_private(root, None)
+    token = local_token(root)
+    assert (root / LOCAL_TOKEN_FILE).read_text().strip() == token
+    assert stat.S_IMODE((root / LOCAL_TOKEN_FILE).stat().st_mode) == 0o600
+    assert local_token(root) != token  # a new one at each start
+    token = (root / LOCAL_TOKEN_FILE).read_text().strip()
+    auth = Auth(store, KEY, clock=Clock(), local_token=token)
+    assert status(auth, request()) == 401  # another local user: no token, no admin
+    assert status(auth, request(method="DELETE", path="/api/v1/studies/x")) == 401
+    assert status(auth, request(token="guess")) == 401
+    assert status(auth, request(token=token)) == "local"
+    assert status(auth, request(token=token, host="evil.example")) == 403  # still loopback only
+    assert auth.sign_in("guess") is None
+    cookie = auth.sign_in(token)
+    assert cookie and status(auth, request(cookie=cookie)) == "local"
+    assert status(auth, request(cookie="made-up")) == 401
+    with pytest.raises(HTTPException) as e:  # a form of the local session needs its CSRF token
+        auth.check_csrf(request(method="POST", path="/submit", cookie=cookie), "")
+    assert e.value.status_code == 403
+    auth.check_csrf(request(method="POST", path="/submit", cookie=cookie),
+                    auth.csrf_token(request(cookie=cookie)))
+    auth.sign_out(request(cookie=cookie))
+    assert status(auth, request(cookie=cookie)) == 401

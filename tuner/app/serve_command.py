@@ -28,9 +28,11 @@ from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app.commands import DEFAULT_ROOT
 from tuner.app.requests.errors import UsageError
 from tuner.app.service.access.private import (
+    LOCAL_TOKEN_FILE,
     RAY_TOKEN_FILE,
     SERVICE_DB,
     csrf_key,
+    local_token,
     make_private,
     ray_temp_dir,
     secret_file,
@@ -307,11 +309,17 @@ def serve(args: argparse.Namespace) -> int:
                           max_running=args.max_running,
                           data_roots=(*config.data_roots, PUBLISHED_CONFIGS),
                           resolve=config.local_ray)
-    auth = Auth(tokens, csrf_key(root), open_allowed=is_loopback(args.host))
+    # without access tokens the service is its starting user's alone: they hold local.token
+    local = local_token(root) if is_loopback(args.host) else None
+    auth = Auth(tokens, csrf_key(root), open_allowed=is_loopback(args.host), local_token=local)
     app = create_app(Service(config, storage, auth, scheduler))
     print(f"moetune service on http://{args.host}:{port}/ (storage {db.shown(url)}; "
           f"Ray {'at ' + args.address if args.address else 'local'})", file=sys.stderr,
           flush=True)
+    if local is not None and not tokens.any():
+        print(f"no access token exists: the service answers you alone, to requests that carry "
+              f"the token in {root / LOCAL_TOKEN_FILE} (sign in with it; the CLI: "
+              f"MOETUNE_TOKEN=$(cat {root / LOCAL_TOKEN_FILE}))", file=sys.stderr, flush=True)
     # no access log: a line per request, formatted on the event loop, for 50 clients polling
     # (warnings and errors are still logged)
     # a request's headers and body get --request-deadline seconds (uvicorn has no deadline)

@@ -12,9 +12,13 @@ JSON API call authorized by the cookie rather than a bearer token needs that tok
 ``X-CSRF-Token`` or an ``Origin`` (else ``Referer``) naming this service's own host. ``/signin``
 refuses a post from another origin.
 
-With no token ever created, a service bound to loopback serves its one local user (an admin).
-A service that ever had a token requires one for good, even after every token is revoked, and
-a service bound beyond loopback never serves the local user (whatever the database says).
+With no token ever created, a service bound to loopback serves its one local user (an admin):
+the user who started it, who alone can read the local token `moetune serve` makes at each start
+(``ROOT/local.token``, 0600 in the 0700 root: `private.local_token`); a request must carry it
+(``Authorization: Bearer``, or the session cookie a sign-in with it gives), so another account
+on the same machine reaching the loopback port gets a 401. A service that ever had a token
+requires one for good, even after every token is revoked, and a service bound beyond loopback
+never serves the local user (whatever the database says).
 
 Any signed-in user may read; only a study's owner or an admin may cancel, delete or resume it.
 
@@ -30,6 +34,8 @@ import functools
 import hashlib
 import hmac
 import ipaddress
+import re
+import secrets
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -54,13 +60,19 @@ class Auth:
         key: the CSRF key (`private.csrf_key`).
         open_allowed: whether the local user may be served when no token was ever made (True
             only for a service bound to loopback).
+        local_token: what the local user must send (`private.local_token`); None: the local
+            user sends nothing (an app in one test process, where no other account reaches it).
     """
 
     def __init__(self, tokens: TokenStore, key: bytes, *, open_allowed: bool = True,
+                 local_token: str | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._tokens = tokens
         self._key = key
         self._open_allowed = open_allowed
+        self._local_token = local_token
+        # the local user's browser session: a new random value per start, kept in memory only
+        self._local_session = secrets.token_urlsafe(32)
         self._clock = clock
         self._any: tuple[float, bool] | None = None  # (read at, whether a token was made)
         # ("token" or "session", its SHA-256 digest) -> (read at, its user); unknown ones are
@@ -116,7 +128,7 @@ class Auth:
                                          "requests addressed to a loopback name (127.0.0.1, "
                                          "localhost, [::1]), but got Host "
                                          f"{request.headers.get('host', '')!r}.")
-            return LOCAL
+            return self._local(request)
         header = request.headers.get("authorization", "")
         if header.lower().startswith("bearer "):
             return self._lookup("token", digest(header[7:].strip()), read=read)
@@ -129,6 +141,30 @@ class Auth:
         if user is not None and request.method not in SAFE_METHODS:
             self._check_cookie_change(request)
         return user
+
+    def _local(self, request: Request) -> User:
+        """The local user, for a request that shows the local token (or its session), else
+        401: the loopback port is open to every account of the machine, the token file to the
+        one that started the service."""
+        if self._local_token is None or self._sent_local(request):
+            return LOCAL
+        cookie = request.cookies.get(COOKIE, "")
+        if cookie and hmac.compare_digest(cookie.encode(), self._local_session.encode()):
+            if request.method not in SAFE_METHODS:
+                self._check_cookie_change(request)
+            return LOCAL
+        raise HTTPException(401, "Authorization: this service without access tokens serves the "
+                                 "user who started it alone: send 'Authorization: Bearer "
+                                 "<token>' with the token in ROOT/local.token (written at "
+                                 "start, readable by that user only), or sign in with it.",
+                            headers={"WWW-Authenticate": "Bearer"})
+
+    def _sent_local(self, request: Request) -> bool:
+        """Whether the request carries the local token as its bearer token."""
+        header = request.headers.get("authorization", "")
+        sent = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        return bool(sent and self._local_token
+                    and hmac.compare_digest(sent.encode(), self._local_token.encode()))
 
     def _lookup(self, kind: str, hashed: str, *, read: bool) -> User | None:
         hit = self._users.get((kind, hashed))
@@ -161,13 +197,19 @@ class Auth:
                                  f"Origin {request.headers.get('origin', 'none')!r}.")
 
     def sign_in(self, token: str) -> str | None:
-        """A new session cookie value for a valid token, else None."""
+        """A new session cookie value for a valid token (the local token while the service is
+        open: the local user's session), else None."""
+        if (self._local_token is not None and token and self._required(read=True) is False
+                and hmac.compare_digest(token.encode(), self._local_token.encode())):
+            return self._local_session
         return self._tokens.open_session(token, SESSION_S)
 
     def sign_out(self, request: Request) -> None:
         """End the request's session (the database forgets it; the cache within `CACHE_S`)."""
         cookie = request.cookies.get(COOKIE, "")
-        if cookie:
+        if cookie and hmac.compare_digest(cookie.encode(), self._local_session.encode()):
+            self._local_session = secrets.token_urlsafe(32)  # the local user's session ends
+        elif cookie:
             self._tokens.close_session(digest(cookie))
             self._users.pop(("session", digest(cookie)), None)
 
@@ -178,8 +220,10 @@ class Auth:
 
     def check_csrf(self, request: Request, sent: str) -> None:
         """403 unless a form from a signed-in session carries its CSRF token."""
-        if not self.required():
-            return  # loopback, one local user, no sessions
+        if not self.required() and (self._local_token is None or self._sent_local(request)):
+            # loopback, one local user: no session to forge a form of, or a client sending
+            # the local token itself (no browser adds that header to another site's form)
+            return
         want = self.csrf_token(request)
         if not (want and sent and hmac.compare_digest(want, sent)):
             raise HTTPException(403, "csrf: the form's CSRF token is missing or wrong; reload "
@@ -199,15 +243,21 @@ def same_origin(request: Request) -> bool | None:
     return bool(host) and urllib.parse.urlsplit(source).netloc == host
 
 
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9.-]+))"
+                   r"(?::(?P<port>\d{1,5}))?")
+
+
 @functools.lru_cache(maxsize=256)  # asked on every request of an open service; few hosts
 def _loopback_host(host: str) -> bool:
     """Whether a Host header names this machine by a loopback name: ``localhost``, or an IP
     literal in 127.0.0.0/8 or ``[::1]``. Any other name does not, however it starts
     (``127.0.0.1.nip.io`` is a page whose own name resolves to 127.0.0.1: DNS rebinding)."""
-    try:
-        name = urllib.parse.urlsplit(f"//{host}").hostname or ""
-    except ValueError:  # an unbalanced "[" or the like: no name at all
+    # parsed strictly, as RFC 9110's Host: a name or an IP literal, then at most ":port";
+    # a URL parser would find 127.0.0.1 in "evil.com@127.0.0.1" or "127.0.0.1#.evil.com"
+    found = _HOST.fullmatch(host)
+    if found is None or (found["port"] is not None and int(found["port"]) > 65535):
         return False
+    name = found["v6"] or found["name"]
     if name == "localhost":
         return True
     try:

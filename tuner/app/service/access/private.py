@@ -7,7 +7,8 @@ private), makes the root 0700 and tightens a SQLite database already there to 06
 
 `csrf_key` is the key that signs the forms' CSRF tokens: 32 random bytes in ``ROOT/csrf.key``
 (0600), made once. It is not in the database, so reading the database does not let anyone
-forge a form. The local Ray's authentication token is made the same way (`secret_file`,
+forge a form. `local_token` makes the token a service without access tokens asks of its one
+local user. The local Ray's authentication token is made the same way (`secret_file`,
 ``ROOT/ray.token``; `tuner.app.serve_command`), and its temp dir, where Ray keeps its sockets
 and logs in folders of mode 0777, lies in a 0700 folder (`ray_temp_dir`).
 """
@@ -27,7 +28,8 @@ KEY_FILE = "csrf.key"
 RAY_TOKEN_FILE = "ray.token"  # the local Ray's token (`tuner.app.serve_command`)
 _SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")  # and "-mj<hex>" super-journals
 RAY_TEMP = ".ray"  # the local Ray's temp dir, when its socket paths fit (`ray_temp_dir`)
-ROOT_FILES = (KEY_FILE, RAY_TOKEN_FILE, RAY_TEMP)
+LOCAL_TOKEN_FILE = "local.token"  # the local user's token, new at each start (`local_token`)
+ROOT_FILES = (KEY_FILE, RAY_TOKEN_FILE, RAY_TEMP, LOCAL_TOKEN_FILE)
 # AF_UNIX socket paths hold 107 bytes on Linux (Ray checks: `validate_socket_filepath` in
 # ray/_private/utils.py, Ray 2.60.0); Ray puts its sockets at
 # <temp dir>/session_<date>_<time>_<microseconds>_<pid>/sockets/<name>[.<n>]
@@ -73,6 +75,20 @@ def secret_file(path: Path) -> bytes:
     with os.fdopen(fd, "w") as f:
         f.write(key.hex())
     return key
+
+
+def local_token(root: Path) -> str:
+    """A new token for the local user of a service without access tokens, written to
+    ``root/local.token`` (0600, in the 0700 root: only the user who started the service reads
+    it), replacing the last start's; the service serves the local user to requests that carry
+    it (`auth.Auth`), as Jupyter serves whoever shows the token it printed at start."""
+    path = root / LOCAL_TOKEN_FILE
+    path.unlink(missing_ok=True)  # a file someone else made there is not written through
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token
 
 
 def reserved_name(name: str, root: Path, sqlite_db: Path | None) -> str | None:
