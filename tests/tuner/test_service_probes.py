@@ -469,3 +469,13 @@ def test_a_non_finite_number_in_an_export_is_a_422(svc):
 def test_the_dashboards_after_must_be_a_number(svc):
     r = svc.client.get("/api/studies/0?after=abc")
     assert r.status_code == 422 and r.json()["field"] == "after", r.text
+
+
+def test_the_report_page_has_a_content_security_policy(svc):
+    """report.html holds study names and parameters: it may run its own inline script and load
+    or send nothing."""
+    for name in ("nope", "x%2F..%2Fy"):
+        r = svc.client.get(f"/api/v1/studies/{name}/report")
+        csp = r.headers.get("content-security-policy", "")
+        assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp, r.headers
+        assert "connect-src" not in csp  # default-src 'none' covers it: nothing is sent
