@@ -65,3 +65,10 @@ def test_a_study_run_from_the_command_line_says_why_it_has_no_owner(tmp_path):
         assert "owner <b>-</b> · state <b id='state'>external</b> (" in page.text
         assert "run by `moetune submit` without --server" in page.text
     assert "const EXTERNAL=" in pages.LIST_JS and ">command line</i>" in pages.LIST_JS
+
+
+def test_the_export_form_offers_every_registered_format():
+    from tuner.export.formats import FORMATS
+
+    offered = re.findall(r"<option>([^<]+)</option>", pages._export_form("s", "t"))
+    assert offered == list(FORMATS) and "torchtitan-toml" in offered

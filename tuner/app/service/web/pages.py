@@ -19,6 +19,7 @@ from tuner.app.requests.submit import SubmitRequest
 from tuner.app.service.access.auth import COOKIE, SESSION_S, same_origin
 from tuner.app.service.access.tokens import User
 from tuner.app.service.context import Service, SubmitError
+from tuner.export.formats import FORMATS
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222}
@@ -255,9 +256,9 @@ def _export_form(study: str, csrf: str) -> str:
             "value='deepseek-v3-671b' size='22'> hardware <input name='hardware' value='h800' "
             "size='6'> GPUs <input name='gpus' value='2048' size='6'> tokens <input "
             "name='tokens' value='14.8e12' size='9'> format <select name='format'>"
-            "<option>native</option><option>deepseek</option><option>hf</option>"
-            "<option>megatron</option><option>torchtitan</option></select> "
-            "<button>Download</button></form>")
+            # every launch format the export renders, from its one registry
+            + "".join(f"<option>{html.escape(name)}</option>" for name in FORMATS)
+            + "</select> <button>Download</button></form>")
 
 
 # the states a study page's button is shown in: those its action is allowed from (studies.py)
