@@ -15,7 +15,6 @@ from tuner.study.results.reasons import one_line
 from tuner.study.results.trial_record import study_objectives, trial_records
 from tuner.study.run.resume import counts_toward_target, n_done
 from tuner.study.specs.law_spec import LawSection, base_name, budget_name
-from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
 
@@ -84,17 +83,17 @@ def law_budget_rows(study: optuna.Study) -> list[dict[str, Any]]:
     if not law.on:
         return []
     store = study._storage
-    names = set(db.study_names(store))
     base = base_name(study.study_name, law)
+    found = st.find_studies([budget_name(base, law, i) for i in range(len(law.budgets))], store)
     rows = []
     for i, tokens in enumerate(law.budgets):
         name = budget_name(base, law, i)
         head = {"budget": f"{i + 1}/{len(law.budgets)}", "tokens": tokens}
         role = {"role": _role(law, i)}
-        if name not in names:
+        if name not in found:
             rows.append(head | {"state": "not started", "study": name} | role)
             continue
-        budget = st.load_study(name, store)
+        budget = found[name]
         row = study_summary_rows([budget])[0]
         target = st.stored_spec(budget).study.n_trials
         state = ("complete" if n_done(budget) >= target else

@@ -35,7 +35,6 @@ from tuner.modeling.full_run import DEFAULT_MFU, ExportError
 from tuner.modeling.hardware import HARDWARE
 from tuner.study.store import storage as st
 from tuner.study.store.control import clear_stop, request_stop
-from tuner.study.store.database import study_names
 from tuner.study.workflows.stage import StageTaken, check_owned
 from tuner.study.workflows.stage_runner import stage_names
 
@@ -449,16 +448,13 @@ def owned_stages(study: optuna.Study) -> tuple[list[str], list[optuna.Study]]:
         names = stage_names(st.stored_spec(study))
     except (ValueError, LookupError):
         return [], []
-    there = set(study_names(study._storage))
     out = []
-    for name in names:
-        if name in there:
-            stage = st.load_study(name, study._storage)
-            try:
-                check_owned(stage, study.study_name)
-            except StageTaken:
-                continue  # another's study of that name: not this study's to delete
-            out.append(stage)
+    for stage in st.find_studies(names, study._storage).values():
+        try:
+            check_owned(stage, study.study_name)
+        except StageTaken:
+            continue  # another's study of that name: not this study's to delete
+        out.append(stage)
     return names, out
 
 

@@ -16,7 +16,6 @@ from optuna.trial import TrialState
 from tuner.study.results.trial_record import study_objectives, trial_records
 from tuner.study.run.resume import counts_toward_target
 from tuner.study.specs.ladder_spec import rung_name
-from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
 
@@ -34,14 +33,15 @@ def ladder_rungs(study: optuna.Study) -> dict[str, Any]:
     spec = st.stored_spec(study)
     lad = spec.ladder
     storage = study._storage  # the rungs live in the storage the bottom rung was read from
-    names = set(db.study_names(storage))
+    found = st.find_studies([rung_name(spec.name, lad.widths, i) for i in range(len(lad.widths))],
+                            storage, loaded={study.study_name: study})
     rows = []
     for i, width in enumerate(lad.widths):
         name = rung_name(spec.name, lad.widths, i)
         row: dict[str, Any] = {"rung": i, "width": width, "study": name, "state": "waiting",
                                "done": 0, "total": None, "running": 0, "best": None}
-        if name in names:
-            s = study if name == study.study_name else st.load_study(name, storage)
+        if name in found:
+            s = found[name]
             trials = s.get_trials(deepcopy=False)
             total = int((s.user_attrs.get(records.SPEC) or {}).get("study", {})
                         .get("n_trials", 0))

@@ -209,9 +209,7 @@ def _existing(name: str, url: str, where: str
         store = db.open_existing_storage(url, where)
     except LookupError:
         return None, None
-    if name not in db.study_names(store):
-        return store, None
-    return store, st.load_study(name, store)
+    return store, st.find_study(name, store)
 
 
 def load_warnings(spec: StudySpec) -> list[str]:

@@ -80,10 +80,10 @@ def open_source(spec: StudySpec, *, url: str, run_dir: Path) -> WarmSource:
     where = "start.warm_start_storage" if spec.start.warm_start_storage else "start.warm_start"
     try:
         store = db.open_existing_storage(src, where)
-        known = db.study_names(store)
-        if name not in known:
-            raise LookupError(f"it holds {sorted(known)}")
-        study = st.load_study(name, store)
+        found = st.find_study(name, store)
+        if found is None:
+            raise LookupError(f"it holds {sorted(db.study_names(store))}")
+        study = found
     except (LookupError, db.StorageError, st.SchemaError) as e:
         why = str(e).removeprefix(f"{where}: ")
         raise WarmStartError(f"start.warm_start: must name a study to warm-start from in "

@@ -9,6 +9,7 @@ version. Imports Optuna, never Ray.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable, Mapping
 
 import optuna
 
@@ -78,7 +79,21 @@ def find_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study 
     Raises:
         SchemaError: written by a newer moetune.
     """
-    return load_study(name, storage) if name in study_names(storage) else None
+    return find_studies([name], storage).get(name)
+
+
+def find_studies(names: Iterable[str], storage: optuna.storages.BaseStorage, *,
+                 loaded: Mapping[str, optuna.Study] | None = None) -> dict[str, optuna.Study]:
+    """``{name: study}`` for each of ``names`` that ``storage`` holds, in their order, the
+    storage's names listed once (a law's budgets, a ladder's rungs); a study in ``loaded`` (by
+    name) is taken from it, not loaded again.
+
+    Raises:
+        SchemaError: one written by a newer moetune.
+    """
+    held, loaded = set(study_names(storage)), loaded or {}
+    return {name: loaded[name] if name in loaded else load_study(name, storage)
+            for name in names if name in held}
 
 
 def storage_if_exists(url: str) -> optuna.storages.RDBStorage | None:

@@ -26,6 +26,7 @@ no promotion (measured: benchmarks/RESULTS.md, "A ladder of widths, 32 → 256")
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -38,7 +39,6 @@ from tuner.study.results.trial_record import TrialRecord, study_objectives, tria
 from tuner.study.specs.ladder_spec import rung_name
 from tuner.study.specs.spec import StudySpec
 from tuner.study.specs.start_spec import StartSection
-from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
 from tuner.study.workflows.stage import Stage, Stages, check_owned
@@ -89,14 +89,10 @@ def promote(study: optuna.Study, share: float) -> Promoted:
 def rung_studies(ladder: StudySpec, storage: optuna.storages.BaseStorage
                  ) -> list[optuna.Study]:
     """The ladder's rung studies that exist in ``storage``, bottom first."""
-    names = set(db.study_names(storage))
-    out = []
-    for i in range(len(ladder.ladder.widths)):
-        name = rung_name(ladder.name, ladder.ladder.widths, i)
-        if name not in names:
-            break
-        out.append(st.load_study(name, storage))
-    return out
+    names = [rung_name(ladder.name, ladder.ladder.widths, i)
+             for i in range(len(ladder.ladder.widths))]
+    found = st.find_studies(names, storage)
+    return [found[name] for name in itertools.takewhile(lambda n: n in found, names)]
 
 
 def candidate_pairs(lower: optuna.Study, upper: optuna.Study

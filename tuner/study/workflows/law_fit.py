@@ -328,14 +328,9 @@ def budget_studies(spec: StudySpec, storage: optuna.storages.BaseStorage,
                    ) -> list[tuple[int, optuna.Study]]:
     """(budget index, study) of every budget of the law ``spec`` (its base study's spec) that
     exists in ``storage``; those in ``loaded`` (by name) are taken from it, not loaded again."""
-    names = set(db.study_names(storage))
-    loaded = loaded or {}
-    out = []
-    for i in range(len(spec.law.budgets)):
-        name = budget_name(spec.name, spec.law, i)
-        if name in names:
-            out.append((i, loaded[name] if name in loaded else st.load_study(name, storage)))
-    return out
+    names = [budget_name(spec.name, spec.law, i) for i in range(len(spec.law.budgets))]
+    found = st.find_studies(names, storage, loaded=loaded)
+    return [(i, found[name]) for i, name in enumerate(names) if name in found]
 
 
 def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
