@@ -137,3 +137,28 @@ def test_only_the_training_call_assembles_a_training():
     assert calls["gate_for"] == {home}
     assert calls["set_num_threads"] == {home}
     assert calls["load_data"] == {home, "tuner/study/specs/data_spec.py"}
+
+
+def test_a_trial_and_its_noise_re_training_are_built_alike():
+    """One builder (`study_training`): a noise re-training differs from the study's trials in
+    the recipe and the seed it is given, in nothing else."""
+    from tuner.study.run.noise_retrain import training_of
+
+    spec = study_spec(seed=7)
+    shared = _job(spec, SimpleNamespace(model_args=preset("debug")))
+    record = SimpleNamespace(model_args_dict=shared.model_args, recipe_dict={"lr": 1e-3})
+    again = training_of(record, 11, spec)
+    assert dataclasses.replace(again, recipe={}, seed=spec.study.seed) == shared
+    assert (again.recipe, again.seed) == ({"lr": 1e-3}, 11)
+    assert (shared.token_budget, shared.eval_every_tokens, shared.cpus) == (300, 100, 1.0)
+
+
+def test_only_the_builder_and_validate_make_a_training():
+    """`Training(...)` is built in `training.study_training`, and in `validate` (a widened model
+    at its own budget in the command's process), nowhere else."""
+    made = set()
+    for path in (ROOT / "tuner").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "Training":
+                made.add(str(path.relative_to(ROOT)))
+    assert made == {"tuner/study/trial/training.py", "tuner/study/workflows/validate.py"}

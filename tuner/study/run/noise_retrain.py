@@ -20,7 +20,7 @@ from tuner.study.results.noise import Log, loss_of, pooled_sd, top_trials
 from tuner.study.results.trial_record import TrialRecord, trial_records
 from tuner.study.specs.spec import StudySpec
 from tuner.study.store import records
-from tuner.study.trial.training import Trained, Training, run_training
+from tuner.study.trial.training import Trained, Training, run_training, study_training
 
 
 def measure_noise(study: Any, spec: StudySpec, *, trainer: Callable[..., Any],
@@ -124,10 +124,7 @@ def _retrain_on_ray(jobs: Sequence[Job], spec: StudySpec, *, trainer: Callable[.
 def training_of(r: TrialRecord, seed: int, spec: StudySpec) -> Training:
     """Trial ``r``'s recipe and model trained again with ``seed``, the study's budget, corpus
     and per-trial resources."""
-    return Training(model_args=r.model_args_dict, recipe=r.recipe_dict, data=spec.data,
-                    token_budget=spec.budget.tokens_per_trial, seed=seed,
-                    eval_every_tokens=spec.budget.eval_every_tokens,
-                    cpus=spec.resources.cpus_per_trial, gpus=spec.resources.gpus_per_trial)
+    return study_training(spec, model_args=r.model_args_dict, recipe=r.recipe_dict, seed=seed)
 
 
 def retrain_run(number: int, training: Training, trainer: Callable[..., Any]) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from tuner.study.trial.samplers import make_sampler
 from tuner.study.trial.schedulers import AnyOf, StopFlag, StopWhenSet, make_scheduler
 from tuner.study.trial.searcher import StudySearcher, Tally
 from tuner.study.trial.trainable import run_trial
-from tuner.study.trial.training import Trainer, Training
+from tuner.study.trial.training import Trainer, Training, study_training
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,8 +227,5 @@ def _fit(spec: StudySpec, searcher: StudySearcher, *, run_dir: Path, trainer: Tr
 
 def _job(spec: StudySpec, searcher: StudySearcher) -> Training:
     """The `Training` every trial of the study shares; each trial puts in its own recipe."""
-    return Training(model_args=searcher.model_args.to_dict(), recipe={}, data=spec.data,
-                    token_budget=spec.budget.tokens_per_trial,
-                    eval_every_tokens=spec.budget.eval_every_tokens, seed=spec.study.seed,
-                    cpus=spec.resources.cpus_per_trial, gpus=spec.resources.gpus_per_trial)
+    return study_training(spec, model_args=searcher.model_args.to_dict())
 

@@ -28,7 +28,7 @@ import dataclasses
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from trainers import ModelArgs, Recipe, TrainResult
 from trainers.config.validation import require
@@ -37,6 +37,9 @@ from tuner.corpus.section import load_data
 from tuner.study.results.reasons import Reason, exception_reason
 from tuner.study.specs.data_spec import DataSection, spec_error
 from tuner.study.trial.cores import gate_for
+
+if TYPE_CHECKING:  # the spec module loads Optuna, which a Ray worker does without
+    from tuner.study.specs.spec import StudySpec
 
 Trainer = Callable[..., TrainResult]
 OnEval = Callable[[int, dict[str, Any]], Any]
@@ -80,6 +83,19 @@ class Training:
     def threads(self) -> int | None:
         """The torch thread count the training runs with (None: left as it is)."""
         return None if self.cpus is None else max(1, int(self.cpus))
+
+
+def study_training(spec: StudySpec, *, model_args: dict[str, Any],
+                   recipe: dict[str, Any] | None = None, seed: int | None = None) -> Training:
+    """A training as study ``spec`` trains its trials: its corpus, token budget, evaluation
+    interval and per-trial cores and GPUs; ``seed`` the study's unless given. A study's trials
+    share the one with no recipe; a noise re-training and ``rerun`` give a trial's (``rerun``
+    then sets its own threads and device with `dataclasses.replace`)."""
+    return Training(model_args=model_args, recipe=dict(recipe or {}), data=spec.data,
+                    token_budget=spec.budget.tokens_per_trial,
+                    eval_every_tokens=spec.budget.eval_every_tokens,
+                    seed=spec.study.seed if seed is None else seed,
+                    cpus=spec.resources.cpus_per_trial, gpus=spec.resources.gpus_per_trial)
 
 
 @dataclass(frozen=True, kw_only=True)

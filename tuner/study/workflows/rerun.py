@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -16,7 +17,7 @@ from tuner.study.specs.metrics import LOAD_DEPENDENT
 from tuner.study.store import records
 from tuner.study.store.storage import stored_spec
 from tuner.study.trial.progress import Log, elapsed, eval_lines
-from tuner.study.trial.training import Training, run_training
+from tuner.study.trial.training import run_training, study_training
 
 
 def rerun_trial(study: optuna.Study, number: int, *, device: str | None = None,
@@ -53,11 +54,11 @@ def rerun_trial(study: optuna.Study, number: int, *, device: str | None = None,
     say(f"trial {number}: started, {tokens:,} tokens, {threads} torch thread(s) as the trial "
         f"had; {elapsed(t0)} elapsed")
     # the device asked for, else the trial's; else a GPU when this machine has one
-    training = Training(model_args=t.user_attrs[records.MODEL_ARGS],
-                        recipe=t.user_attrs[records.RECIPE], data=spec.data, token_budget=tokens,
-                        seed=t.user_attrs.get(records.SEED, spec.study.seed),
-                        eval_every_tokens=spec.budget.eval_every_tokens, cpus=threads, gpus=1,
-                        device=device or t.user_attrs.get(records.DEVICE) or "")
+    training = dataclasses.replace(
+        study_training(spec, model_args=t.user_attrs[records.MODEL_ARGS],
+                       recipe=t.user_attrs[records.RECIPE],
+                       seed=t.user_attrs.get(records.SEED, spec.study.seed)),
+        cpus=threads, gpus=1, device=device or t.user_attrs.get(records.DEVICE) or "")
     trained = run_training(training, trainer=trainer,
                            on_eval=eval_lines(say, f"trial {number}", tokens, t0))
     result = trained.result_or_raise()
