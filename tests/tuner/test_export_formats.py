@@ -210,6 +210,24 @@ def test_megatron_notes_what_it_cannot_express():
     assert any("DeepSeek-V3 used 0.3 for the first 10T tokens" in n for n in notes)
 
 
+def test_megatron_file_says_where_its_batch_comes_from_and_what_is_modeled(fp8_run):
+    """The file alone tells a reader the batch's rule and that the plan and GPU-hours are
+    modeled (they were on stderr or in the native format only)."""
+    lines = formats.render("megatron", fp8_run).splitlines()
+    batch = next(x for x in lines if x.startswith("# batch: "))
+    rule = next(r for r in fp8_run.rules if r.field == "batch_end").rule
+    assert batch.endswith(" ".join(rule.split()))
+    assert f"# batch: {fp8_run.recipe.batch_end} sequences x 4096 tokens" in batch
+    modeled = next(x for x in lines if x.startswith("# MODELED, not measured"))
+    p = fp8_run.plan
+    assert f"tp={p.tp} pp={p.pp} ep={p.ep} dp={p.dp}" in modeled
+    assert f"{fp8_run.cost['gpu_hours']:.4g} GPU-hours" in modeled and "not modeled:" in modeled
+    assert _parse_args("\n".join(lines))["--num-layers"] == "61"  # comments, not flags
+    # an H800 target's fp8 speed rests on H100 figures: the rule says why they stand for it
+    fp8 = next(r for r in fp8_run.rules if r.field == "precision").source
+    assert "stand for H800 too" in fp8 and "differs in NVLink only" in fp8
+
+
 def test_megatron_mup_uses_decoupled_lr():
     run = full_run(Recipe(lr=4e-3), proxy=dataclasses.replace(PROXY, mup_base_dim=32))
     text = formats.render("megatron", run)

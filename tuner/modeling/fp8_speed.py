@@ -15,9 +15,11 @@ pytorch/ao@36027d82 ``torchao/testing/training/roofline_utils.py``):
     speed-up   bf16 pass time / fp8 pass time
 
 The rates are fractions of the part's dense peaks, taken from published H100 measurements
-(`BLOCKWISE_H100`): blockwise fp8 grouped GEMMs (1×128 activation tiles, 128×128 weight blocks,
-DeepGEMM back end) at DeepSeek-V3's expert shape reach 1234 (forward), 1236 (dgrad) and 457
-(wgrad) TFLOP/s, the quantization kernels 2390-2809 GB/s (pytorch/ao@260ac851
+(`BLOCKWISE_H100`); as fractions they carry to the other Hopper parts, the H800 (the H100 SXM's
+SMs, tensor cores and HBM3, with NVLink cut to 400 GB/s, which a GEMM does not use) and the H200
+(the same compute, more and faster HBM). Blockwise fp8 grouped GEMMs (1×128 activation tiles,
+128×128 weight blocks, DeepGEMM back end) at DeepSeek-V3's expert shape reach 1234 (forward),
+1236 (dgrad) and 457 (wgrad) TFLOP/s, the quantization kernels 2390-2809 GB/s (pytorch/ao@260ac851
 ``benchmarks/prototype/blockwise_fp8_training/README.md``, "H100 results"); bf16 GEMMs reach
 78% of the bf16 peak on large inputs (``roofline_utils.py``, ``pct_achievable_gemm_tops``).
 DeepGEMM's own H800 forward figures at DeepSeek-V3 shapes, 1127-1520 TFLOP/s for M = 4096
@@ -79,9 +81,12 @@ BLOCKWISE_H100 = KernelFigures(
     source=("torchao blockwise fp8 grouped GEMMs on H100 at DeepSeek-V3's expert shape "
             "(fwd 1234, dgrad 1236, wgrad 457 TFLOP/s; casts 2.69 TB/s; pytorch/ao@260ac851 "
             "benchmarks/prototype/blockwise_fp8_training/README.md) against bf16 at 78% of "
-            "peak (torchao roofline_utils); a pass where fp8 does not pay runs bf16"),
+            "peak (torchao roofline_utils); a pass where fp8 does not pay runs bf16; as "
+            "fractions of the dense peak they stand for H800 too, which has the H100 SXM's "
+            "tensor cores and HBM and differs in NVLink only, which a GEMM does not use"),
     short=("published blockwise fp8 kernel figures (torchao, H100: fwd 1234, dgrad 1236, wgrad "
-           "457 TFLOP/s) per GEMM shape and pass, tuner.modeling.fp8_speed"),
+           "457 TFLOP/s; as shares of the peak they stand for H800, the same tensor cores) per "
+           "GEMM shape and pass, tuner.modeling.fp8_speed"),
 )
 
 

@@ -224,6 +224,22 @@ def flags(full: FullRun) -> tuple[list[Flag], list[str]]:
     return out, notes + _recipe_notes(full) + drifts.megatron(full)
 
 
+def provenance(full: FullRun) -> list[str]:
+    """What the file's flags do not say themselves: where the final batch comes from (its
+    rule), and which numbers are modeled, not measured (the parallel plan, recompute, memory,
+    GPU-hours), so the file alone tells a reader what to trust."""
+    r, p, cost = full.recipe, full.plan, full.cost
+    batch = next((x for x in full.rules if x.field == "batch_end"), None)
+    why = f": {' '.join(batch.rule.split())}" if batch is not None else ""  # one line
+    mem = cost["peak_memory_gib"]
+    return [f"batch: {r.batch_end} sequences x {r.seq_len} tokens = "
+            f"{r.batch_end * r.seq_len:,} tokens per step{why}",
+            f"MODELED, not measured (tuner/modeling/cost_model.py): the parallel plan tp={p.tp} "
+            f"pp={p.pp} ep={p.ep} dp={p.dp}, the recompute, the peak memory per GPU "
+            f"({mem['total']:.1f} of {mem['capacity']:.1f} GiB) and {cost['gpu_hours']:.4g} "
+            f"GPU-hours at MFU {cost['mfu']:g}; not modeled: {cost['not_modeled']}"]
+
+
 def render(full: FullRun) -> str:
     out, notes = flags(full)
     head = [f"# moetune export for Megatron-LM ({MEGATRON_REF})",
@@ -231,6 +247,7 @@ def render(full: FullRun) -> str:
             f"{full.target.gpus} x {full.target.hardware.name}, {full.target.tokens} tokens",
             f"# launch: {LAUNCH}",
             f"# LR: {full.lr_line()}",
+            *(f"# {line}" for line in provenance(full)),
             *(f"# WARNING: {w}" for w in full.warnings),
             *(f"# NOTE: {n}" for n in notes)]
     return "\n".join(head + [f if v is None else f"{f} {v}" for f, v in out]) + "\n"
