@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import optuna
 import pytest
 
 from tuner.app.cli import main
 from tuner.app.export_command import unfinished_hint
+from tuner.app.status import study_summary_rows
 from tuner.study.specs.spec import load_spec
 from tuner.study.store import database as db
 from tuner.study.store import records
@@ -122,3 +124,23 @@ def test_each_budget_of_the_shipped_law_says_what_it_is_to_the_law():
     roles = [_role(law, i) for i in range(len(law.budgets))]
     assert roles == ["fitted"] * len(law.tokens) + [
         "held out", f"held-out batch (batch_end {law.held_out_batch})"]
+
+
+def test_an_interrupted_trial_reads_as_interrupted_not_as_a_failure(law_root, capsys):
+    """A trial a stopped driver left (re-run by `moetune resume`) is no failure of its recipe:
+    status says `interrupted`, in the trials' table and the studies' summary."""
+    from optuna.trial import TrialState
+
+    from tuner.study.run.resume import INTERRUPTED
+
+    study = optuna.load_study(study_name="law.t2621440",
+                              storage=db.storage_url(law_root / "law"))
+    t = study.ask()
+    t.set_user_attr(records.REASON, INTERRUPTED)
+    study.tell(t, state=TrialState.FAIL)
+    assert main(["status", "law.t2621440", "--root", str(law_root)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.split()[:1] == [str(t.number)])
+    assert row.split()[1] == "interrupted" and " fail " not in f" {row} "
+    summary = study_summary_rows([study])[0]
+    assert summary["interrupted"] == 1 and summary["fail"] == 0

@@ -13,7 +13,7 @@ from optuna.trial import TrialState
 from tuner.study.results import ranking
 from tuner.study.results.reasons import one_line
 from tuner.study.results.trial_record import study_objectives, trial_records
-from tuner.study.run.resume import counts_toward_target, n_done
+from tuner.study.run.resume import INTERRUPTED, counts_toward_target, is_interrupted, n_done
 from tuner.study.specs.law_spec import LawSection, base_name, budget_name
 from tuner.study.store import records
 from tuner.study.store import storage as st
@@ -32,7 +32,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
     for t in sorted(study.get_trials(deepcopy=False),
                     key=lambda t: (order.get(t.number, len(order)), t.number)):
         row: dict[str, Any] = {"#": t.number,
-                               "outcome": t.user_attrs.get(records.OUTCOME, t.state.name.lower()),
+                               "outcome": _outcome(t),
                                "": "knee" if t.number == knee else ""}
         for i, name in enumerate(names):
             row[name] = t.values[i] if t.values else ""
@@ -40,6 +40,14 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
         row["reason"] = one_line(t.user_attrs.get(records.REASON) or "")[:MAX_REASON]
         rows.append(row)
     return rows
+
+
+def _outcome(t: optuna.trial.FrozenTrial) -> str:
+    """A trial's outcome as a user reads it: "interrupted" for one a stopped driver left
+    (re-run by `moetune resume`, not a failure of its recipe), else the stored outcome."""
+    if is_interrupted(t):
+        return INTERRUPTED
+    return str(t.user_attrs.get(records.OUTCOME, t.state.name.lower()))
 
 
 def _ranking(study: optuna.Study) -> tuple[dict[int, int], int | None]:
@@ -62,14 +70,14 @@ def study_summary_rows(studies: Sequence[optuna.Study]) -> list[dict[str, Any]]:
     rows = []
     for s in studies:
         trials = s.get_trials(deepcopy=False)
-        outcomes = Counter(t.user_attrs.get(records.OUTCOME, t.state.name.lower())
-                           for t in trials)
+        outcomes = Counter(_outcome(t) for t in trials)
         spec = s.user_attrs.get(records.SPEC, {})
         target = spec.get("study", {}).get("n_trials", "?")
         running = sum(t.state == TrialState.RUNNING for t in trials)
         rows.append({"study": s.study_name, "trials": f"{len(trials)}/{target}",
                      "complete": outcomes["complete"], "infeasible": outcomes["infeasible"],
-                     "pruned": outcomes["pruned"], "fail": outcomes["fail"], "running": running,
+                     "pruned": outcomes["pruned"], "fail": outcomes["fail"],
+                     INTERRUPTED: outcomes[INTERRUPTED], "running": running,
                      "best": _best(s)})
     return rows
 
