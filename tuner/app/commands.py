@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -225,18 +226,17 @@ def _report_law(spec: StudySpec, run_dir: Path, budgets: list[Any], storage: str
         _build_report(summary.study, run_dir if i == 0 else run_dir.parent / summary.name)
     if budgets:
         print(f"storage {budgets[-1].storage}")
-    try:
-        from reports.laws.law import answer_line, write_law_report
+    def write() -> Mapping[str, Path]:
+        from reports.laws.law import write_law_report
 
-        paths = write_law_report(spec, url=db.storage_url(run_dir, storage, spec.study.storage),
-                                 out=run_dir / "law", budget_report=run_dir / "report",
-                                 loaded={s.name: s.study for s in budgets})
-    except Exception as e:  # noqa: BLE001 - the budgets are safe in storage; say why, go on
-        print(f"warning: the law report could not be written: {type(e).__name__}: {e}",
-              file=sys.stderr)
-    else:
-        for p in paths.values():
-            print(f"law report: {p}")
+        return write_law_report(spec, url=db.storage_url(run_dir, storage, spec.study.storage),
+                                out=run_dir / "law", budget_report=run_dir / "report",
+                                loaded={s.name: s.study for s in budgets})
+
+    paths = _written("law report", write)
+    if paths is not None:
+        from reports.laws.law import answer_line
+
         print(answer_line(json.loads(paths["json"].read_text())))
     last = budgets[-1] if budgets else None
     if len(budgets) < len(law.budgets) or last is None or last.done < last.n_trials:
@@ -268,18 +268,14 @@ def _report_ladder(spec: StudySpec, run_dir: Path, rungs: list[Any], storage: st
 
 def _build_ladder_report(spec: StudySpec, run_dir: Path, storage: str) -> None:
     """The ladder's transfer report; a failure is a warning (the rungs are safe in storage)."""
-    try:
+    def write() -> Mapping[str, Path]:
         from reports.laws.ladder import write_ladder_report
 
-        paths = write_ladder_report(spec, url=db.storage_url(run_dir, storage,
-                                                              spec.study.storage),
-                                    out=run_dir / "ladder")
-    except Exception as e:  # noqa: BLE001 - say why the report is missing, keep the exit code
-        print(f"warning: the ladder report could not be written: {type(e).__name__}: {e}",
-              file=sys.stderr)
-        return
-    for p in paths.values():
-        print(f"ladder report: {p}")
+        return write_ladder_report(spec, url=db.storage_url(run_dir, storage,
+                                                             spec.study.storage),
+                                   out=run_dir / "ladder")
+
+    _written("ladder report", write)
 
 
 def _report_run(spec: StudySpec, run_dir: Path, summary: Any) -> int:
@@ -303,21 +299,37 @@ def _report_run(spec: StudySpec, run_dir: Path, summary: Any) -> int:
 
 def _build_report(study: Any, run_dir: Path) -> None:
     """Write the study's report; a failure is a warning (the study is safe in storage)."""
-    import reports
+    snapshot = None
+
+    def write() -> Mapping[str, Path]:
+        import reports
+
+        nonlocal snapshot
+        snapshot = reports.take_snapshot(study)
+        return reports.write_report(snapshot, run_dir / "report")
+
+    if _written("report", write) is None or snapshot is None:
+        return
     from reports.sections.recommend import markdown, recommend
 
-    try:
-        snapshot = reports.take_snapshot(study)
-        paths = reports.write_report(snapshot, run_dir / "report")
-    except Exception as e:  # noqa: BLE001 - say why the report is missing, keep the exit code
-        print(f"warning: the report could not be written: {type(e).__name__}: {e}",
-              file=sys.stderr)
-        return
-    for p in paths.values():
-        print(f"report: {p}")
     # what to run, as the report's first section says it (plain text: no markdown fences)
     print("\n" + "\n".join(line for line in markdown(recommend(snapshot))
                             if not line.startswith("```")).replace("**", ""))
+
+
+def _written(what: str, write: Callable[[], Mapping[str, Path]]) -> Mapping[str, Path] | None:
+    """The files ``write`` wrote, each printed as ``<what>: <path>``; None, with a warning,
+    when it failed: the studies are safe in storage, so a missing report is said, and the
+    command's exit code stays the run's."""
+    try:
+        paths = write()
+    except Exception as e:  # noqa: BLE001 - say why the report is missing, keep the exit code
+        print(f"warning: the {what} could not be written: {type(e).__name__}: {e}",
+              file=sys.stderr)
+        return None
+    for p in paths.values():
+        print(f"{what}: {p}")
+    return paths
 
 
 def import_trainer(target: str) -> Any:
