@@ -107,18 +107,24 @@ def _checked(raw: Any, mapping: dict[str, str], unit: float, vary: Sequence[str]
         bad = out[key][~(np.isfinite(out[key]) & (out[key] > 0))]
         if len(bad):
             row = int(bad.index[0])
+            got = _cell(raw[mapping[key]].iloc[row])
             raise RunTableError(f"column {mapping[key]!r} (for {key}): must be a positive finite "
-                                f"number in every row, but got {raw[mapping[key]].iloc[row]!r} "
-                                f"in row {row + 2} of the file")
+                                f"number in every row, but got {got} in row {row + 2} of the file")
     nonnum = out["loss"].isna() & raw[mapping["loss"]].notna()
     if nonnum.any():
         row = int(np.flatnonzero(nonnum.to_numpy())[0])
+        got = _cell(raw[mapping["loss"]].iloc[row])
         raise RunTableError(f"column {mapping['loss']!r} (for loss): must be a number (NaN or "
-                            f"inf for a diverged run), but got {raw[mapping['loss']].iloc[row]!r}"
-                            f" in row {row + 2} of the file")
+                            f"inf for a diverged run), but got {got} in row {row + 2} of the file")
     out["B"] = out["B"] * unit
     _check_others(raw, out, set(mapping.values()) | set(vary))
     return out
+
+
+def _cell(value: Any) -> str:
+    """A table's value as the file shows it: ``-0.0037`` or ``'abc'``, not numpy's repr
+    (``np.float64(-0.0037)``)."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
 
 
 def _check_others(raw: Any, out: Any, known: set[str]) -> None:

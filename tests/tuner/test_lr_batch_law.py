@@ -219,7 +219,8 @@ def test_law_fit_help_states_what_a_cell_needs(capsys) -> None:
      "--batch-unit: must be a positive number"),
     (["--column", "B=bs", "--vary", "smooth loss"],
      lambda ls: ls[:5] + [ls[5].replace(ls[5].split(",")[3], "-1e-3", 1)] + ls[6:],
-     "column 'lr' (for lr): must be a positive finite number in every row, but got"),
+     "column 'lr' (for lr): must be a positive finite number in every row, but got -0.001 "
+     "in row 6"),  # the file's value, not np.float64(-0.001)
     (["--column", "B=bs", "--vary", "smooth loss"], lambda ls: ls[:1] + ls[1:40],
      "needs at least 6 cells"),
 ])
