@@ -210,3 +210,15 @@ def test_an_export_picks_the_knee_unless_told_otherwise():
                                       "--tokens", "1e12"])
     assert args.pick == ["knee"] and ExportRequest.from_namespace(args).pick == ("knee",)
     assert ExportRequest.from_options("s", GOOD).pick == ("knee",)
+
+
+def test_the_command_reference_lists_every_command():
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "tuning.md").read_text()
+    section = doc[doc.index("### Command reference"):].split("\nFrom Python:")[0]
+    listed = {line.split("`moetune ")[1].split()[0].strip("`") for line in section.splitlines()
+              if line.startswith("| `moetune ")}
+    commands = next(a for a in build_parser()._actions
+                    if isinstance(a, argparse._SubParsersAction)).choices
+    assert set(commands) <= listed, sorted(set(commands) - listed)
