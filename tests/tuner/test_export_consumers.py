@@ -510,3 +510,11 @@ def test_cli_torchtitan_module_is_named_by_its_file_and_notes_reach_stderr(tmp_p
     assert "--module run_236b --config moetune_config" in text
     assert "moetune export: note: attention mask: torchtitan 0.3" in err
     assert "moetune export: note: group-limited routing: torchtitan 0.3" in err
+
+
+def test_status_gives_the_range_to_tune_next_for_a_value_at_its_edge(tmp_path, capsys):
+    assert main(["status", "edge", "--storage", _study(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "To check, on the recommended trial #0:" in out
+    assert "lr = 0.019 sits at the top of [0.0003, 0.02]" in out
+    assert "tune again with lr in [0.0003, 0.1633]" in out  # 0.02 * sqrt(0.02 / 3e-4)

@@ -391,6 +391,7 @@ def status(args: argparse.Namespace) -> int:
 
         print("\nTop of the ranking:")
         print(reports.top_table(reports.trials_frame(study), 5))
+        _to_check(study)
         budgets = _law_rows(study)
         if budgets:
             print("\nBudgets of the law:")
@@ -399,6 +400,18 @@ def status(args: argparse.Namespace) -> int:
     studies = [open_study(n, Path(args.root) / n, args.storage) for n in _names(args)]
     print(format_table(study_summary_rows(studies)) if studies else "no studies")
     return 0
+
+
+def _to_check(study: Any) -> None:
+    """The report's warnings on its recommended trial (a value at its range's edge with the
+    range to tune next, a knob that never varied, ...), so status says them too."""
+    import reports
+    from reports.sections.recommend import recommend
+
+    rec = recommend(reports.take_snapshot(study))
+    if rec is not None and rec.warnings:
+        print(f"\nTo check, on the recommended trial #{rec.trial}:")
+        print("\n".join(f"- {w}" for w in rec.warnings))
 
 
 def _law_rows(study: Any) -> list[dict[str, Any]]:
