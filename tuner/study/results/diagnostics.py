@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from optuna.distributions import FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial
@@ -85,8 +86,9 @@ def next_range(name: str, dist: FloatDistribution | IntDistribution,
 def _allowed(name: str, value: float) -> bool:
     """Whether the recipe's own rules accept ``value`` for field ``name`` (a searched knob that
     is not a recipe field has no rule here: any value)."""
+    field: dict[str, Any] = {name: value}  # any field: its own type is the rules' to check
     try:
-        Recipe(**{name: value})
+        Recipe(**field)
     except FieldError:
         return False
     except TypeError:  # not a recipe field
