@@ -18,81 +18,68 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reports.html import inline
+from tuner.export.answers import law_full_run
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
-from tuner.modeling.full_run import LAW_BAND_LIMIT, load_target
+from tuner.modeling.full_run import LAW_BAND_LIMIT
 from tuner.modeling.laws import power_law as pl
-from tuner.modeling.laws.lr_at_batch import lr_at_batch
 from tuner.modeling.laws.lr_batch_law import RESOLVED_T, LrBatchLaw
 from tuner.modeling.laws.pooled_law import LACK_OF_FIT_P
 from tuner.modeling.published_recipes import published_recipe
-from tuner.study.specs.proxy import resolve_model_args
 from tuner.study.specs.spec import StudySpec
-from tuner.study.workflows.law_fit import LawFit, law_fit_at
+from tuner.study.store import database as db
+from tuner.study.workflows.law_fit import LawFit, budget_studies, fit_law
 
 if TYPE_CHECKING:
     import optuna
 
 
-def full_run_view(fit: LawFit, spec: StudySpec) -> dict[str, Any] | None:
-    """The laws at the spec's full run (``[full_run]``), with the published laws and recipe
-    there; None without a target or a law yet."""
-    target = spec.full_run_target
-    if not target or fit.lr_law is None:
+def full_run_view(fit: LawFit, spec: StudySpec,
+                  studies: list[tuple[int, optuna.Study]]) -> dict[str, Any] | None:
+    """The full run's answer as ``moetune export`` of this law writes it for the spec's
+    ``[full_run]`` (`tuner.export.answers.law_full_run`: the same function, so law.md, the
+    terminal line and the service's page cannot say another LR), with the team's law read
+    there, the prior it was combined with, and DeepSeek LLM's law and the target's published
+    recipe beside them; None without a target or a law yet."""
+    full = law_full_run(spec, studies, fit)
+    if full is None or full.answer is None or fit.lr_law is None:
         return None
-    args, name = load_target(target)
-    m_full = non_embedding_flops_per_token(args, spec.full_run.seq_len)
-    tokens = float(spec.full_run.tokens)
+    a, t = full.answer, full.target
+    m_full = non_embedding_flops_per_token(full.model_args, t.seq_len)
+    tokens = float(t.tokens)
     x = fit.x(tokens, m_full)
-    out: dict[str, Any] = {"target": target, "tokens": tokens, "x": x,
-                           "compute": m_full * tokens,
-                           "lr": fit.lr_law.at(x), "lr_band": list(fit.lr_law.band(x)),
-                           "decades_past": fit.lr_law.decades_past(x),
-                           "deepseek_llm_lr": pl.deepseek_llm_lr(m_full * tokens),
-                           "deepseek_llm_batch": pl.deepseek_llm_batch(m_full * tokens)}
-    if fit.batch_law is not None:
-        out |= {"batch": fit.batch_law.at(x), "batch_band": list(fit.batch_law.band(x))}
+    law = a.law
+    out: dict[str, Any] = {
+        "target": spec.full_run_target, "tokens": tokens, "x": x, "compute": m_full * tokens,
+        "lr": a.lr, "lr_band": list(a.band), "lr_at_batch": a.batch,
+        "lr_batch_rule": next(r.rule for r in full.rules if r.field == "batch_end"),
+        "answer": a.to_dict(), "answer_rule": a.rule(),
+        "law_lr": law.lr if law else None, "law_band": list(law.band) if law else None,
+        "law_refusal": law.refusal if law else "",
+        "decades_past": law.decades_tokens if law else fit.lr_law.decades_past(x),
+        "decades_past_batch": law.decades_batch if law else None,
+        "batch": a.batch, "deepseek_llm_lr": pl.deepseek_llm_lr(m_full * tokens),
+        "deepseek_llm_batch": pl.deepseek_llm_batch(m_full * tokens),
+        "width_mult": a.width_mult if spec.law.mup else None}
+    if full.batch_answer is not None:
+        out["batch_band"] = list(full.batch_answer.band)
     if fit.lr_batch is not None:
-        out |= _lr_at_full_batch(fit, spec, args, m_full, tokens, x)
-    c = count_params(args)
+        out |= {"lr_in_d": fit.lr_law.at(x), "lr_in_d_band": list(fit.lr_law.band(x))}
+    c = count_params(full.model_args)
     out["params"] = float(c.active - c.embedding - c.head)  # as the proxy's `params` counts
-    rec = published_recipe(target)
+    rec = published_recipe(spec.full_run_target)
     if rec is not None:
         out["published"] = {"name": rec.name, "lr": rec.lr, "batch": rec.batch_tokens,
                             "source": rec.source}
     return out
 
 
-def _lr_at_full_batch(fit: LawFit, spec: StudySpec, args: Any, m_full: float, tokens: float,
-                      x: float) -> dict[str, Any]:
-    """A law in tokens and batch answers at a batch: the one an export of it writes without
-    ``--global-batch`` (the study's batch law, else DeepSeek LLM's B_opt at the full run's
-    compute), through the export's own hook (`lr_at_batch`). The lr law in D alone, through
-    each budget's optimum at whatever batch it sat at, is kept beside it, labelled: an LR
-    without its batch. Under µP, the LR the target's hidden matrices get too (lr / width_mult),
-    the one to set beside a published single LR."""
-    if fit.batch_law is not None:
-        batch, how = fit.batch_law.at(x), "the study's batch law B*(D)"
-    else:
-        batch, how = (pl.deepseek_llm_batch(m_full * tokens),
-                      "DeepSeek LLM's B_opt at the full run's compute")
-    c = count_params(args)
-    law = fit.study_law()
-    assert law is not None and fit.lr_law is not None  # the caller checked fit.lr_law
-    at = lr_at_batch(law, tokens=tokens, batch=batch, flops_per_token=m_full,
-                     params=float(c.active - c.embedding - c.head))
-    base = resolve_model_args(spec).dim if spec.law.mup else 0
-    return {"lr": at.lr, "lr_band": list(at.band), "decades_past": at.decades_tokens,
-            "lr_at_batch": batch, "lr_batch_rule": how, "decades_past_batch": at.decades_batch,
-            "lr_in_d": fit.lr_law.at(x), "lr_in_d_band": list(fit.lr_law.band(x)),
-            "width_mult": args.dim / base if base else None}
-
-
 def law_data(spec: StudySpec, url: str,
              loaded: Mapping[str, optuna.Study] | None = None) -> dict[str, Any]:
     """Everything ``law.md`` says, as numbers (budgets' studies in ``loaded``, by name, are
     read as given: a run that has just run them passes them)."""
-    fit = law_fit_at(spec, url, loaded)
-    return fit.to_dict() | {"full_run": full_run_view(fit, spec), "mup": spec.law.mup}
+    studies = budget_studies(spec, db.open_existing_storage(url), loaded)
+    fit = fit_law(spec, studies)
+    return fit.to_dict() | {"full_run": full_run_view(fit, spec, studies), "mup": spec.law.mup}
 
 
 ONE_SIDED = 1.25  # judged held-out cells all on one side, missed by more than this on
@@ -201,44 +188,39 @@ def _answer(data: dict[str, Any]) -> list[str]:
     if not full:
         return ["No law yet (it needs 2 budgets with an optimum), or no [full_run] target: "
                 "no full-run answer."]
-    sure = pinned(full)
-    if not sure:
-        lo, hi = full["lr_band"]
-        at = (f", at {full['lr_at_batch']:.4g} tokens per step: {full['lr_batch_rule']}"
-              if "lr_at_batch" in full else "")
-        out = [f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens{at}): **this law "
-               f"does not pin the LR.** Its 95% band there is [{_span(full['lr_band'])}], "
-               f"{math.log10(hi / lo):.1f} decades wide (more than {LAW_BAND_LIMIT:g}x), "
-               f"{full['decades_past']:.1f} decades past the fitted budgets in D"
-               + (f" and {full['decades_past_batch']:.1f} in B" if at else "")
-               + ", so `moetune export` refuses it (give --lr, e.g. the published recipe's, or "
-               "--lr-wide-band to write the point labelled with its band). The law's point "
-               f"there, not an answer: lr {num(full['lr'])}."]
-        if at:
-            out.append(f"The lr law in D alone, through each budget's optimum at the batch it "
-                       f"sat at, gives {num(full['lr_in_d'])} there: an LR without its batch, "
-                       "no answer either.")
-    elif "lr_at_batch" in full:
-        out = [f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens, at "
-               f"{full['lr_at_batch']:.4g} tokens per step: {full['lr_batch_rule']}): lr "
-               f"{num(full['lr'])} (band {_span(full['lr_band'])}), lr*(D, B) below, "
-               f"extrapolated {full['decades_past']:.1f} decades past the fitted cells in D and "
-               f"{full['decades_past_batch']:.1f} in B. The lr law in D alone, through each "
-               f"budget's optimum at the batch it sat at, gives {num(full['lr_in_d'])} there: an "
-               "LR without its batch, not this answer."]
+    a = full["answer"]
+    lo, hi = full["lr_band"]
+    head = (f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens, final batch "
+            f"{full['lr_at_batch']:,.0f} tokens per step): ")
+    if pinned(full):
+        head += (f"**lr {num(full['lr'])}** (95% band {_span(full['lr_band'])}, "
+                 f"{hi / lo:.2f}x), what `moetune export` of this law writes.")
     else:
-        out = [f"**Full run** ({full['target']}, {full['tokens']:.3g} tokens): lr "
-               f"{num(full['lr'])} (band {_span(full['lr_band'])}), "
-               + (f"final batch {num(full['batch'], '.4g')} tokens (band "
-                  f"{_span(full['batch_band'], '.4g')}), " if "batch" in full else "")
-               + f"extrapolated {full['decades_past']:.1f} decades past the largest fitted "
-               "budget."]
+        head += (f"**the LR is not pinned**: lr {num(full['lr'])}, 95% band "
+                 f"{_span(full['lr_band'])}, {hi / lo:.3g}x wide (more than "
+                 f"{LAW_BAND_LIMIT:g}x), so `moetune export` refuses it (give --lr, or "
+                 "--lr-wide-band to write it labelled with its band).")
+    out = [head, "", f"How: {full['answer_rule']}", ""]
+    if full["law_lr"] is not None:
+        llo, lhi = full["law_band"]
+        out.append(f"The team's law alone there: lr {num(full['law_lr'])} (band "
+                   f"{_span(full['law_band'])}, {lhi / llo:.3g}x wide), "
+                   f"{full['decades_past']:.1f} decades past the fitted budgets in D"
+                   + (f" and {full['decades_past_batch']:.1f} in B"
+                      if full.get("decades_past_batch") is not None else "")
+                   + f"; its weight in the answer: {a['law_weight']:.0%}.")
+    elif full.get("law_refusal"):
+        out.append(f"The team's law gives no LR at this batch: {full['law_refusal']}")
+    out.append(f"Final batch: {full['lr_batch_rule']}.")
+    if "lr_in_d" in full:
+        out.append(f"The lr law in D alone, through each budget's optimum at the batch it sat "
+                   f"at, gives {num(full['lr_in_d'])} there: an LR without its batch, not this "
+                   "answer.")
     if full.get("width_mult"):
         mult = full["width_mult"]
         out.append(f"The lr is µP's base lr (the proxy's width); the full run's hidden matrices "
                    f"train at lr / width_mult = {num(full['lr'] / mult)} (width_mult "
-                   f"{mult:g}): that is the LR to set beside a published single LR"
-                   + ("." if sure else ", here the point's, pinned no better."))
+                   f"{mult:g}): that is the LR to set beside a published single LR.")
     elif data["mup"]:
         out.append("The lr is µP's base lr (the proxy's width); the full run's hidden matrices "
                    "train at lr / width_mult.")
@@ -254,17 +236,21 @@ def _answer(data: dict[str, Any]) -> list[str]:
 
 def answer_line(data: Mapping[str, Any]) -> str:
     """law.md's answer in one line, for the terminal at the end of a law's run or report: the
-    full run's lr with its band, or that the law does not pin it; the held-out check."""
+    full run's lr with its band (the export's, anchored on the published recipes), or that it
+    is not pinned; the team's law's weight in it; the held-out check."""
     full = data.get("full_run")
     if not full:
         return f"law {data['name']}: no full-run answer yet (law.md says why)."
     lo, hi = full["lr_band"]
-    at = f", {full['lr_at_batch']:.4g} tokens per step" if "lr_at_batch" in full else ""
-    line = (f"law {data['name']}: full run ({full['target']}, {full['tokens']:.3g} tokens{at}): "
+    a = full["answer"]
+    line = (f"law {data['name']}: full run ({full['target']}, {full['tokens']:.3g} tokens, "
+            f"{full['lr_at_batch']:.4g} tokens per step): "
             + (f"lr {num(full['lr'])}, band {num(lo)}-{num(hi)}" if pinned(full) else
-               f"the law does not pin the LR (band {math.log10(hi / lo):.1f} decades wide; the "
+               f"the LR is not pinned (lr {num(full['lr'])}, band {hi / lo:.3g}x wide; the "
                "export refuses it)")
-            + f", {full['decades_past']:.1f} decades past the fitted budgets in D")
+            + f", the published recipes' prior moved by the team's law at weight "
+            f"{a['law_weight']:.0%} ({full['decades_past']:.1f} decades past its budgets in D)"
+            + ("; THE LAW AND THE PRIOR DISAGREE" if a["disagree"] else ""))
     h = data.get("held_out_check") or {}
     cells = [] if "at_batch" in h else [  # at one batch, the check is that one cell
         c for c in h.get("cells", [])
@@ -282,8 +268,8 @@ def answer_line(data: Mapping[str, Any]) -> str:
 
 
 def pinned(full: Mapping[str, Any]) -> bool:
-    """Whether the law's band at the full run is narrow enough for its point to be an answer:
-    within `LAW_BAND_LIMIT`, the width past which `moetune export` refuses the LR."""
+    """Whether the answer's band at the full run is narrow enough for its point to be an
+    answer: within `LAW_BAND_LIMIT`, the width past which `moetune export` refuses the LR."""
     lo, hi = full["lr_band"]
     return bool(hi / lo <= LAW_BAND_LIMIT)
 

@@ -106,11 +106,19 @@ def test_a_law_along_its_batch_law_holds_inside_that_laws_band_only():
     law = StudyLaw(name="law", variable="tokens", lr=power_law(0.05, -0.3),
                    batch=power_law(0.5, 0.6))
     searched = LawBatches.of([256.0, 1024.0, 4096.0])
-    full = export(law, batches=searched)  # the batch law's own batch
-    b_star = law.batch.at(TOKENS)
-    assert full.recipe.batch_end * 4096 == pytest.approx(b_star, rel=0.05)
-    assert full.recipe.lr == pytest.approx(law.lr.at(TOKENS))
-    with pytest.raises(ExportError, match="outside it"):
+    full = export(law, batches=searched)  # the batch law combined with the prior's batch
+    lo, hi = law.batch.band(TOKENS)
+    assert full.batch_answer is not None and 0 < full.batch_answer.law_weight < 1
+    assert lo <= full.recipe.batch_end * 4096 <= hi  # inside the batch law's band: it holds
+    assert full.lr_at is not None and full.lr_at.lr == pytest.approx(law.lr.at(TOKENS))
+    assert full.answer is not None and full.answer.law_used
+    # outside the batch law's band the law measured nothing: the prior alone answers there,
+    # and at 1M tokens per step for 671B, a batch below every published one, it is too wide
+    small = export(law, batches=searched, global_batch=256, lr_wide_band=True)
+    assert small.lr_at is not None and small.lr_at.lr is None
+    assert "outside it" in small.lr_at.refusal
+    assert small.answer is not None and not small.answer.law_used
+    with pytest.raises(ExportError, match="does not move it.*outside it"):
         export(law, batches=searched, global_batch=256)
 
 

@@ -447,11 +447,15 @@ def test_budget_zero_reports_say_the_answer_is_the_law(tmp_path) -> None:
     data = {"name": "lw", "budgets": [{"tokens": 16384}], "mup": True,
             "full_run": {"target": "deepseek-v3-671b", "tokens": 1.48e13, "lr": 6e-5,
                          "lr_band": [4e-5, 9e-5], "decades_past": 7.5, "compute": 3.6e24,
+                         "lr_at_batch": 4.6e7, "lr_batch_rule": "the prior's batch",
+                         "answer": {"law_weight": 0.02, "disagree": ""},
+                         "answer_rule": "the published recipes' prior ...",
+                         "law_lr": 3e-6, "law_band": [1e-9, 1e-2],
                          "deepseek_llm_lr": 2.6e-4, "deepseek_llm_batch": 3.2e7}}
     annotate_budget_report(tmp_path, data)
     md = (tmp_path / "ranked.md").read_text()
     assert md.index("budget 0 of the law study lw") < md.index("## Recommendation")
-    assert "lr 6e-05 (band 4e-05–9e-05)" in md and "7.5 decades" in md
+    assert "**lr 6e-05** (95% band 4e-05–9e-05, 2.25x)" in md and "7.5 decades" in md
     page = (tmp_path / "report.html").read_text()
     assert page.index("<h2>Scaling law</h2>") < page.index("<h2>Recommendation</h2>")
     assert "<b>This study is budget 0" in page and "../law/law.png" in page
@@ -503,7 +507,6 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     from tuner import testing
     from tuner.app.cli import main
     from tuner.modeling.laws.lr_batch_law import LrBatchLaw
-    from tuner.modeling.laws.power_law import deepseek_llm_batch
     from tuner.study.specs.proxy import resolve_model_args
     from tuner.study.workflows.stage_runner import run_stages
 
@@ -533,18 +536,16 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     assert data["lr_batch_law"] is not None, data["lr_batch_note"]
     law = LrBatchLaw.from_dict(data["lr_batch_law"])
     assert law.n_cells == 15  # the held-out budget's 3 cells joined once its check was made
-    # law.md's answer is lr*(D, B) at the batch an export writes (the study's batch law where
-    # it placed one, else DeepSeek LLM's B_opt), never the lr law in D alone
+    # law.md's answer is the export's: the published recipes' prior at the batch it writes,
+    # moved by lr*(D, B) read there (never the lr law in D alone), with the law's own reading
     full = data["full_run"]
-    batch, rule = ((full["batch"], "the study's batch law") if data["batch_law"] else
-                   (deepseek_llm_batch(full["compute"]), "DeepSeek LLM's B_opt"))
-    assert full["lr_at_batch"] == pytest.approx(batch)
-    assert full["lr"] == pytest.approx(law.at(14.8e12, batch))
+    batch = full["lr_at_batch"]
+    assert full["law_lr"] == pytest.approx(law.at(14.8e12, batch))
     assert full["lr_band"][0] < full["lr"] < full["lr_band"][1]
-    assert full["lr_in_d"] != pytest.approx(full["lr"])
-    answer = law_markdown(data).split("\n\n")[1]
-    assert f"at {batch:.4g} tokens per step: {rule}" in answer
-    assert f"lr {full['lr']:.3g}" in answer and "an LR without its batch" in answer
+    assert full["lr_in_d"] != pytest.approx(full["law_lr"])
+    answer = law_markdown(data).split("## Each budget's optimum")[0]
+    assert "the published recipes' prior" in answer and "an LR without its batch" in answer
+    assert "The team's law alone there" in answer
     if spec.law.mup:  # like with like: the hidden matrices' LR beside a published one
         assert full["width_mult"] == pytest.approx(7168 / resolve_model_args(spec).dim)
         assert f"lr / width_mult = {full['lr'] / full['width_mult']:.3g}" in answer
@@ -573,26 +574,24 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     assert abs(math.log10(hob["lr_measured"] / truth)) < math.log10(1.5)
     assert hob["decades_past"]["batch"] == pytest.approx(math.log10(4))
     assert "## Held-out batch: predicted before it ran" in law_markdown(data)
-    # the export: at the batch it writes, the law's LR and its band, as numbers
-    # 7.5 decades out its band is wider than 4x: refused as no answer, then written when the
-    # user accepts it (--lr-wide-band), labelled
+    # the export writes the one answer law.md states (the same function), at the same batch;
+    # the law's own reading rides along as numbers, its band carrying the known truth
     out = tmp_path / "out" / "run.json"
     argv = ["export", "lw", "--storage", url, "--target", "deepseek-v3-671b", "--gpus", "2048",
-            "--tokens", "14.8e12", "--format", "native", "--out", str(out)]
+            "--tokens", "14.8e12", "--format", "native", "--out", str(out), "--pick", "knee"]
     capsys.readouterr()
-    assert main(argv) == 2 and not out.exists()
-    assert "does not pin the full run's LR" in capsys.readouterr().err
-    assert main([*argv, "--lr-wide-band"]) == 0, capsys.readouterr().err
+    assert main(argv) == 0, capsys.readouterr().err
     # the other knobs come from the held-out budget, not the held-out batch (524,288 tokens)
     assert "; other knobs from lw.t2621440;" in capsys.readouterr().err
     lr = json.loads(out.read_text())["lr"]
-    assert lr["band"]["hi"] / lr["band"]["lo"] > 4
-    batch = lr["for_batch_tokens"]
+    assert lr["lr"] == pytest.approx(full["lr"]) and lr["for_batch_tokens"] == batch
+    assert lr["answer"]["band"] == pytest.approx(full["lr_band"])
+    assert lr["answer"]["width"] <= 4 and lr["answer"]["law_lr"] == pytest.approx(
+        law.at(14.8e12, batch), rel=1e-6)
     assert lr["valid_at_batch"] is None and lr["source"] == "scaled"  # any batch: no refusal
-    assert lr["lr"] == pytest.approx(law.at(14.8e12, batch), rel=1e-6)
     assert (lr["band"]["lo"], lr["band"]["hi"]) == pytest.approx(law.band(14.8e12, batch))
     assert lr["band"]["decades_past_batch"] == pytest.approx(math.log10(batch / 4096))
-    # the known law's lr at the full run's tokens and batch, 7.5 decades out, inside the band
+    # the known law's lr at the full run's tokens and batch, 7.5 decades out, inside its band
     assert lr["band"]["lo"] < testing.law_lr_batch_optimum(14.8e12, batch) < lr["band"]["hi"]
 
 

@@ -1,6 +1,8 @@
 """``moetune law fit RUNS.csv|.parquet``: the lr law in tokens and batch from runs a team
 already has (`reports.laws.run_table`, `reports.laws.law_table`; the law is
-`tuner.modeling.laws.lr_batch_law`'s, the same a law study fits).
+`tuner.modeling.laws.lr_batch_law`'s, the same a law study fits). ``moetune law backtest``:
+the published recipes' prior the export anchors on, each recipe predicted without it
+(`tuner.modeling.anchor.backtest`).
 
     moetune law fit runs.csv --out law/
     moetune law fit dense_lr_bs_loss.csv --column B=bs --batch-unit 2048 \\
@@ -46,6 +48,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a column that may change between the runs of one cell (another "
                         "loss, a seed); others must be constant per cell or name each run")
     f.set_defaults(handler=law_fit)
+    b = sub.add_parser(
+        "backtest", help="the published recipes' prior, each recipe predicted without it",
+        description="Backtest the prior the export anchors the full run's LR on: each recipe "
+        "of the table predicted by the prior fitted without it, and without its whole family "
+        "(its form chosen afresh each time); the ratio, the 95% band and whether it covers the "
+        "published LR, per recipe, then the median miss and the coverage.")
+    b.add_argument("--recipes", type=Path, metavar="RECIPES_TOML",
+                   help="the team's own past full runs, in the recipe table's form "
+                        "(docs/full_run.md), added to the published ones")
+    b.set_defaults(handler=law_backtest)
 
 
 def law_fit(args: argparse.Namespace) -> int:
@@ -62,6 +74,23 @@ def law_fit(args: argparse.Namespace) -> int:
     print(f"law: {law['n_cells']} cells, tau {law['tau']:.3g} decades, lack of fit p "
           f"{law['lack_of_fit_p']:.3g}; wrote {', '.join(str(p) for p in paths.values())}",
           file=sys.stderr)
+    return 0
+
+
+def law_backtest(args: argparse.Namespace) -> int:
+    from trainers.config.validation import FieldError
+    from tuner.modeling.anchor.backtest import backtest_markdown, table_backtest
+    from tuner.modeling.anchor.prior import fit_prior
+    from tuner.modeling.anchor.recipe_table import load_recipes
+    try:
+        table = load_recipes(team=args.recipes)
+        prior = fit_prior(table)
+    except (FieldError, ValueError) as e:
+        raise UsageError(f"--recipes: {e}" if args.recipes else str(e)) from None
+    print(f"prior: {prior.summary()}")
+    for run in prior.left_out:
+        print(f"left out: {run.name}: {run.flag}")
+    print(backtest_markdown(table_backtest(table)))
     return 0
 
 

@@ -11,14 +11,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tuner.export.pick import finished_trials
+from tuner.export.export import export_study
+from tuner.export.pick import Pick, finished_trials
+from tuner.modeling.full_run import FullRun, FullRunTarget, load_target
+from tuner.modeling.hardware import get_hardware
 from tuner.modeling.laws.lr_batch_law import LrBatchLaw
 from tuner.study.specs.ladder_spec import rung_name
 from tuner.study.specs.law_spec import base_name
+from tuner.study.specs.spec import StudySpec
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
-from tuner.study.workflows.law_fit import budget_studies, fit_law
+from tuner.study.workflows.law_fit import LawFit, budget_studies, fit_law
 
 
 def law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]:
@@ -37,10 +41,7 @@ def law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]:
     if law is None:
         raise LookupError(f"law {base.name!r} has no lr law yet (it needs 2 budgets with an "
                           f"optimum): `moetune resume {base.name}` goes on.")
-    # the held-out batch (last when there is one) is a check at one batch the grid did not
-    # fit, often at a smaller budget: the other knobs come from the largest budget of the law
-    hob = base.law.held_out_batch_index
-    largest = [s for i, s in studies if i != hob][-1]
+    largest = largest_budget(base, studies)
     held = fit.held_out_check()
     said = (f"law {base.name}: LR and final batch from the study's own laws over "
             f"{len(fit.fitted)} budgets"
@@ -54,6 +55,35 @@ def law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]:
                f"<= {fit.batch_below_range:.0f} tokens): the final batch is DeepSeek LLM's "
                "B_opt" if fit.batch_below_range else ""))
     return largest, law, said
+
+
+def largest_budget(base: StudySpec, studies: list[tuple[int, Any]]) -> Any:
+    """The study a law's export takes its other knobs from: its largest budget. The held-out
+    batch (last when there is one) is a check at one batch the grid did not fit, often at a
+    smaller budget, so never it."""
+    hob = base.law.held_out_batch_index
+    return [s for i, s in studies if i != hob][-1]
+
+
+def law_full_run(base: StudySpec, studies: list[tuple[int, Any]], fit: LawFit) -> FullRun | None:
+    """What ``moetune export LAW`` writes for the law's own ``[full_run]`` (its target, GPUs,
+    hardware, tokens; the default pick): the one answer law.md, the terminal line and the
+    service's law page read, so none of them can say another LR than the export. None without
+    a target or an lr law yet.
+
+    Raises:
+        ExportError: the export itself fails (no layout fits the [full_run] GPUs, ...).
+        ValueError: the target's config cannot be read.
+    """
+    law = fit.study_law()
+    if not base.full_run_target or law is None or not studies:
+        return None
+    f = base.full_run
+    args, name = load_target(base.full_run_target)
+    target = FullRunTarget(model_args=args, name=name, hardware=get_hardware(f.hardware),
+                           gpus=f.gpus, tokens=f.tokens, seq_len=f.seq_len, lr_wide_band=True)
+    full, _ = export_study(largest_budget(base, studies), Pick(kind="knee"), target, law=law)
+    return full
 
 
 def table_law(path: Path, study: Any) -> tuple[LrBatchLaw, str]:

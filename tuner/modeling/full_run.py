@@ -25,7 +25,13 @@ from trainers.config.validation import field_error, require
 from trainers.presets import preset, preset_names
 from tuner.modeling import cost_model as cm
 from tuner.modeling import fp8_speed, references, scaling
-from tuner.modeling.anchor.answer import LrAnswer, answer_batch, answer_lr, shipped_prior
+from tuner.modeling.anchor.answer import (
+    BatchAnswer,
+    LrAnswer,
+    answer_batch,
+    answer_lr,
+    shipped_prior,
+)
 from tuner.modeling.anchor.prior import SOURCE as PRIOR_SOURCE
 from tuner.modeling.anchor.prior import RunPoint
 from tuner.modeling.hardware import Hardware, get_hardware
@@ -136,6 +142,7 @@ class FullRun:
     lr_at_start: LrAtBatch | None = None  # ... and at a ramp's first batch
     backtest: list[dict[str, Any]] = field(default_factory=list)  # `tuner.export.backtest`
     answer: LrAnswer | None = None  # the anchored answer at the final batch
+    batch_answer: BatchAnswer | None = None  # the final batch's, where no --global-batch
     answer_at_start: LrAnswer | None = None  # ... and at a ramp's first batch
 
     def lr_dict(self) -> dict[str, Any]:
@@ -419,13 +426,14 @@ def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget,
     warnings = _warnings(model_args, proxy, target, law) + _check_global_batch(target, plan)
     point = run_point(args, target)
     prior = shipped_prior(target.recipes)
-    proposed = None
+    proposed, b = None, None
     if target.global_batch is None:
         batch_law = one_var.batch if one_var is not None else None
         b = answer_batch(point, prior=prior,
                          law_batch=batch_law.at(x_full) if batch_law else None,
                          law_band=batch_law.band(x_full) if batch_law else None,
-                         law=f"the team's batch law ({one_var.name})" if one_var else "")
+                         law=f"the team's batch law ({one_var.name})" if one_var else "",
+                         decades_past=batch_law.decades_past(x_full) if batch_law else 0.0)
         proposed = (b.tokens, b.rule, PRIOR_SOURCE)
     start, end, batch_rules = scaling.scale_batch(
         proxy, c_full=c_full, seq_len=target.seq_len, multiple=multiple,
@@ -462,7 +470,7 @@ def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget,
     return FullRun(model_args=args, recipe=recipe, plan=plan, target=target, steps=steps,
                    hidden_lr=hidden_lr, rules=rules, warnings=warnings, lr_at=ats[0],
                    lr_at_start=ats[1] if start != end else None, answer=answers[0],
-                   answer_at_start=answers[1] if start != end else None,
+                   answer_at_start=answers[1] if start != end else None, batch_answer=b,
                    cost=full_run_cost(args, recipe, plan, target, c_full),
                    proxy=(proxy_info or {}) | {"tokens": proxy_tokens, "compute": c_proxy,
                                                "recipe": proxy.to_dict()})

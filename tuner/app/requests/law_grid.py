@@ -112,9 +112,11 @@ def _fit(spec: StudySpec, studies: list[tuple[int, optuna.Study]],
     law = fit_law(spec, studies)
     fit = law.to_dict()
     try:
-        full = full_run_view(law, spec)
-    except ValueError:  # its target's config unreadable since submit: the grid still shows
-        fit["answer"] = f"law {spec.name}: no full-run answer (its target cannot be read now)."
+        full = full_run_view(law, spec, studies)
+    except ValueError as e:  # the grid still shows; the page names no path
+        why = ("its [full_run] cannot be exported: " + str(e).split(":")[0]
+               if type(e).__name__ == "ExportError" else "its target cannot be read now")
+        fit["answer"] = f"law {spec.name}: no full-run answer ({why})."
     else:
         fit["answer"] = answer_line({"name": spec.name, "full_run": full,
                                      "held_out_check": fit["held_out_check"]})

@@ -35,6 +35,13 @@ from tuner.modeling.anchor.recipe_table import load_recipes
 from tuner.modeling.laws.lr_at_batch import LrAtBatch
 
 Z95 = 1.959964
+# A power law through a study's budgets carries in its band the optima's noise, not that the
+# law may bend past them; the exponents published for the same quantity differ by about 0.3
+# (the batch: DeepSeek LLM's 0.327 in C against Step Law's 0.571 in D; the LR's D-exponent
+# changes sign across batches in Step Law's sweep), so past its data such a law's reading gets
+# an sd of this many decades per decade of extrapolation, in quadrature (a 95% exponent range
+# of +-0.3). The law in tokens and batch (`tuner.modeling.laws.lr_batch_law`) carries its own.
+FORM_SD_PER_DECADE = 0.15
 
 
 @functools.lru_cache(maxsize=8)
@@ -141,6 +148,8 @@ def answer_lr(point: RunPoint, *, prior: Prior, law: LrAtBatch | None = None,
     weight, used, disagree, notes = 0.0, False, "", []
     if law is not None and law.lr is not None:
         law_mu, law_sd = math.log10(law.lr / width_mult), band_sd(law.band)
+        if law.valid_at_batch is not None:  # a power law in D alone: no bend in its band
+            law_sd = math.hypot(law_sd, FORM_SD_PER_DECADE * law.decades_tokens)
         c = combine(mu, sd, law_mu, max(law_sd, 1e-6))
         mu, sd, weight, used = c.mu, c.sd, c.weight, True
         if c.disagree:
@@ -172,19 +181,24 @@ class BatchAnswer:
 
 
 def answer_batch(point: RunPoint, *, prior: Prior, law_batch: float | None = None,
-                 law_band: tuple[float, float] | None = None, law: str = "") -> BatchAnswer:
+                 law_band: tuple[float, float] | None = None, law: str = "",
+                 decades_past: float = 0.0) -> BatchAnswer:
     """The final batch: the prior's batch law at the run, combined with the team's batch law
-    (``law_batch`` and its 95% band) when it has one."""
+    (``law_batch``, its 95% band, ``decades_past`` its budgets: `FORM_SD_PER_DECADE`) when it
+    has one."""
     p = prior.read_batch(point)
     said = (f"the published recipes' prior ({p.form}: {p.what}; left-out scatter "
             f"{p.scatter:.2f} decades) gives {p.value:.4g} tokens [{p.band[0]:.3g}, "
             f"{p.band[1]:.3g}]")
     if law_batch is None or law_band is None:
         return BatchAnswer(tokens=p.value, band=p.band, rule=said, law_weight=0.0)
-    c = combine(math.log10(p.value), p.sd, math.log10(law_batch), max(band_sd(law_band), 1e-6))
+    law_sd = math.hypot(band_sd(law_band), FORM_SD_PER_DECADE * decades_past)
+    c = combine(math.log10(p.value), band_sd(p.band), math.log10(law_batch), max(law_sd, 1e-6))
     half = Z95 * c.sd
-    said += (f"; {law} gives {law_batch:.4g} [{law_band[0]:.3g}, {law_band[1]:.3g}], weight "
-             f"{c.weight:.0%}; combined {10 ** c.mu:.4g} tokens")
+    said += (f"; {law} gives {law_batch:.4g} [{law_band[0]:.3g}, {law_band[1]:.3g}] "
+             f"{decades_past:.1f} decades past its budgets (its sd widened by "
+             f"{FORM_SD_PER_DECADE:g} decades per decade for a law that may bend), weight "
+             f"{c.weight:.0%}; {'answer' if c.disagree else 'combined'} {10 ** c.mu:.4g} tokens")
     if c.disagree:
         said += (f" (THE TWO DISAGREE beyond their bands, chi^2 {c.chi2:.1f}: the narrower "
                  "alone)")
