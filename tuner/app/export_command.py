@@ -63,16 +63,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seq-len", type=int, default=4096,
                    help="the full run's sequence length in tokens (default: %(default)s)")
     p.add_argument("--global-batch", type=int, help="final global batch in sequences "
-                   "(default: a law study's batch law, else B_opt of the compute law); the LR "
-                   "is the one for this batch")
+                   "(default: the anchored answer's: the published recipes' prior, combined with "
+                   "a law study's batch law); the LR is the anchored answer at this batch")
     p.add_argument("--lr", type=float, help="the full run's LR (under muP the base LR; hidden "
                    "matrices get lr / width_mult), written instead of any rule's")
     p.add_argument("--lr-at-fitted-batch", action="store_true",
                    help="a law study that never varied the batch: write its LR as measured at "
                         "its own batch, labelled lr.valid_at_batch (otherwise refused)")
     p.add_argument("--lr-wide-band", action="store_true",
-                   help="write a law's LR even where its 95%% band at the full run is wider than "
-                        "4x, labelled with its band (otherwise refused)")
+                   help="write the anchored LR even where its 95%% band at the full run is wider "
+                        "than 4x, labelled with its band (otherwise refused)")
+    p.add_argument("--recipes", type=Path, metavar="RECIPES_TOML",
+                   help="the team's own past full runs, in the recipe table's form "
+                        "(docs/full_run.md): added to the published recipes' prior, read first")
     p.add_argument("--law", type=Path, metavar="LAW_JSON",
                    help="a law.json of `moetune law fit`: the LR is its lr*(D, B) at the full "
                         "run's tokens and final batch (a study trained without muP)")
