@@ -9,10 +9,10 @@ import time
 import pytest
 from optuna.trial import TrialState
 
+from tests.utils.specs import minimal_spec
 from tuner import testing
 from tuner.app.cli import main
 from tuner.study.run.runner import run_study
-from tuner.study.specs.spec import spec_from_dict
 from tuner.study.store import records
 from tuner.study.store.control import StorageStopFlag, clear_stop, request_stop
 
@@ -20,10 +20,8 @@ SPACE = {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": Tr
 
 
 def spec(name: str, n: int):
-    return spec_from_dict({"study": {"name": name, "n_trials": n, "max_concurrent": 2,
-                                     "sampler": "random"},
-                           "budget": {"tokens_per_trial": 300, "eval_every_tokens": 100},
-                           "pruning": {"scheduler": "none"}, "space": SPACE})
+    return minimal_spec(name, study={"n_trials": n, "max_concurrent": 2, "sampler": "random"},
+                        space=SPACE)
 
 
 def test_the_stop_flag_follows_the_storage(tmp_path):

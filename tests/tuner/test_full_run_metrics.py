@@ -5,12 +5,13 @@ from __future__ import annotations
 import optuna
 import pytest
 
+from tests.utils.specs import minimal_spec
 from trainers import ModelArgs, Recipe
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner import testing
 from tuner.modeling.full_run import modeled_cost, target_of
 from tuner.study.run.runner import run_study
-from tuner.study.specs.spec import SpecError, spec_from_dict
+from tuner.study.specs.spec import SpecError
 from tuner.study.store import records
 
 CONFIG = PUBLISHED_CONFIGS / "config_671B.json"
@@ -19,15 +20,9 @@ SPACE = {"params": {"precision": {"type": "categorical", "choices": ["bf16", "fp
 
 
 def spec(**model):
-    return spec_from_dict({
-        "study": {"name": "full", "n_trials": 3, "max_concurrent": 1},
-        "model": model,
-        "budget": {"tokens_per_trial": 300, "eval_every_tokens": 100},
-        "objectives": {"val_loss": "minimize", "full_gpu_hours": "minimize"},
-        "constraints": {"max_full_peak_memory_gb": 1000.0},
-        "pruning": {"scheduler": "none"},
-        "space": SPACE,
-    })
+    return minimal_spec("full", study={"n_trials": 3}, model=model, space=SPACE,
+                        objectives={"val_loss": "minimize", "full_gpu_hours": "minimize"},
+                        constraints={"max_full_peak_memory_gb": 1000.0})
 
 
 def test_full_metrics_need_a_full_config():

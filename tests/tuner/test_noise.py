@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import optuna
 import pytest
 
+from tests.utils.specs import minimal_spec
 from trainers import Recipe, preset
 from tuner import testing
 from tuner.study.results.noise import (
@@ -24,7 +25,7 @@ from tuner.study.results.noise import (
 from tuner.study.results.trial_record import Objective, TrialRecord, trial_records
 from tuner.study.run.noise_retrain import measure_noise
 from tuner.study.run.runner import run_study
-from tuner.study.specs.spec import SpecError, spec_from_dict
+from tuner.study.specs.spec import SpecError
 from tuner.study.store import records
 
 SPACE = {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}},
@@ -32,12 +33,7 @@ SPACE = {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": Tr
 
 
 def spec(**study):
-    return spec_from_dict({
-        "study": {"name": "noisy", "n_trials": 4, "max_concurrent": 1, **study},
-        "budget": {"tokens_per_trial": 300, "eval_every_tokens": 100},
-        "pruning": {"scheduler": "none"},
-        "space": SPACE,
-    })
+    return minimal_spec("noisy", study=study, space=SPACE)
 
 
 def trained_without_noise(s, tmp_path):

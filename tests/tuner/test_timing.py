@@ -287,13 +287,12 @@ TOKENS = 64 * 128
 
 
 def timed_spec(n: int):
-    from tuner.study.specs.spec import spec_from_dict
+    from tests.utils.specs import minimal_spec
 
-    return spec_from_dict({
-        "study": {"name": "timed", "n_trials": n, "max_concurrent": 2, "sampler": "random"},
-        "budget": {"tokens_per_trial": TOKENS, "eval_every_tokens": TOKENS // 2},
-        "objectives": {"val_loss": "minimize", "timed_tokens_per_s": "maximize"},
-        "space": TIMED_SPACE})
+    return minimal_spec("timed", study={"n_trials": n, "max_concurrent": 2, "sampler": "random"},
+                        budget={"tokens_per_trial": TOKENS, "eval_every_tokens": TOKENS // 2},
+                        objectives={"val_loss": "minimize", "timed_tokens_per_s": "maximize"},
+                        space=TIMED_SPACE)
 
 
 def test_a_study_times_each_signature_once_and_a_resume_reuses_it(ray_session, tmp_path):

@@ -12,10 +12,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from tests.utils.specs import minimal_spec
 from trainers import Recipe, preset
 from tuner import testing
 from tuner.study.run.runner import _job
-from tuner.study.specs.spec import DataSection, spec_from_dict
+from tuner.study.specs.spec import DataSection
 from tuner.study.trial.training import Training, device_for, run_training
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,12 +31,9 @@ def training(**overrides) -> Training:
 
 
 def study_spec(**study):
-    return spec_from_dict({
-        "study": {"name": "one", "n_trials": 2, **study},
-        "budget": {"tokens_per_trial": 300, "eval_every_tokens": 100},
-        "space": {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-2}},
-                  "fixed": {"seq_len": 64}},
-    })
+    return minimal_spec("one", study={"n_trials": 2, "max_concurrent": 2, **study},
+                        space={"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-2}},
+                               "fixed": {"seq_len": 64}})
 
 
 def test_a_training_has_no_field_for_a_storage_url_or_a_secret():

@@ -12,6 +12,7 @@ import math
 import optuna
 import pytest
 
+from tests.utils.specs import minimal_spec
 from tuner.study.specs import sampler_registry
 from tuner.study.specs.sampler_registry import AUTO, SAMPLER_REGISTRY, SamplerEntry
 from tuner.study.specs.spec import SpecError, spec_from_dict
@@ -26,12 +27,10 @@ REGISTERED = [pytest.param(name, marks=pytest.mark.skipif(
 
 
 def spec_for(sampler: str, *, n: int = 30, objectives=None, space=None):
-    return spec_from_dict({
-        "study": {"name": "s", "n_trials": n, "max_concurrent": 1, "sampler": sampler},
-        "objectives": objectives or {"val_loss": "minimize"},
-        "space": space or {"params": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1,
-                                             "log": True}}},
-    })
+    return minimal_spec(study={"n_trials": n, "sampler": sampler},
+                        objectives=objectives or {"val_loss": "minimize"},
+                        space=space or {"params": {"lr": {"type": "float", "low": 1e-4,
+                                                          "high": 1e-1, "log": True}}})
 
 
 @pytest.mark.parametrize("sampler", [*REGISTERED, AUTO])

@@ -9,11 +9,11 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from tests.utils.specs import minimal_spec
 from trainers import ModelArgs, Recipe
 from tuner import testing
 from tuner.study.run import resume as rs
 from tuner.study.run.runner import run_study
-from tuner.study.specs.spec import spec_from_dict
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
@@ -30,15 +30,11 @@ MEM = {"max_peak_memory_gb": 4.0}
 
 def make_spec(name: str, *, n: int = 4, conc: int = 2, scheduler: str = "none",
               constraints: dict | None = None, sampler: str = "tpe", seed: int = 0):
-    return spec_from_dict({
-        "study": {"name": name, "n_trials": n, "max_concurrent": conc, "sampler": sampler,
-                  "seed": seed},
-        "budget": {"tokens_per_trial": 300, "eval_every_tokens": 100},
-        "objectives": {"val_loss": "minimize", "tokens_per_s": "maximize"},
-        "constraints": constraints or {},
-        "pruning": {"scheduler": scheduler, "grace_tokens": 100, "reduction_factor": 2},
-        "space": SPACE,
-    })
+    return minimal_spec(
+        name, study={"n_trials": n, "max_concurrent": conc, "sampler": sampler, "seed": seed},
+        objectives={"val_loss": "minimize", "tokens_per_s": "maximize"},
+        constraints=constraints or {}, space=SPACE,
+        pruning={"scheduler": scheduler, "grace_tokens": 100, "reduction_factor": 2})
 
 
 def run(run_dir: Path, spec, trainer=testing.quick_train, **kw) -> optuna.Study:
