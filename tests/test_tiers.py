@@ -66,3 +66,14 @@ def test_the_guard_flags_programs_but_not_the_toolchain(argv, flagged):
     guard.popen(lambda self, args, *a, **kw: seen.append(args))(None, argv)
     assert seen == [argv]  # the process still starts: the test fails at teardown, not inside
     assert bool(guard.started) is flagged
+
+
+def test_no_test_is_marked_integration_by_hand():
+    """The rule decides every tier (tiers.py): a hand mark would keep a test in the integration
+    tier after it stopped starting processes, or hide that the rule misses one."""
+
+    import tiers
+
+    hand = [str(p.relative_to(tiers.TESTS_ROOT)) for p in sorted(tiers.TESTS_ROOT.rglob("*.py"))
+            if p.name != "tiers.py" and f"mark.{tiers.MARK}" in p.read_text()]
+    assert not hand, hand

@@ -595,7 +595,6 @@ def test_a_law_study_over_the_grid_recovers_lr_in_tokens_and_batch_and_exports_i
     assert lr["band"]["lo"] < testing.law_lr_batch_optimum(14.8e12, batch) < lr["band"]["hi"]
 
 
-@pytest.mark.integration
 def test_a_held_out_budget_at_one_batch_checks_lr_in_tokens_and_batch_there(ray_session,
                                                                             tmp_path) -> None:
     """End to end with `law_batch_train`: ``held_out_at_batch`` makes the held-out budget search
