@@ -8,6 +8,8 @@ can give the LR instead (``--law``); the service reads no file a request names.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +88,7 @@ def law_full_run(base: StudySpec, studies: list[tuple[int, Any]], fit: LawFit) -
     return full
 
 
-def table_law(path: Path, study: Any) -> tuple[LrBatchLaw, str]:
+def table_law(path: Path, study: Any) -> tuple[TableLaw, str]:
     """The law in tokens and batch of a law.json written by ``moetune law fit``, to give the LR
     of an export of ``study`` at the batch it writes (``--law``).
 
@@ -120,8 +122,36 @@ def table_law(path: Path, study: Any) -> tuple[LrBatchLaw, str]:
                          f"parameter (standard parametrization), but study "
                          f"{study.study_name!r} trained under muP, where the LR is the base "
                          f"LR: export a study trained without muP, or give --lr.")
-    return law, (f"LR from the law fitted from a table of runs ({path}, {law.n_cells} cells), "
-                 f"read at the final batch written")
+    named = TableLaw(law=law, name=f"fitted from a table of runs, {path.name}, "
+                                   f"{law.n_cells} cells")
+    return named, (f"LR from the published recipes' prior moved by the law fitted from a table "
+                   f"of runs ({path}, {law.n_cells} cells), read at the final batch written")
+
+
+@dataclass(frozen=True)
+class TableLaw:
+    """A law of ``moetune law fit`` under the name the export gives it: a table's law, not the
+    study's (it has no held-out budget; `tuner.export.export.law_warnings` says so)."""
+
+    law: LrBatchLaw
+    name: str
+
+    def at(self, tokens: float, batch: float, params: float | None = None) -> float:
+        return self.law.at(tokens, batch, params)
+
+    def band(self, tokens: float, batch: float, params: float | None = None,
+             level: float = 0.95) -> tuple[float, float]:
+        return self.law.band(tokens, batch, params, level)
+
+    def decades_past(self, tokens: float, batch: float) -> Mapping[str, float]:
+        return self.law.decades_past(tokens, batch)
+
+    def interaction(self, tokens: float, batch: float) -> dict[str, Any] | None:
+        return self.law.interaction(tokens, batch)
+
+    @property
+    def params_range(self) -> tuple[float, float] | None:
+        return self.law.params_range
 
 
 def ladder_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, str]:

@@ -86,9 +86,11 @@ def proxy_baseline(p: PublishedRecipe, proxy_args: ModelArgs, *, proxy_tokens: i
     else:
         lr, lr_full = p.peak_lr * (c_full / c_proxy) ** -scaling.LR_EXPONENT, p.peak_lr
         lr_rule = R(field="lr", value=lr, kind="scaled", source=scaling.COMPUTE_LAW_SOURCE,
-                    rule=(f"inverse of the export's compute law: lr_full * (C_full/C_proxy)"
-                          f"^0.125 = {p.peak_lr:.3g} * ({c_full:.4g}/{c_proxy:.4g})^0.125 = "
-                          f"{lr:.4g}"))
+                    rule=(f"moved to the proxy by DeepSeek LLM's compute law: lr_full * "
+                          f"(C_full/C_proxy)^0.125 = {p.peak_lr:.3g} * ({c_full:.4g}/"
+                          f"{c_proxy:.4g})^0.125 = {lr:.4g} (a start point for the search; the "
+                          "export's LR is the anchored answer at the full run, not this "
+                          "rule run forwards)"))
     gamma = p.bias_update_speed * lr / lr_full
     fit_multiple = p.batch_end * p.seq_len / scaling.b_opt_tokens(c_full)
     end = max(1, round(fit_multiple * scaling.b_opt_tokens(c_proxy) / seq_len))
@@ -102,8 +104,8 @@ def proxy_baseline(p: PublishedRecipe, proxy_args: ModelArgs, *, proxy_tokens: i
         R(field="batch_schedule", value="linear", kind="carried",
           rule=f"the batch ramps from {p.batch_start} to {p.batch_end} sequences"),
         R(field="batch_end", value=end, kind="scaled", source=scaling.COMPUTE_LAW_SOURCE,
-          rule=(f"the export takes the final batch from B_opt(C); {p.name} used "
-                f"{fit_multiple:.3g} x B_opt(C_full), so the proxy gets {fit_multiple:.3g} x "
+          rule=(f"{p.name} used {fit_multiple:.3g} x DeepSeek LLM's B_opt(C_full), so the "
+                f"proxy gets {fit_multiple:.3g} x "
                 f"B_opt(C_proxy) = {fit_multiple * scaling.b_opt_tokens(c_proxy):.4g} tokens "
                 f"= {end} sequences of {seq_len}")),
         R(field="batch_start", value=start, kind="scaled",

@@ -130,7 +130,8 @@ def lr_at_batch(law: StudyLaw | BatchLaw, *, tokens: float, batch: float,
         return LrAtBatch(law=name, tokens=tokens, batch=batch, lr=lr, law_lr=lr,
                          band=(lo, hi), level=LEVEL, decades_tokens=d_tokens,
                          decades_batch=d_batch, valid_at_batch=None, refusal="",
-                         rule=f"the study's own law ({name}) in tokens and batch: lr*(D, B) "
+                         rule=(f"the law {name}" if hasattr(law, "name") else
+                               "the study's own law") + " in tokens and batch: lr*(D, B) "
                               f"at D = {tokens:.4g}, B = {batch:.4g} tokens per step: {lr:.4g}, "
                               f"band [{lo:.3g}, {hi:.3g}] ({LEVEL:.0%}), {d_tokens:.1f} decades "
                               f"past the fitted budgets in D and {d_batch:.1f} in B"
