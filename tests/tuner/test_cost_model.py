@@ -6,6 +6,8 @@ import dataclasses
 
 import pytest
 
+from trainers import count_params as numel
+from trainers import preset, preset_names
 from trainers.config.model_args import ModelArgs
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.modeling import cost_model as cm
@@ -51,11 +53,6 @@ def test_published_configs_give_published_sizes(name, total, active, rel):
 
 
 def test_counts_equal_the_proxy_models_numel():
-    try:
-        from trainers import count_params as numel
-        from trainers import preset, preset_names
-    except ImportError:
-        pytest.skip("trainers presets not available yet")
     for name in preset_names():
         a = preset(name)
         c = cm.count_params(a)
@@ -194,7 +191,6 @@ def _measure(args: ModelArgs, seq_len: int, batch: int) -> int:
                  eval_sequences=4).activation_bytes
 
 
-@pytest.mark.slow
 def test_model_activation_bytes_against_measured_proxy():
     """The memory model against the proxy's exact saved-activation bytes (ratio 0, fp32).
 
@@ -206,10 +202,6 @@ def test_model_activation_bytes_against_measured_proxy():
     calibration for the proxy is measured ≈ modeled / 0.835, and the check is that one factor
     explains every shape to within 3%.
     """
-    try:
-        from trainers import preset
-    except ImportError:
-        pytest.skip("trainers.preset / trainers.train not available yet")
     ratios = []
     for name in ("debug", "proxy-s"):
         args = preset(name)

@@ -7,7 +7,6 @@ import sys
 import textwrap
 
 import optuna
-import pytest
 
 from tuner.study.store import records
 
@@ -50,7 +49,6 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow
 def test_trials_land_on_both_nodes_of_a_two_node_cluster(tmp_path):
     spec = tmp_path / "cluster.toml"
     spec.write_text(SPEC)

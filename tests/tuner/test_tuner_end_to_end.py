@@ -41,7 +41,6 @@ seq_len = 64
 """
 
 
-@pytest.mark.slow
 def test_submit_real_proxy_then_rerun_a_trial(ray_session, tmp_path, capsys):
     spec = tmp_path / "e2e.toml"
     spec.write_text(SPEC)

@@ -24,8 +24,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 SPEC = """
 [study]
 name = "{name}"

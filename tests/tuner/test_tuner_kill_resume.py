@@ -51,7 +51,6 @@ def states(db: Path) -> list[str]:
         return []
 
 
-@pytest.mark.slow
 def test_sigkill_driver_then_resume_finishes_the_study(tmp_path):
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC)

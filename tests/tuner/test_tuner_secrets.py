@@ -10,8 +10,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pytest
-
 from tests.tuner.conftest import CANARY
 from trainers import ModelArgs
 from tuner.study.specs.spec import spec_from_dict
@@ -51,7 +49,6 @@ def _files_holding(root: Path, secret: bytes) -> list[str]:
     return hits
 
 
-@pytest.mark.slow
 def test_a_password_in_the_url_is_written_nowhere(private_postgres, tmp_path):
     import psycopg2
 
