@@ -39,7 +39,7 @@ def test_a_target_unreadable_since_submit_leaves_the_grid_and_says_so(tmp_path, 
     from tuner.app.requests import law_grid as grid_module
     from tuner.study.store import database as db
 
-    def unreadable(fit, spec):
+    def unreadable(fit, spec, studies):
         raise field_error("target", "must be a readable file", "/data/gone.json")
 
     monkeypatch.setattr(law_report, "full_run_view", unreadable)

@@ -76,6 +76,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--recipes", type=Path, metavar="RECIPES_TOML",
                    help="the team's own past full runs, in the recipe table's form "
                         "(docs/full_run.md): added to the published recipes' prior, read first")
+    p.add_argument("--reference", metavar="STUDY",
+                   help="a law study of a reference configuration (shaped and set like "
+                        "DeepSeek's recipes) run beside this law study on the same data, "
+                        "budgets and batches: its measured offset moves the published "
+                        "recipes' prior, if it held on the largest budget (docs/full_run.md)")
     p.add_argument("--law", type=Path, metavar="LAW_JSON",
                    help="a law.json of `moetune law fit`: the LR is its lr*(D, B) at the full "
                         "run's tokens and final batch (a study trained without muP)")
@@ -164,7 +169,8 @@ def run_export(args: argparse.Namespace) -> int:
             torchtitan.check_module_name(args.out.stem)
         study = open_study(args.study, Path(args.root) / args.study, args.storage)
         done = export(study, request, run_dir=Path(args.root) / args.study,
-                      storage=args.storage, file=file, law_file=args.law)
+                      storage=args.storage, file=file, law_file=args.law,
+                      reference=args.reference)
         if args.out is not None:
             # the launch config last: a file that is there is a whole export's
             for name, text in reversed(done.files.items()):

@@ -15,6 +15,7 @@ from typing import Any
 
 from tuner.export.export import export_study
 from tuner.export.pick import Pick, finished_trials
+from tuner.modeling.anchor.offset import Offset, OffsetError, measure_offset
 from tuner.modeling.full_run import FullRun, FullRunTarget, load_target
 from tuner.modeling.hardware import get_hardware
 from tuner.modeling.laws.lr_batch_law import LrBatchLaw
@@ -24,7 +25,7 @@ from tuner.study.specs.spec import StudySpec
 from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
-from tuner.study.workflows.law_fit import LawFit, budget_studies, fit_law
+from tuner.study.workflows.law_fit import LawFit, budget_studies, fit_law, law_cells
 
 
 def law_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, Any, str]:
@@ -152,6 +153,40 @@ class TableLaw:
     @property
     def params_range(self) -> tuple[float, float] | None:
         return self.law.params_range
+
+
+def reference_offset(study: Any, reference: str, run_dir: Path, storage: str) -> Offset:
+    """The offset of law study ``study`` against the law study ``reference`` in the same
+    storage (`tuner.modeling.anchor.offset`): each budget's (budget, batch) cells of the one
+    against the other's, checked on the largest budget both searched.
+
+    Raises:
+        LookupError: ``reference`` is not a study there.
+        ValueError: either is not a law study, or they share too few cells (said).
+    """
+    cells = []
+    for which, s in (("study", study), ("reference", None)):
+        if s is None:
+            spec = st.stored_spec(study)
+            store = db.open_existing_storage(db.storage_url(run_dir, storage,
+                                                            spec.study.storage))
+            s = st.find_study(reference, store)
+            if s is None:
+                raise LookupError(f"--reference: no study {reference!r} in the study's "
+                                  "storage (a law study of the reference configuration, run "
+                                  "beside this one: docs/full_run.md).")
+        if not (s.user_attrs.get(records.SPEC) or {}).get("law"):
+            raise ValueError(f"--reference: the {which} must be a law study (its cells are "
+                             f"what is compared), but {s.study_name!r} is not one.")
+        spec = st.stored_spec(s)
+        store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
+        base = st.stored_spec(st.load_study(base_name(spec.name, spec.law), store))
+        fit = fit_law(base, budget_studies(base, store))
+        cells.append(law_cells(fit.budgets))
+    try:
+        return measure_offset(cells[0], cells[1])
+    except OffsetError as e:
+        raise ValueError(f"--reference: {e}") from None
 
 
 def ladder_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, str]:

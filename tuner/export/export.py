@@ -21,6 +21,7 @@ from tuner.export.backtest import backtest
 from tuner.export.device import timed_choice_warnings
 from tuner.export.pick import Pick, Picked, finished_trials, pick_trial
 from tuner.modeling import scaling
+from tuner.modeling.anchor.offset import Offset
 from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run
 from tuner.modeling.laws.lr_at_batch import BatchLaw, LawBatches
 from tuner.modeling.laws.pooled_law import LACK_OF_FIT_P
@@ -34,13 +35,16 @@ from tuner.study.store import records
 def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
                  law: StudyLaw | BatchLaw | None = None,
                  law_batches: LawBatches | None = None,
-                 law_origin: str = "study") -> tuple[FullRun, Picked]:
+                 law_origin: str = "study",
+                 offset: Offset | None = None) -> tuple[FullRun, Picked]:
     """Pick a trial of an Optuna ``study`` and scale it to ``target``; with a law study's
     ``law``, the final batch from its batch law and the LR its law gives at that batch
     (`tuner.modeling.laws.lr_at_batch`: a law in D alone fitted at one batch refuses it elsewhere).
     ``law_batches``: the batches a law in D alone was fitted at, by default those of
     ``study``'s own finished trials (a law study's budgets share one search space);
-    ``law_origin``: ``study`` (a law study's own) or ``table`` (`moetune law fit`'s)."""
+    ``law_origin``: ``study`` (a law study's own) or ``table`` (`moetune law fit`'s);
+    ``offset``: the study's configuration against a reference one, measured side by side
+    (`tuner.modeling.anchor.offset`, ``moetune export --reference``)."""
     picked = pick_trial(study, pick)
     if isinstance(law, StudyLaw) and law_batches is None:
         law_batches = LawBatches.of(float(t.recipe.batch_end * t.recipe.seq_len)
@@ -50,7 +54,7 @@ def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
     r = picked.record
     info |= {"trial": r.number, "values": r.values}
     full = build_full_run(r.recipe, r.model_args, target, proxy_tokens=r.token_budget,
-                          proxy_info=info, law=law, law_batches=law_batches)
+                          proxy_info=info, law=law, law_batches=law_batches, offset=offset)
     if not r.feasible:
         full.warnings.insert(0, f"trial {r.number} violates a study constraint.")
 

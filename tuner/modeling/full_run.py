@@ -32,6 +32,7 @@ from tuner.modeling.anchor.answer import (
     answer_lr,
     shipped_prior,
 )
+from tuner.modeling.anchor.offset import Offset
 from tuner.modeling.anchor.prior import SOURCE as PRIOR_SOURCE
 from tuner.modeling.anchor.prior import RunPoint
 from tuner.modeling.hardware import Hardware, get_hardware
@@ -394,18 +395,20 @@ def run_point(args: ModelArgs, target: FullRunTarget, batch: float = 0.0) -> Run
 def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget, *,
                    proxy_tokens: int, proxy_info: dict[str, Any] | None = None,
                    law: StudyLaw | BatchLaw | None = None,
-                   law_batches: LawBatches | None = None) -> FullRun:
+                   law_batches: LawBatches | None = None,
+                   offset: Offset | None = None) -> FullRun:
     """Scale one proxy recipe (trained on ``model_args`` for ``proxy_tokens``) to ``target``.
 
-    The batch is decided first (``target.global_batch``, else the law's batch law, else
-    DeepSeek LLM's B_opt), then the LR at that batch: ``target.lr`` if given, else a law's LR
-    at the final batch (`lr_at_batch`; ``law_batches``: the batches a law in D alone was fitted
-    at), else the proxy's LR by the transfer rule (µP, or the compute law).
+    The batch is decided first (``target.global_batch``, else the anchored answer's: the
+    published recipes' prior combined with a law's batch law), then the LR at that batch:
+    ``target.lr`` if given, else the anchored answer there (`tuner.modeling.anchor.answer`:
+    the prior, moved by ``offset`` where it held and by the law's LR read at the final batch,
+    `lr_at_batch`; ``law_batches``: the batches a law in D alone was fitted at).
 
     Raises:
         ExportError: the precision has no tensor cores on the hardware, or no layout fits,
-            or ``proxy_tokens`` is not positive, or the law refuses its LR at the final batch
-            and the target neither gives an LR nor accepts the LR at the fitted batch.
+            or ``proxy_tokens`` is not positive, or with a law the answer's band is wider than
+            `LAW_BAND_LIMIT` and the target neither gives an LR nor accepts the band.
     """
     proxy, args = recipe, _target_args(model_args, target.model_args, target.seq_len)
     precision = proxy.precision
@@ -444,8 +447,10 @@ def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget,
                        params=float(counts.active - counts.embedding - counts.head))
            for b in (end, start)] if law is not None else [None, None]
     mult = args.dim / model_args.mup_base_dim if model_args.mup_base_dim else 1.0
+    if offset is not None and offset.applied:  # the prior placed where the reference stands
+        prior = shipped_prior(target.recipes, offset.family)
     answers = [answer_lr(dataclasses.replace(point, batch=float(b * target.seq_len)),
-                         prior=prior, law=at, width_mult=mult)
+                         prior=prior, law=at, width_mult=mult, offset=offset)
                for b, at in zip((end, start), ats, strict=True)]
     lr, hidden_lr, lr_rule = _lr(model_args, proxy.lr, c_proxy, args, c_full, target, ats[0],
                                  answers[0])

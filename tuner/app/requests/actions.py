@@ -27,7 +27,7 @@ from tuner.app.requests.errors import UsageError
 from tuner.app.requests.export_options import check_numbers, parse_target
 from tuner.app.requests.studies import ACTIVE, ENDED, TransitionError, service_record, set_state
 from tuner.export import formats
-from tuner.export.answers import ladder_answer, law_answer, table_law
+from tuner.export.answers import ladder_answer, law_answer, reference_offset, table_law
 from tuner.export.backtest import backtest_lines
 from tuner.export.export import export_study
 from tuner.export.pick import PICKS, Pick
@@ -272,12 +272,16 @@ MESSAGES_HEADER = "X-Moetune-Messages"
 
 
 def export(study: optuna.Study, request: ExportRequest, *, run_dir: Path, storage: str,
-           file: str | None = None, law_file: Path | None = None) -> Exported:
+           file: str | None = None, law_file: Path | None = None,
+           reference: str | None = None) -> Exported:
     """Export ``study`` as ``request`` says: a ladder answers with its top rung, a law study
     with its laws (`tuner.export.answers`); the files are `formats.export_files`'s, the launch
     config named ``file`` (default `formats.file_name`). ``run_dir`` and ``storage``: where the
     study lives (its rungs and budgets live beside it). ``law_file`` (the command line's
     ``--law``): a law.json of ``moetune law fit`` whose lr*(D, B) gives the LR instead.
+    ``reference`` (the command line's ``--reference``): a law study of a reference
+    configuration in the same storage, whose offset to this law moves the prior
+    (`tuner.export.answers.reference_offset`).
 
     Raises:
         RequestError: the target cannot be read, nothing can be exported, or the file name does
@@ -286,6 +290,8 @@ def export(study: optuna.Study, request: ExportRequest, *, run_dir: Path, storag
 
     try:
         target = parse_target(request.namespace())
+        offset = (reference_offset(study, reference, run_dir, storage)
+                  if reference is not None else None)
         study, measured_at = ladder_answer(study, run_dir, storage)
         study, law, law_said = law_answer(study, run_dir, storage)
         origin = "study"
@@ -293,7 +299,7 @@ def export(study: optuna.Study, request: ExportRequest, *, run_dir: Path, storag
             law, law_said = table_law(law_file, study)
             origin = "table"
         full, picked = export_study(study, request.pick_rule(), target, law=law,
-                                    law_origin=origin)
+                                    law_origin=origin, offset=offset)
         files = formats.export_files(request.format, full,
                                      file or formats.file_name(request.format))
     except RequestError:

@@ -24,12 +24,14 @@ parametrization), so under µP the team law's base LR enters as the hidden matri
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuner.modeling.anchor.offset import Offset
 from tuner.modeling.anchor.prior import LEVEL, Prior, Reading, RunPoint, fit_prior, t_quantile
 from tuner.modeling.anchor.recipe_table import load_recipes
 from tuner.modeling.laws.lr_at_batch import LrAtBatch
@@ -45,9 +47,14 @@ FORM_SD_PER_DECADE = 0.15
 
 
 @functools.lru_cache(maxsize=8)
-def shipped_prior(team: Path | None = None) -> Prior:
-    """The prior from the shipped recipe table, with a team's own runs (``team``) if given."""
-    return fit_prior(load_recipes(team=team))
+def shipped_prior(team: Path | None = None, family: str = "") -> Prior:
+    """The prior from the shipped recipe table, with a team's own runs (``team``) if given;
+    with ``family``, placed at that family (its runs read as a team's own), where a measured
+    offset against a reference shaped like it anchors (`tuner.modeling.anchor.offset`)."""
+    table = load_recipes(team=team)
+    if family:
+        table = [dataclasses.replace(r, team=r.team or r.family == family) for r in table]
+    return fit_prior(table)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +105,7 @@ class LrAnswer:
     width_mult: float
     prior_summary: str
     notes: list[str] = field(default_factory=list)
+    offset: Offset | None = None
 
     @property
     def width(self) -> float:
@@ -112,6 +120,9 @@ class LrAnswer:
                 f"{p.band[1]:.3g}]")
         if p.team_offset:
             said += f", moved {p.team_offset:+.2f} decades by the team's own runs"
+        if self.offset is not None and self.offset.applied:
+            said += (f", moved {self.offset.decades:+.3f} decades by the team's measured offset "
+                     "against the reference configuration")
         if self.law is not None and self.law_used:
             assert self.law.lr is not None
             m = self.width_mult
@@ -132,7 +143,8 @@ class LrAnswer:
                 "law_used": self.law_used, "law_lr": self.law.lr if self.law else None,
                 "law_band": list(self.law.band) if self.law and self.law_used else None,
                 "disagree": self.disagree, "width_mult": self.width_mult,
-                "prior_forms": self.prior_summary, "notes": list(self.notes)}
+                "prior_forms": self.prior_summary, "notes": list(self.notes),
+                "offset": self.offset.to_dict() if self.offset else None}
 
 
 def law_name(at: LrAtBatch) -> str:
@@ -140,12 +152,22 @@ def law_name(at: LrAtBatch) -> str:
 
 
 def answer_lr(point: RunPoint, *, prior: Prior, law: LrAtBatch | None = None,
-              width_mult: float = 1.0, placed: bool = False) -> LrAnswer:
+              width_mult: float = 1.0, offset: Offset | None = None) -> LrAnswer:
     """The full run's LR at ``point`` (module docstring); ``law``: the team's law read there
-    (its base LR under µP, ``width_mult`` = the target's dim / the µP base width)."""
-    p = prior.read_lr(point, placed=placed)
+    (its base LR under µP, ``width_mult`` = the target's dim / the µP base width); ``offset``:
+    the team's configuration against a reference one, measured side by side at proxy scale
+    (`tuner.modeling.anchor.offset`): where it held, it moves the prior and places the team
+    among the table's labs (the between-lab scatter replaced by the offset's own sd)."""
+    applied = offset is not None and offset.applied
+    p = prior.read_lr(point, placed=applied)
     mu, sd = math.log10(p.value), band_sd(p.band)  # the t quantile's width carried
     weight, used, disagree, notes = 0.0, False, "", []
+    if offset is not None:
+        notes.append(f"Offset: {offset.said()}.")
+        if applied:
+            mu, sd = mu + offset.decades, math.hypot(sd, offset.sd)
+            p = dataclasses.replace(p, value=10**mu, band=(10 ** (mu - Z95 * sd),
+                                                           10 ** (mu + Z95 * sd)), sd=sd)
     if law is not None and law.lr is not None:
         law_mu, law_sd = math.log10(law.lr / width_mult), band_sd(law.band)
         if law.valid_at_batch is not None:  # a power law in D alone: no bend in its band
@@ -167,7 +189,7 @@ def answer_lr(point: RunPoint, *, prior: Prior, law: LrAtBatch | None = None,
                     band=(10 ** (mu - half) * width_mult, 10 ** (mu + half) * width_mult),
                     level=LEVEL, batch=point.batch, prior=p, law=law, law_weight=weight,
                     law_used=used, disagree=disagree, width_mult=width_mult,
-                    prior_summary=prior.summary(), notes=notes)
+                    prior_summary=prior.summary(), notes=notes, offset=offset)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -69,10 +69,12 @@ import optuna
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
 from tuner.modeling.laws.lr_batch_law import (
     WINDOW,
+    Cell,
     LawFitError,
     LrBatchLaw,
     cell_from_optimum,
     cell_optimum,
+    censored_bound,
     fit_lr_batch_law,
     skew_shift,
 )
@@ -402,6 +404,16 @@ def lr_batch_law(budgets: Sequence[BudgetResult], *, seed: int = 0
     if len(batches) < 3:
         return None, (f"the trials ran at {len(batches)} batch(es); a law in tokens and batch "
                       "needs lr searched at 3 or more")
+    try:
+        return fit_lr_batch_law(law_cells(budgets, seed=seed)), ""
+    except LawFitError as e:
+        return None, str(e)
+
+
+def law_cells(budgets: Sequence[BudgetResult], *, seed: int = 0) -> list[Cell]:
+    """One cell per (budget, batch) of ``budgets``' own trials that holds a bowl: its optimum
+    from a quadratic in log lr (`cell_optimum`); an optimum on the searched range's edge is
+    kept as the bound it gives (`censored_bound`)."""
     cells = []
     for b in budgets:
         for batch in sorted({t[1] for t in b.trials}):
@@ -412,11 +424,9 @@ def lr_batch_law(budgets: Sequence[BudgetResult], *, seed: int = 0
             except SurfaceError:
                 continue  # too few trials at this batch for a bowl
             cells.append(cell_from_optimum(opt, tokens=float(b.tokens), batch=batch,
-                                           censored=censored, skew=skew_shift(lrs, losses)))
-    try:
-        return fit_lr_batch_law(cells), ""
-    except LawFitError as e:
-        return None, str(e)
+                                           censored=censored, skew=skew_shift(lrs, losses),
+                                           bound=censored_bound(lrs, losses)))
+    return cells
 
 
 def _held_cells(held: BudgetResult, predicted: Sequence[dict[str, Any]]
