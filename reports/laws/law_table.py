@@ -93,9 +93,11 @@ def law_table_markdown(data: dict[str, Any]) -> str:
         + ", ".join(f"{k} = `{v}`" for k, v in src["columns"].items())
         + f"; batch × {src['batch_unit']:g} tokens per unit.", "",
         "Modeled: lr*(D, B) = 10^(c0 + cD·u + cB·v + cDB·u·v"
-        + (" + cN·w" if "w" in coef else "") + "), u, v, w = log10 D, B, N minus the fitted "
-        f"cells' mean ({', '.join(_g(10 ** c) for c in law['centre'][:3 if 'w' in coef else 2])}"
-        ").", "",
+        + (" + cN·w" if "w" in coef else "")
+        + ("), u, v, w = log10 D, B, N" if "w" in coef else "), u, v = log10 D, B")
+        + " minus the fitted cells' mean ("
+        + f"{', '.join(_g(10 ** c) for c in law['centre'][:3 if 'w' in coef else 2])}).", "",
+        *_interaction(law), *_sizes(data, "w" in coef),
         "| term | coefficient |", "|---|---|",
         *[f"| {t} | {_g(c, '.4f')} |" for t, c in coef.items()], "",
         f"Cells fitted: {law['n_cells']} (their lr optimum inside the searched range); "
@@ -112,6 +114,32 @@ def law_table_markdown(data: dict[str, Any]) -> str:
         *[f"| {_g(e['B'])} | {_g(e['tokens_exponent'], '+.3f')} |" for e in data["exponents"]],
         "", *_batch_optimum(data["batch_optimum"]), *_cells(data)]
     return "\n".join(lines) + "\n"
+
+
+def _interaction(law: dict[str, Any]) -> list[str]:
+    """Whether the cells resolve the D x B term: one they cannot tell from zero is left out of
+    lr* (law.json lists it so), and its share far out is carried by the band."""
+    fitted = LrBatchLaw.from_dict(law)
+    here = fitted.interaction(fitted.tokens_range[1], fitted.batch_range[1])
+    if here is None:
+        return []
+    said = (f"The D x B term is {here['coef']:+.3f} ± {here['se']:.3f} (|t| = "
+            f"{abs(here['t']):.1f}): ")
+    return [said + ("the cells resolve it, and it is in lr*." if not here["left_out"] else
+                    "the cells do not tell it from zero, so lr* leaves it out and the band "
+                    "carries the law that keeps it (an export's rule says how many decades it "
+                    "would give there)."), ""]
+
+
+def _sizes(data: dict[str, Any], with_n: bool) -> list[str]:
+    """At one model size the law has no N term: say so, and that its LR carries to another N
+    unmeasured."""
+    sizes = sorted({c["N"] for c in data["cells"]})
+    if with_n or not sizes:
+        return []
+    return [f"Fitted at one model size, N = {_g(sizes[0])}: the law has no N term, so how lr* "
+            "moves with N was not measured; an export to a model of another size carries it "
+            "there unmeasured in N, and its rule says so.", ""]
 
 
 def _batch_optimum(bo: dict[str, Any]) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -560,3 +561,14 @@ def test_the_held_out_batch_says_what_following_its_prediction_cost() -> None:
     assert ("The predicted recipe's val_loss 2.8500 (measured) against the held-out batch's "
             "optimum") in text
     assert f"{check['loss_gap_best_sd']:+.2f} sd" in text
+
+
+def test_a_tables_law_md_names_only_the_terms_it_has_and_says_what_it_left_out(tmp_path):
+    """A table at one model size: law.md names no N term (w) it does not have, says the law
+    was fitted at that one size, and whether the cells resolve the D x B term (law.json lists
+    a term left out; law.md said nothing of it)."""
+    _, path = _fit_table_law(tmp_path)
+    md = (Path(path).parent / "law.md").read_text()
+    assert "u, v = log10 D, B minus" in md and "w = log10" not in md
+    assert "Fitted at one model size, N = 1e+08" in md
+    assert "The D x B term is " in md and ("it is in lr*" in md or "leaves it out" in md)

@@ -174,8 +174,11 @@ def interaction_said(info: dict[str, Any] | None) -> str:
 def _params_said(law: BatchLaw, params: float | None) -> str:
     """For a law with an N term: the N it was read at and how far past its fitted sizes."""
     fitted = getattr(law, "params_range", None)
-    if params is None or not fitted:
+    if params is None:
         return ""
+    if not fitted:
+        return (f", at N = {params:.4g} non-embedding parameters, with no term in N (its cells "
+                "at one model size): how lr* moves with N was not measured")
     past = max(0.0, math.log10(params / fitted[1]), math.log10(fitted[0] / params))
     return (f", at N = {params:.4g} non-embedding parameters ({past:.1f} decades past the "
             f"fitted {fitted[0]:.3g}-{fitted[1]:.3g})")
