@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import io
-import time
 from pathlib import Path
 from typing import Any
 
+from tests.utils.waiting import WaitTimeout, wait_until
 from tuner.app.cli import main
 
 TEAM = (("alice", False), ("bob", False), ("ops", True))  # (user, admin)
@@ -69,24 +69,24 @@ class StudyWaits:
 
     def wait_trials_running(self, name: str, *, timeout_s: float | None = None) -> None:
         """Until the study has a trial in flight."""
-        timeout_s = timeout_s or self.TRIALS_WAIT_S
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def running() -> bool:
             status, body = self.call("GET", f"/api/v1/studies/{name}")
-            if status == 200 and body["progress"]["running"] > 0:
-                return
-            time.sleep(self.POLL_S)
-        raise AssertionError(f"study {name}: no trial started within {timeout_s} s")
+            return status == 200 and body["progress"]["running"] > 0
+
+        wait_until(running, what=f"study {name}: a trial started",
+                   timeout=timeout_s or self.TRIALS_WAIT_S, poll_s=self.POLL_S)
 
     def wait_state(self, name: str, states: tuple[str, ...], *, token: str | None = None,
                    timeout_s: float | None = None) -> dict[str, Any]:
         """Until the study is in one of ``states``; its view then."""
-        timeout_s = timeout_s or self.STATE_WAIT_S
-        deadline = time.monotonic() + timeout_s
-        last: Any = None
-        while time.monotonic() < deadline:
-            status, last = self.call("GET", f"/api/v1/studies/{name}", token=token)
-            if status == 200 and last["state"] in states:
-                return dict(last)
-            time.sleep(self.POLL_S)
-        raise AssertionError(f"study {name} never reached {states}: {last}")
+        last: list[Any] = [None]
+
+        def reached() -> dict[str, Any] | None:
+            status, last[0] = self.call("GET", f"/api/v1/studies/{name}", token=token)
+            return dict(last[0]) if status == 200 and last[0]["state"] in states else None
+
+        try:
+            return wait_until(reached, what=f"study {name} reached {states}",
+                              timeout=timeout_s or self.STATE_WAIT_S, poll_s=self.POLL_S)
+        except WaitTimeout as e:
+            raise WaitTimeout(f"{e}; its last view: {last[0]}") from None

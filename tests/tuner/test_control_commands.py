@@ -4,12 +4,11 @@ nothing lost; `moetune delete` removes a study no driver runs."""
 from __future__ import annotations
 
 import threading
-import time
 
-import pytest
 from optuna.trial import TrialState
 
 from tests.utils.specs import minimal_spec
+from tests.utils.waiting import wait_until
 from tuner import testing
 from tuner.app.cli import main
 from tuner.study.run.runner import run_study
@@ -88,13 +87,11 @@ def _try_load(root, name: str):
 
 
 def _wait_running(root, name: str, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def running() -> bool:
         study = _try_load(root, name)
-        if study is not None and any(t.state == TrialState.RUNNING for t in study.trials):
-            return
-        time.sleep(0.2)
-    pytest.fail(f"no trial of {name} started within {timeout_s} s")
+        return study is not None and any(t.state == TrialState.RUNNING for t in study.trials)
+
+    wait_until(running, what=f"a trial of {name} started", timeout=timeout_s)
 
 
 

@@ -7,11 +7,11 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.utils.waiting import ended, wait_until
 from trainers import Recipe, preset
 from trainers.loop import StepTime
 from tuner import testing
@@ -231,10 +231,7 @@ def _holder(tmp_path: Path, mode: str, ready: str, hold: str = "1.0") -> subproc
 
 
 def _wait_for(path: Path, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 120  # a hang guard, not a speed requirement
-    while not path.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "the holder never got in"
-        time.sleep(0.02)
+    wait_until(path.exists, what="the holder got in", gone=ended(proc, "the holder"))
 
 
 def _log(tmp_path: Path, *, waits: bool = True) -> list[str]:
@@ -263,8 +260,8 @@ def test_steps_share_the_cores_and_a_waiting_probe_stops_new_ones(tmp_path):
     it (the turnstile), after at most the step each trial had started."""
     (tmp_path / "log").touch()
     loops = [_holder(tmp_path, "loop", "stop", hold=name) for name in ("a", "b")]
-    while not all(f"step {n}" in _log(tmp_path) for n in ("a", "b")):
-        time.sleep(0.02)  # both trials step (shared: at once)
+    wait_until(lambda: all(f"step {n}" in _log(tmp_path) for n in ("a", "b")),
+               what="both trials step (shared: at once)")
     probe = _holder(tmp_path, "probe", "p", hold="0.5")
     assert probe.wait(120) == 0
     (tmp_path / "stop").touch()

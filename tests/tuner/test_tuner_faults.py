@@ -18,11 +18,12 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.utils.waiting import ended, wait_until
 
 SPEC = """
 [study]
@@ -78,14 +79,8 @@ def complete_values(db: Path) -> dict[int, float]:
 
 
 def wait_for(what: str, cond: Callable[[], bool], proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"the driver ended (rc {proc.returncode}) before: {what}")
-        time.sleep(0.1)
-    pytest.fail(f"not within {WAIT_S} s: {what}")
+    wait_until(cond, what=what, timeout=WAIT_S,
+               gone=ended(proc, "the driver") if proc is not None else None)
 
 
 @contextlib.contextmanager

@@ -7,13 +7,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import optuna
-import pytest
 from optuna.trial import TrialState
 
+from tests.utils.waiting import ended, wait_until
 from tuner.study.run import resume as rs
 from tuner.study.store import database as db
 from tuner.study.store import records
@@ -64,18 +63,14 @@ def test_sigkill_driver_then_resume_finishes_the_study(tmp_path):
                                   start_new_session=True, stdout=subprocess.DEVNULL,
                                   stderr=err)
     try:
-        deadline = time.monotonic() + 180
+        def gone() -> str | None:
+            why = ended(driver, "the driver")()
+            return why and f"{why}: {log.read_text(errors='replace')[-2000:]}"
+
         # wait for a finished trial and one training (sampled, so it has parameters to re-run)
-        while time.monotonic() < deadline:
-            s = states(db_file)
-            if s.count("COMPLETE") >= 1 and "RUNNING" in s:
-                break
-            assert driver.poll() is None, (f"the driver ended (rc {driver.returncode}) "
-                                           f"before it could be killed: "
-                                           f"{log.read_text(errors='replace')[-2000:]}")
-            time.sleep(0.2)
-        else:
-            pytest.fail(f"no COMPLETE + RUNNING trials within 180 s: {states(db_file)}")
+        wait_until(lambda: (s := states(db_file)).count("COMPLETE") >= 1 and "RUNNING" in s,
+                   what="a COMPLETE and a RUNNING trial to kill the driver at", timeout=180,
+                   gone=gone)
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
     finally:
