@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from reports.html import inline
 from tuner.export.answers import law_full_run
+from tuner.modeling.anchor.backtest import backtest_markdown, shipped_backtest
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
 from tuner.modeling.full_run import LAW_BAND_LIMIT
 from tuner.modeling.laws import power_law as pl
@@ -98,7 +99,7 @@ def _span(pair: Any, fmt: str = ".3g") -> str:
 def law_markdown(data: dict[str, Any]) -> str:
     var = "D (tokens)" if data["variable"] == "tokens" else "C = M·D (FLOPs)"
     lines = [f"# Law {data['name']}: the optimal lr and batch against {var}", ""]
-    lines += _answer(data) + [""]
+    lines += _answer(data) + [""] + _prior_backtest(data)
     lines += ["## Each budget's optimum, from all its trials", "",
               "Surface: a quadratic in log lr and log batch fitted to every feasible trial; "
               "interval: 95% of a parametric bootstrap; "
@@ -232,6 +233,18 @@ def _answer(data: dict[str, Any]) -> list[str]:
                             f"{num(pub['batch'], '.4g')} tokens ({pub['source']})."
                             if pub else "."))
     return out
+
+
+def _prior_backtest(data: dict[str, Any]) -> list[str]:
+    """The prior the answer starts from, backtested over the recipe table (each recipe, and
+    each family, left out: `tuner.modeling.anchor.backtest`, as `moetune law backtest`)."""
+    if not data.get("full_run"):
+        return []
+    return ["## The prior the answer starts from, backtested", "",
+            f"{data['full_run']['answer']['prior_forms']}. Each published recipe predicted by "
+            "the prior fitted without it (its family's other runs placing the lab), and without "
+            "its whole family (a new lab); modeled: published LRs are what labs chose.", "",
+            backtest_markdown(list(shipped_backtest())), ""]
 
 
 def answer_line(data: Mapping[str, Any]) -> str:

@@ -18,7 +18,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from trainers.config.validation import FieldError
 from tuner.app.requests.errors import UsageError
+from tuner.modeling.anchor.backtest import backtest_markdown, table_backtest
+from tuner.modeling.anchor.prior import fit_prior
+from tuner.modeling.anchor.recipe_table import load_recipes
 from tuner.modeling.laws.lr_batch_law import MIN_CELLS, WINDOW, LawFitError
 from tuner.modeling.laws.response_surface import MIN_TRIALS
 
@@ -78,10 +82,6 @@ def law_fit(args: argparse.Namespace) -> int:
 
 
 def law_backtest(args: argparse.Namespace) -> int:
-    from trainers.config.validation import FieldError
-    from tuner.modeling.anchor.backtest import backtest_markdown, table_backtest
-    from tuner.modeling.anchor.prior import fit_prior
-    from tuner.modeling.anchor.recipe_table import load_recipes
     try:
         table = load_recipes(team=args.recipes)
         prior = fit_prior(table)

@@ -13,13 +13,14 @@ are those of the whole procedure, not of a form picked after seeing every row.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from tuner.modeling.anchor.prior import RunPoint, family_of, fit_prior
-from tuner.modeling.anchor.recipe_table import PublishedRun
+from tuner.modeling.anchor.recipe_table import PublishedRun, load_recipes
 
 # what is left out of the fit that predicts a row: the recipe alone (its family's other runs
 # stay, read as a team's own runs are: they place the lab), or its whole family (a new lab)
@@ -47,6 +48,12 @@ def table_backtest(table: Sequence[PublishedRun]) -> list[dict[str, Any]]:
                          "covered": got.band[0] <= run.lr <= got.band[1]}
         out.append(row)
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_backtest() -> tuple[dict[str, Any], ...]:
+    """`table_backtest` of the shipped table, once per process (law.md reads it)."""
+    return tuple(table_backtest(load_recipes()))
 
 
 def summary(rows: Sequence[dict[str, Any]], mode: str) -> dict[str, float]:
