@@ -26,7 +26,7 @@ from benchmarks.law.common import spec_text  # noqa: E402
 
 def test_every_mode_is_a_subcommand_of_the_one_entry_point(capsys):
     assert set(MODES) == {"one-batch", "batch", "pooled", "table", "backtest", "grid", "beyond",
-                          "held-batch"}
+                          "held-batch", "anchored"}
     for mode in MODES:
         with pytest.raises(SystemExit) as e:
             bench_law.main([mode, "--help"])

@@ -16,7 +16,8 @@ from tuner.export import formats
 from tuner.export.export import law_warnings
 from tuner.modeling.full_run import ExportError, FullRunTarget, build_full_run, load_target
 from tuner.modeling.hardware import get_hardware
-from tuner.modeling.laws.lr_at_batch import BatchLaw, LawBatches, lr_at_batch
+from tuner.modeling.laws.interface import LawChecks, LrLaw
+from tuner.modeling.laws.lr_at_batch import LawBatches, lr_at_batch
 from tuner.modeling.laws.power_law import PowerLaw, StudyLaw
 
 PROXY = ModelArgs(dim=64, n_layers=2, n_heads=4, inter_dim=128, moe_inter_dim=16,
@@ -150,10 +151,18 @@ class TwoVariableLaw:
         return {"tokens": max(0.0, math.log10(tokens / 1e6)),
                 "batch": max(0.0, math.log10(batch / 4096))}
 
+    params_range = None  # no N term
+
+    def interaction(self, tokens, batch):
+        return None
+
+    def checks(self):
+        return LawChecks(origin="study")
+
 
 def test_a_two_variable_law_plugs_in_and_its_lr_follows_the_batch_written():
     law = TwoVariableLaw()
-    assert isinstance(law, BatchLaw)
+    assert isinstance(law, LrLaw)
     small, large = export(law, global_batch=2048), export(law, global_batch=8192)
     ratio = (large.recipe.batch_end / small.recipe.batch_end) ** law.b
     assert large.recipe.lr / small.recipe.lr == pytest.approx(ratio)

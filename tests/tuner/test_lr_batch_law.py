@@ -237,10 +237,11 @@ def test_bad_tables_exit_2_naming_the_column_and_write_nothing(tmp_path, capsys,
 
 
 def test_the_export_reads_the_law_at_its_batch_through_lr_at_batch() -> None:
-    from tuner.modeling.laws.lr_at_batch import BatchLaw, lr_at_batch
+    from tuner.modeling.laws.interface import LrLaw
+    from tuner.modeling.laws.lr_at_batch import lr_at_batch
 
     law = fit_lr_batch_law(_exact_cells(noise=0.05))
-    assert isinstance(law, BatchLaw)
+    assert isinstance(law, LrLaw)
     got = lr_at_batch(law, tokens=battery.FAR_D, batch=8 * battery.HELD_B, flops_per_token=1.0)
     assert got.lr == pytest.approx(law.at(battery.FAR_D, 8 * battery.HELD_B))
     assert got.band[0] < got.lr < got.band[1] and not got.refusal

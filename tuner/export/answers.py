@@ -18,6 +18,7 @@ from tuner.export.pick import Pick, finished_trials
 from tuner.modeling.anchor.offset import Offset, OffsetError, measure_offset
 from tuner.modeling.full_run import FullRun, FullRunTarget, load_target
 from tuner.modeling.hardware import get_hardware
+from tuner.modeling.laws.interface import LawChecks
 from tuner.modeling.laws.lr_batch_law import LrBatchLaw
 from tuner.study.specs.ladder_spec import rung_name
 from tuner.study.specs.law_spec import base_name
@@ -153,6 +154,9 @@ class TableLaw:
     @property
     def params_range(self) -> tuple[float, float] | None:
         return self.law.params_range
+
+    def checks(self) -> LawChecks:
+        return LawChecks(origin="table")
 
 
 def reference_offset(study: Any, reference: str, run_dir: Path, storage: str) -> Offset:

@@ -22,13 +22,14 @@ from typing import Any
 
 from trainers.config.model_args import ModelArgs
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
-from tuner.modeling.laws.lr_at_batch import BatchLaw, LawBatches, lr_at_batch
+from tuner.modeling.laws.interface import LrLaw
+from tuner.modeling.laws.lr_at_batch import LawBatches, lr_at_batch
 from tuner.modeling.laws.power_law import StudyLaw
 from tuner.modeling.published_recipes import PUBLISHED
 from tuner.modeling.targets import published_target
 
 
-def backtest(law: StudyLaw | BatchLaw, *, proxy: ModelArgs,
+def backtest(law: StudyLaw | LrLaw, *, proxy: ModelArgs,
              batches: LawBatches | None = None) -> list[dict[str, Any]]:
     """One row per published DeepSeek recipe (module docstring); ``proxy``: the study's proxy
     (its µP base width sets width_mult), ``batches``: where a law in D alone was fitted."""

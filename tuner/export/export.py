@@ -23,7 +23,8 @@ from tuner.export.pick import Pick, Picked, finished_trials, pick_trial
 from tuner.modeling import scaling
 from tuner.modeling.anchor.offset import Offset
 from tuner.modeling.full_run import FullRun, FullRunTarget, build_full_run
-from tuner.modeling.laws.lr_at_batch import BatchLaw, LawBatches
+from tuner.modeling.laws.interface import LrLaw
+from tuner.modeling.laws.lr_at_batch import LawBatches
 from tuner.modeling.laws.pooled_law import LACK_OF_FIT_P
 from tuner.modeling.laws.power_law import StudyLaw, deepseek_llm_batch, deepseek_llm_lr
 from tuner.modeling.published_recipes import published_recipe
@@ -33,16 +34,14 @@ from tuner.study.store import records
 
 
 def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
-                 law: StudyLaw | BatchLaw | None = None,
+                 law: StudyLaw | LrLaw | None = None,
                  law_batches: LawBatches | None = None,
-                 law_origin: str = "study",
                  offset: Offset | None = None) -> tuple[FullRun, Picked]:
     """Pick a trial of an Optuna ``study`` and scale it to ``target``; with a law study's
     ``law``, the final batch from its batch law and the LR its law gives at that batch
     (`tuner.modeling.laws.lr_at_batch`: a law in D alone fitted at one batch refuses it elsewhere).
     ``law_batches``: the batches a law in D alone was fitted at, by default those of
     ``study``'s own finished trials (a law study's budgets share one search space);
-    ``law_origin``: ``study`` (a law study's own) or ``table`` (`moetune law fit`'s);
     ``offset``: the study's configuration against a reference one, measured side by side
     (`tuner.modeling.anchor.offset`, ``moetune export --reference``)."""
     picked = pick_trial(study, pick)
@@ -66,35 +65,35 @@ def export_study(study: Any, pick: Pick, target: FullRunTarget, *,
                              f"{check.get('spearman')}.")
     full.warnings.extend(edge_warnings(study, picked) + unsearched_warnings(picked)
                          + timed_choice_warnings(study, picked, full, target))
-    full.warnings.extend(law_warnings(full, law, target, origin=law_origin))
+    full.warnings.extend(law_warnings(full, law, target))
     if law is not None:
         full.backtest.extend(backtest(law, proxy=r.model_args, batches=law_batches))
     return full, picked
 
 
-def law_warnings(full: FullRun, law: StudyLaw | BatchLaw | None,
-                 target: FullRunTarget, *, origin: str = "study") -> list[str]:
-    """The law's checks (a study's law: its held-out budget and lack of fit; a law fitted from
-    a table of runs has neither), and the LR and batch against DeepSeek LLM's law and the
-    target's published recipe, like with like (a published single LR against the LR the
-    target's hidden matrices get: lr / width_mult under µP), warned past 2x apart."""
+def law_warnings(full: FullRun, law: StudyLaw | LrLaw | None,
+                 target: FullRunTarget) -> list[str]:
+    """The law's checks (`tuner.modeling.laws.interface.LawChecks`: a study's held-out budget
+    and lack of fit; a law fitted from a table of runs has neither), and the LR and batch
+    against DeepSeek LLM's law and the target's published recipe, like with like (a published
+    single LR against the LR the target's hidden matrices get: lr / width_mult under µP),
+    warned past 2x apart."""
     c_full = scaling.compute_budget(full.model_args, target.seq_len, target.tokens)
     if law is None:
         return _against_published(full, False, c_full, target)
     out = []
-    p = getattr(law, "lack_of_fit_p", None)
+    checks = law.checks()
+    p = checks.lack_of_fit_p
     if p is not None and p < LACK_OF_FIT_P:
         out.append(f"the study's budgets' lr optima do not lie on one power law (lack of fit "
                    f"p = {p:.2g}, law.md): the law's band assumes they do, so its weight in "
                    "the anchored answer is larger than it should be.")
-    held = getattr(law, "held_out", None)
-    if origin == "study" and not held:
+    if checks.origin == "study" and not checks.held_out:
         out.append("the study's law has not been checked on a held-out budget ([law] held_out, "
                    "then `moetune resume`).")
-    elif held:
-        out += missed_check_warnings(held)
-    return out + _against_published(full, getattr(law, "batch", None) is not None, c_full,
-                                    target)
+    elif checks.held_out:
+        out += missed_check_warnings(dict(checks.held_out))
+    return out + _against_published(full, checks.batch_law, c_full, target)
 
 
 def compared_lr(full: FullRun) -> tuple[float, str]:

@@ -36,7 +36,8 @@ from tuner.modeling.anchor.offset import Offset
 from tuner.modeling.anchor.prior import SOURCE as PRIOR_SOURCE
 from tuner.modeling.anchor.prior import RunPoint
 from tuner.modeling.hardware import Hardware, get_hardware
-from tuner.modeling.laws.lr_at_batch import BatchLaw, LawBatches, LrAtBatch, lr_at_batch
+from tuner.modeling.laws.interface import LrLaw
+from tuner.modeling.laws.lr_at_batch import LawBatches, LrAtBatch, lr_at_batch
 from tuner.modeling.laws.power_law import StudyLaw
 from tuner.modeling.layout_rules import layout_errors
 from tuner.modeling.targets import TARGETS, published_target
@@ -394,7 +395,7 @@ def run_point(args: ModelArgs, target: FullRunTarget, batch: float = 0.0) -> Run
 
 def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget, *,
                    proxy_tokens: int, proxy_info: dict[str, Any] | None = None,
-                   law: StudyLaw | BatchLaw | None = None,
+                   law: StudyLaw | LrLaw | None = None,
                    law_batches: LawBatches | None = None,
                    offset: Offset | None = None) -> FullRun:
     """Scale one proxy recipe (trained on ``model_args`` for ``proxy_tokens``) to ``target``.
@@ -666,13 +667,13 @@ def _check_global_batch(t: FullRunTarget, plan: cm.ParallelPlan) -> list[str]:
 
 
 def _warnings(model_args: ModelArgs, proxy: Recipe, t: FullRunTarget,
-              law: StudyLaw | BatchLaw | None = None) -> list[str]:
+              law: StudyLaw | LrLaw | None = None) -> list[str]:
     out = []
     if t.tp is not None and t.tp > t.hardware.gpus_per_node:
         out.append(f"--tp {t.tp} spans more than one node ({t.hardware.gpus_per_node} GPUs per "
                    "node): tensor parallelism then runs over the inter-node network.")
     if t.global_batch is None and proxy.batch_schedule != "constant" and (
-            getattr(law, "batch", None) is None):
+            law is None or not law.checks().batch_law):
         out.append("batch_end comes from the published recipes' prior, whose batches scatter "
                    "far more than their LRs (the batch_end rule gives its band); no batch law "
                    "of the study's moved it.")

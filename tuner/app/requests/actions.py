@@ -294,12 +294,10 @@ def export(study: optuna.Study, request: ExportRequest, *, run_dir: Path, storag
                   if reference is not None else None)
         study, measured_at = ladder_answer(study, run_dir, storage)
         study, law, law_said = law_answer(study, run_dir, storage)
-        origin = "study"
         if law_file is not None:
             law, law_said = table_law(law_file, study)
-            origin = "table"
         full, picked = export_study(study, request.pick_rule(), target, law=law,
-                                    law_origin=origin, offset=offset)
+                                    offset=offset)
         files = formats.export_files(request.format, full,
                                      file or formats.file_name(request.format))
     except RequestError:

@@ -5,10 +5,8 @@ runs, 13 batches from 32k to 4M tokens per step) a power law in D fitted at one 
 at others misses lr* by a median 3.1x, and the sign of the LR's D-exponent at a fixed batch flips
 across the batch range. So a law carries its LR only to a batch where it measured the coupling:
 
-- a **two-variable law** (`BatchLaw`, as `tuner.modeling.laws.lr_batch_law.LrBatchLaw` has it:
-  ``at(tokens, batch, params)``, ``band(tokens, batch, params, level)``,
-  ``decades_past(tokens, batch) -> {"tokens": ..., "batch": ...}``) gives lr*(D, B) at any
-  batch, with its band and both extrapolation distances;
+- a **two-variable law** (`tuner.modeling.laws.interface.LrLaw`: `LrBatchLaw`, a table's law)
+  gives lr*(D, B) at any batch, with its band and both extrapolation distances;
 - a law study whose budgets searched lr at 3 or more batches carries its two-variable law
   (``StudyLaw.lr_batch``, fitted by `tuner.study.workflows.law_fit`), which answers as above;
 - a **law in D alone** (`tuner.modeling.laws.power_law.StudyLaw`) whose trials all ran at one batch
@@ -30,10 +28,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
+from tuner.modeling.laws.interface import LrLaw
 from tuner.modeling.laws.power_law import StudyLaw
 
 BATCH_TOLERANCE = 1.05  # a batch this close (ratio) counts as the fitted one: rounding to dp
@@ -41,19 +40,6 @@ LEVEL = 0.95
 WHAT_TO_RUN = ("a law study with the batch searched ([space.params.batch_end], >= 3 batches "
                "spanning >= 1 decade, lr searched at each), or `moetune law fit` on runs a team "
                "already has at several batches")
-
-
-@runtime_checkable
-class BatchLaw(Protocol):
-    """A law in tokens D and batch B (tokens per step), as `lr_at_batch` uses it; ``params``
-    (N, non-embedding) for a law with an N term."""
-
-    def at(self, tokens: float, batch: float, params: float | None = None) -> float: ...
-
-    def band(self, tokens: float, batch: float, params: float | None = None,
-             level: float = LEVEL) -> tuple[float, float]: ...
-
-    def decades_past(self, tokens: float, batch: float) -> Mapping[str, float]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,7 +96,7 @@ class LrAtBatch:
                 "decades_past_batch": self.decades_batch}
 
 
-def lr_at_batch(law: StudyLaw | BatchLaw, *, tokens: float, batch: float,
+def lr_at_batch(law: StudyLaw | LrLaw, *, tokens: float, batch: float,
                 flops_per_token: float, params: float | None = None,
                 batches: LawBatches | None = None) -> LrAtBatch:
     """The LR ``law`` gives for a run of ``tokens`` at ``batch`` tokens per step (module
@@ -121,17 +107,18 @@ def lr_at_batch(law: StudyLaw | BatchLaw, *, tokens: float, batch: float,
     if isinstance(law, StudyLaw) and law.lr_batch is not None:
         law = law.lr_batch
     if not isinstance(law, StudyLaw):
-        name = getattr(law, "name", "two-variable law")
+        name = law.name
         lo, hi = law.band(tokens, batch, params, level=LEVEL)
         past = law.decades_past(tokens, batch)
         d_tokens, d_batch = past["tokens"], past["batch"]
         lr = law.at(tokens, batch, params)
-        term = law.interaction(tokens, batch) if hasattr(law, "interaction") else None
+        term = law.interaction(tokens, batch)
         return LrAtBatch(law=name, tokens=tokens, batch=batch, lr=lr, law_lr=lr,
                          band=(lo, hi), level=LEVEL, decades_tokens=d_tokens,
                          decades_batch=d_batch, valid_at_batch=None, refusal="",
-                         rule=(f"the law {name}" if hasattr(law, "name") else
-                               "the study's own law") + " in tokens and batch: lr*(D, B) "
+                         rule=(f"the law {name}" if law.checks().origin == "table" else
+                               f"the study's own law ({name})") + " in tokens and batch: "
+                              "lr*(D, B) "
                               f"at D = {tokens:.4g}, B = {batch:.4g} tokens per step: {lr:.4g}, "
                               f"band [{lo:.3g}, {hi:.3g}] ({LEVEL:.0%}), {d_tokens:.1f} decades "
                               f"past the fitted budgets in D and {d_batch:.1f} in B"
@@ -171,9 +158,9 @@ def interaction_said(info: dict[str, Any] | None) -> str:
     return f"; of which {said} gives {info['decades']:+.2f} decades"
 
 
-def _params_said(law: BatchLaw, params: float | None) -> str:
-    """For a law with an N term: the N it was read at and how far past its fitted sizes."""
-    fitted = getattr(law, "params_range", None)
+def _params_said(law: LrLaw, params: float | None) -> str:
+    """The N it was read at and how far past its fitted sizes; a law with no N term says so."""
+    fitted = law.params_range
     if params is None:
         return ""
     if not fitted:

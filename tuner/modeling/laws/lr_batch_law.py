@@ -76,6 +76,7 @@ from typing import Any
 
 import numpy as np
 
+from tuner.modeling.laws.interface import LawChecks
 from tuner.modeling.laws.response_surface import MIN_TRIALS, Optimum, SurfaceError, fit_optimum
 
 WINDOW = 0.5  # decades of lr either side of a cell's best trial that its quadratic is fitted to
@@ -293,6 +294,15 @@ class LrBatchLaw:
         ``batch`` separately (0 inside the fitted range)."""
         return {"tokens": _past(tokens, self.tokens_range),
                 "batch": _past(batch, self.batch_range)}
+
+    @property
+    def name(self) -> str:
+        return "lr*(D, B)"
+
+    def checks(self) -> LawChecks:
+        """A law study's lr*(D, B) carries no checks of its own: its study's `StudyLaw` holds
+        them (`tuner.modeling.laws.interface`)."""
+        return LawChecks(origin="study")
 
     def interaction(self, tokens: float, batch: float) -> dict[str, Any] | None:
         """The D x B term at (tokens, batch): its coefficient, standard error and t, whether

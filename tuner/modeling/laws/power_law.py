@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tuner.modeling.laws.interface import LawChecks
 from tuner.modeling.laws.lr_batch_law import LrBatchLaw
 
 DEEPSEEK_LLM_SOURCE = ("DeepSeek LLM (arXiv:2401.02954) eq. 1: eta_opt = 0.3118*C^-0.1250, "
@@ -82,6 +83,12 @@ class StudyLaw:
 
     def x(self, tokens: float, flops_per_token: float) -> float:
         return tokens if self.variable == "tokens" else flops_per_token * tokens
+
+    def checks(self) -> LawChecks:
+        """The study's held-out check, whether one power law held, whether it has a batch law
+        (`tuner.modeling.laws.interface`)."""
+        return LawChecks(origin="study", held_out=self.held_out,
+                         lack_of_fit_p=self.lack_of_fit_p, batch_law=self.batch is not None)
 
 
 def fit_power_law(x: Sequence[float], value: Sequence[float],
