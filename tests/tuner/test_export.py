@@ -305,6 +305,21 @@ def test_cli_rounded_global_batch_is_applied_with_a_warning(tmp_path, capsys):
     assert start_rule.startswith("ramp shape kept") and "(0.5 of it)" in start_rule
 
 
+def test_global_batch_on_a_plain_study_moves_the_lr_with_it(study):
+    """--global-batch on a study without a law: the LR written is the anchored answer at that
+    batch (the published recipes' coupling in B), labelled for it, not the LR of another batch
+    relabelled."""
+    small, _ = export_study(study, Pick(kind="knee"), target(global_batch=512))
+    large, _ = export_study(study, Pick(kind="knee"), target(global_batch=4096))
+    for full in (small, large):
+        assert full.answer is not None
+        assert full.answer.batch == full.recipe.batch_end * full.recipe.seq_len
+        assert full.recipe.lr == pytest.approx(full.answer.lr)
+    assert small.recipe.lr != pytest.approx(large.recipe.lr, rel=0.05)
+    assert f"for the final batch, 4096 x 4096 = {4096 * 4096:,} tokens per step" in \
+        large.lr_line()
+
+
 def test_ramp_that_rounds_to_its_end_is_reported_as_constant(study):
     full, _ = export_study(study, Pick(kind="knee"), target(global_batch=64))
     assert full.recipe.batch_start == full.recipe.batch_end == 64
