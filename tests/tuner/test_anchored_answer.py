@@ -18,11 +18,13 @@ V3 = RunPoint.of(next(r for r in load_recipes() if r.name == "DeepSeek-V3"))
 
 
 def reading(lr: float, width: float, *, tokens_past: float = 1.0) -> LrAtBatch:
-    """A team law's reading at the full run: ``lr`` with a 95% band ``width`` (hi / lo) wide."""
+    """A team law's reading at the full run: ``lr`` with a 95% band ``width`` (hi / lo) wide,
+    a band that carries its own model-form error (as lr*(D, B)'s does)."""
     half = math.sqrt(width)
     return LrAtBatch(law="team", tokens=V3.tokens, batch=V3.batch, lr=lr, law_lr=lr,
                      band=(lr / half, lr * half), level=0.95, decades_tokens=tokens_past,
-                     decades_batch=0.0, valid_at_batch=None, refusal="", rule="")
+                     decades_batch=0.0, valid_at_batch=None, refusal="", rule="",
+                     form_error=True)
 
 
 def test_the_form_is_chosen_by_its_left_out_scatter_and_said() -> None:
@@ -107,6 +109,18 @@ def test_the_combined_band_covers_unkind_truths_as_often_as_it_claims(shift: flo
         ans = answer_lr(V3, prior=moved, law=law)
         inside += ans.band[0] <= 10**truth <= ans.band[1]
     assert inside / n >= 0.85, inside / n
+
+
+def test_a_law_whose_band_carries_no_bend_weighs_less_the_further_it_reaches() -> None:
+    """A narrow band far from its data, which does not carry that the law may bend (a power law
+    through budgets), gets 0.15 decades of sd per decade of reach: seven decades out it cannot
+    outweigh published practice, one decade out it still moves it."""
+    prior = shipped_prior()
+    p = prior.read_lr(V3)
+    far = dataclasses.replace(reading(p.value * 30, 1.5, tokens_past=7), form_error=False)
+    assert answer_lr(V3, prior=prior, law=far).law_weight < 0.1
+    near = dataclasses.replace(reading(p.value * 1.2, 1.5, tokens_past=0.5), form_error=False)
+    assert answer_lr(V3, prior=prior, law=near).law_weight > 0.5
 
 
 def test_combine_weighs_by_inverse_variance_where_the_two_agree() -> None:

@@ -165,7 +165,9 @@ def test_a_two_variable_law_plugs_in_and_its_lr_follows_the_batch_written():
     assert isinstance(law, LrLaw)
     small, large = export(law, global_batch=2048), export(law, global_batch=8192)
     ratio = (large.recipe.batch_end / small.recipe.batch_end) ** law.b
-    assert large.recipe.lr / small.recipe.lr == pytest.approx(ratio)
+    assert small.lr_at is not None and large.lr_at is not None
+    assert large.lr_at.lr / small.lr_at.lr == pytest.approx(ratio)  # the law read at each batch
+    assert large.recipe.lr != pytest.approx(small.recipe.lr, rel=0.05)  # the answer moves too
     d = json.loads(formats.render("native", large))["lr"]
     assert d["valid_at_batch"] is None and d["source"] == "scaled"
     assert d["band"]["decades_past_batch"] == pytest.approx(
@@ -201,9 +203,8 @@ def test_a_band_wider_than_four_times_pins_no_lr_and_is_refused_unless_accepted(
     # at the full run's own size the same wide law, combined with the prior, is answered
     near = export(WideLaw(), global_batch=2048)
     assert near.answer is not None and near.answer.width <= 4 and near.answer.law_used
-    # the 9x law 7 decades out reads 100x off published practice there: the two disagree, and
-    # the narrower, the prior, answers alone, saying so with both numbers
-    assert near.answer.law_weight == 0 and "DISAGREE" in near.answer.disagree
+    # the 9x law 7 decades out, whose band carries no bend past its data, weighs little there
+    assert near.answer.law_weight < 0.1
 
 
 def test_a_ramp_says_which_batch_the_lr_is_for_and_the_ramp_starts_optimum():
@@ -285,6 +286,11 @@ def test_the_backtest_exports_to_each_deepseek_run_at_its_own_tokens_and_batch()
         assert r["hidden_lr"] == pytest.approx(r["lr"] * 64 / dim)
         assert r["ratio"] == pytest.approx(r["hidden_lr"] / published)
     assert backtest_table(rows).count("\n| DeepSeek-") == 3
+    # the anchored answer at each run, with every DeepSeek row out of its prior: the synthetic
+    # law's narrow band 7 decades out does not drag it away from practice, which it holds
+    for r in rows:
+        a = r["anchored"]
+        assert a["covered"] and 0.5 < a["ratio"] < 2, (r["target"], a)
 
 
 def test_the_backtest_of_a_one_batch_law_refuses_and_shows_its_lr_where_measured():

@@ -156,7 +156,7 @@ class TableLaw:
         return self.law.params_range
 
     def checks(self) -> LawChecks:
-        return LawChecks(origin="table")
+        return LawChecks(origin="table", form_error=True)
 
 
 def reference_offset(study: Any, reference: str, run_dir: Path, storage: str) -> Offset:

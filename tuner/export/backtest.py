@@ -18,14 +18,20 @@ beside it, labelled, never in its place.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from trainers.config.model_args import ModelArgs
+from tuner.modeling.anchor.answer import answer_lr
+from tuner.modeling.anchor.prior import Prior, fit_prior
+from tuner.modeling.anchor.recipe_table import load_recipes
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
+from tuner.modeling.full_run import FullRunTarget, run_point
+from tuner.modeling.hardware import get_hardware
 from tuner.modeling.laws.interface import LrLaw
 from tuner.modeling.laws.lr_at_batch import LawBatches, lr_at_batch
 from tuner.modeling.laws.power_law import StudyLaw
-from tuner.modeling.published_recipes import PUBLISHED
+from tuner.modeling.published_recipes import PUBLISHED, PublishedRecipe
 from tuner.modeling.targets import published_target
 
 
@@ -44,7 +50,14 @@ def backtest(law: StudyLaw | LrLaw, *, proxy: ModelArgs,
                          flops_per_token=non_embedding_flops_per_token(args, pub.seq_len),
                          params=float(c.active - c.embedding - c.head))
         hidden = at.lr / mult if at.lr is not None else None
+        point = dataclasses.replace(run_point(args, _run(args, name, pub)),
+                                    batch=pub.batch_tokens)
+        ans = answer_lr(point, prior=_without_deepseek(), law=at, width_mult=mult)
+        lo, hi = (v / mult for v in ans.band)
         rows.append({
+            "anchored": {"hidden_lr": ans.hidden_lr, "ratio": ans.hidden_lr / pub.lr,
+                         "band": [lo, hi], "covered": lo <= pub.lr <= hi,
+                         "law_weight": ans.law_weight},
             "target": name, "recipe": pub.name, "source": pub.source, "tokens": pub.tokens,
             "batch": f"{pub.batch_end} x {pub.seq_len}", "batch_tokens": pub.batch_tokens,
             "published_lr": pub.lr, "width_mult": mult, "lr": at.lr, "hidden_lr": hidden,
@@ -58,6 +71,20 @@ def backtest(law: StudyLaw | LrLaw, *, proxy: ModelArgs,
     return rows
 
 
+@functools.lru_cache(maxsize=1)
+def _without_deepseek() -> Prior:
+    """The prior with every DeepSeek row left out: nothing DeepSeek published enters an answer
+    held against DeepSeek's own runs."""
+    return fit_prior([r for r in load_recipes() if r.family != "deepseek"])
+
+
+def _run(args: ModelArgs, name: str, pub: PublishedRecipe) -> FullRunTarget:
+    """The published run as a full-run target (its tokens and sequence length; the hardware
+    does not enter the LR)."""
+    return FullRunTarget(model_args=args, name=name, hardware=get_hardware("h800"), gpus=2048,
+                         tokens=int(pub.tokens), seq_len=pub.seq_len)
+
+
 def _times(ratio: float) -> str:
     """A ratio as a factor: ``2.1x`` or ``1/550x``."""
     inv = 1 / ratio
@@ -69,8 +96,9 @@ def backtest_table(rows: list[dict[str, Any]]) -> str:
     LR (standard parametrization); a refused row shows the law's LR at its fitted batch, marked
     as measured there."""
     out = ["| target | tokens | final batch | published lr | study's lr (hidden matrices) | "
-           "ratio | band | decades past in D / B | D x B term's share |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "ratio | band | decades past in D / B | D x B term's share | anchored, DeepSeek rows "
+           "out of the prior: lr [95%], ratio |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["lr"] is not None:
             lr, ratio = f"{r['hidden_lr']:.3g}", _times(r["ratio"])
@@ -82,8 +110,15 @@ def backtest_table(rows: list[dict[str, Any]]) -> str:
         out.append(f"| {r['recipe']} ({r['target']}) | {r['tokens']:.3g} | {r['batch']} | "
                    f"{r['published_lr']:.2g} | {lr} | {ratio} | {band} | "
                    f"{r['decades_past_tokens']:.1f} / {r['decades_past_batch']:.1f} | "
-                   f"{_term(r.get('interaction'))} |")
+                   f"{_term(r.get('interaction'))} | {_anchored(r.get('anchored'))} |")
     return "\n".join(out)
+
+
+def _anchored(a: dict[str, Any] | None) -> str:
+    if not a:
+        return "-"
+    return (f"{a['hidden_lr']:.3g} [{a['band'][0]:.3g}, {a['band'][1]:.3g}], "
+            f"{_times(a['ratio'])}{'' if a['covered'] else ' (outside)'}")
 
 
 def _term(info: dict[str, Any] | None) -> str:
@@ -103,6 +138,12 @@ def backtest_lines(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         head = (f"backtest {r['recipe']} at its {r['tokens']:.3g} tokens and {r['batch']} "
                 f"tokens per step (published lr {r['published_lr']:.2g}): ")
+        a = r.get("anchored")
+        if a:
+            head += (f"the anchored answer with every DeepSeek row out of the prior gives "
+                     f"{a['hidden_lr']:.3g} for the hidden matrices, {_times(a['ratio'])} "
+                     f"published, {'inside' if a['covered'] else 'OUTSIDE'} its band "
+                     f"({a['band'][0]:.3g}-{a['band'][1]:.3g}); ")
         if r["lr"] is not None:
             term = r.get("interaction")
             out.append(head + f"the study's law gives {r['hidden_lr']:.3g} for the hidden "

@@ -37,12 +37,13 @@ from tuner.modeling.anchor.recipe_table import load_recipes
 from tuner.modeling.laws.lr_at_batch import LrAtBatch
 
 Z95 = 1.959964
-# A power law through a study's budgets carries in its band the optima's noise, not that the
-# law may bend past them; the exponents published for the same quantity differ by about 0.3
-# (the batch: DeepSeek LLM's 0.327 in C against Step Law's 0.571 in D; the LR's D-exponent
-# changes sign across batches in Step Law's sweep), so past its data such a law's reading gets
-# an sd of this many decades per decade of extrapolation, in quadrature (a 95% exponent range
-# of +-0.3). The law in tokens and batch (`tuner.modeling.laws.lr_batch_law`) carries its own.
+# A law whose band carries only its data's noise (a power law through a study's budgets, any
+# law whose `LawChecks.form_error` is false) does not carry that it may bend past them; the
+# exponents published for the same quantity differ by about 0.3 (the batch: DeepSeek LLM's
+# 0.327 in C against Step Law's 0.571 in D; the LR's D-exponent changes sign across batches in
+# Step Law's sweep), so past its data such a law's reading gets an sd of this many decades per
+# decade of extrapolation, in quadrature (a 95% exponent range of +-0.3). The law in tokens and
+# batch (`tuner.modeling.laws.lr_batch_law`) carries its own.
 FORM_SD_PER_DECADE = 0.15
 
 
@@ -170,7 +171,7 @@ def answer_lr(point: RunPoint, *, prior: Prior, law: LrAtBatch | None = None,
                                                            10 ** (mu + Z95 * sd)), sd=sd)
     if law is not None and law.lr is not None:
         law_mu, law_sd = math.log10(law.lr / width_mult), band_sd(law.band)
-        if law.valid_at_batch is not None:  # a power law in D alone: no bend in its band
+        if not law.form_error:  # its band carries no bend past its data
             law_sd = math.hypot(law_sd, FORM_SD_PER_DECADE * law.decades_tokens)
         c = combine(mu, sd, law_mu, max(law_sd, 1e-6))
         mu, sd, weight, used = c.mu, c.sd, c.weight, True

@@ -34,13 +34,16 @@ ORIGINS = ("study", "table")
 class LawChecks:
     """What a law carries besides its value: where it comes from (``study``: a law study's own,
     ``table``: ``moetune law fit``'s), its held-out check (None: none made, or none possible),
-    whether one power law held through its budgets (``lack_of_fit_p``, None: not tested), and
-    whether it has a batch law B*(D)."""
+    whether one power law held through its budgets (``lack_of_fit_p``, None: not tested),
+    whether it has a batch law B*(D), and whether its band carries model-form error."""
 
     origin: str = "study"
     held_out: Mapping[str, Any] | None = None
     lack_of_fit_p: float | None = None
     batch_law: bool = False
+    # its band carries model-form error past its data (lr*(D, B)'s mixture with a law bent in
+    # D); a band that does not gets `tuner.modeling.anchor.answer.FORM_SD_PER_DECADE`
+    form_error: bool = False
 
     def __post_init__(self) -> None:
         if self.origin not in ORIGINS:

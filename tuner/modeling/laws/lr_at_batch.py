@@ -88,6 +88,7 @@ class LrAtBatch:
     rule: str
     # a two-variable law's D x B term at (tokens, batch) (`LrBatchLaw.interaction`), if it has one
     interaction: dict[str, Any] | None = None
+    form_error: bool = False  # the band carries model-form error past the law's data
 
     def band_dict(self) -> dict[str, Any]:
         """The band as numbers (the native export's ``lr.band``)."""
@@ -123,7 +124,7 @@ def lr_at_batch(law: StudyLaw | LrLaw, *, tokens: float, batch: float,
                               f"band [{lo:.3g}, {hi:.3g}] ({LEVEL:.0%}), {d_tokens:.1f} decades "
                               f"past the fitted budgets in D and {d_batch:.1f} in B"
                               f"{_params_said(law, params)}{interaction_said(term)}",
-                         interaction=term)
+                         interaction=term, form_error=law.checks().form_error)
     x = law.x(tokens, flops_per_token)
     lr, (lo, hi) = law.lr.at(x), law.lr.band(x, LEVEL)
     d_tokens = law.lr.decades_past(x)

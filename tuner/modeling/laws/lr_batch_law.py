@@ -300,9 +300,10 @@ class LrBatchLaw:
         return "lr*(D, B)"
 
     def checks(self) -> LawChecks:
-        """A law study's lr*(D, B) carries no checks of its own: its study's `StudyLaw` holds
-        them (`tuner.modeling.laws.interface`)."""
-        return LawChecks(origin="study")
+        """A law study's lr*(D, B): its band carries model-form error (the mixture with the law
+        bent in D); its study's `StudyLaw` holds the other checks
+        (`tuner.modeling.laws.interface`)."""
+        return LawChecks(origin="study", form_error=True)
 
     def interaction(self, tokens: float, batch: float) -> dict[str, Any] | None:
         """The D x B term at (tokens, batch): its coefficient, standard error and t, whether
