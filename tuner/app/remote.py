@@ -2,7 +2,8 @@
 ``submit``, ``status``, ``list``, ``cancel``, ``delete``, ``resume``, ``report`` and ``export``
 to a running ``moetune serve`` with the same exit codes as locally (2: the service refused the
 input, naming the field; 1: it could not be reached or failed). The token comes from
-``$MOETUNE_TOKEN`` (not a flag: a flag would show in the process list).
+``$MOETUNE_TOKEN`` (not a flag: a flag would show in the process list); for a service on
+loopback without it, the local token the same user's ``moetune serve`` wrote (`token_for`).
 
 A remote ``submit`` returns once the study is queued, and says how to follow it.
 """
@@ -23,6 +24,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from tuner.app.requests.errors import UsageError
+from tuner.app.service.access.private import LOCAL_TOKEN_FILE
 
 TIMEOUT_S = 60
 
@@ -43,12 +45,31 @@ def add_server_options(subparsers: argparse._SubParsersAction) -> None:
 
 def remote_dispatch(args: argparse.Namespace) -> int:
     """Run ``args.command`` against ``args.server``."""
-    client = Client(args.server, os.environ.get("MOETUNE_TOKEN", ""))
+    client = Client(args.server, token_for(args))
     try:
         return int(COMMANDS[args.command](client, args))
     except RemoteError as e:
         print(f"moetune {args.command}: {e}", file=sys.stderr)
         return 1
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def token_for(args: argparse.Namespace) -> str:
+    """``$MOETUNE_TOKEN``; without it, for a service on loopback, the local token its own user
+    started it with (``ROOT/local.token``, 0600 in the 0700 root: only that user reads it, as
+    Jupyter's runtime file), so `moetune serve &` then ``--server http://127.0.0.1:8470`` works
+    for the user who started it and for no one else. Read into memory, never written."""
+    token = os.environ.get("MOETUNE_TOKEN", "")
+    host = urllib.parse.urlsplit(args.server).hostname or ""
+    if token or host not in LOOPBACK:
+        return token
+    root = Path(args.root)  # every command a service answers has --root (where_options)
+    try:
+        return (root / LOCAL_TOKEN_FILE).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 class Client:
