@@ -204,11 +204,12 @@ def ladder_answer(study: Any, run_dir: Path, storage: str) -> tuple[Any, str]:
     if spec.kind == "ladder":
         top = rung_name(spec.name, lad.widths, len(lad.widths) - 1)
         store = db.open_existing_storage(db.storage_url(run_dir, storage, spec.study.storage))
-        if top not in db.study_names(store):
+        found = st.find_study(top, store)
+        if found is None:
             raise LookupError(f"ladder {spec.name!r} has not reached its top rung ({top}, width "
                               f"{lad.widths[-1]}) yet: `moetune resume {spec.name}` goes on, "
                               f"or export a rung by its name.")
-        return (st.load_study(top, store),
+        return (found,
                 f"ladder {spec.name}: the answer is its top rung {top}, measured at width "
                 f"{lad.widths[-1]} (rungs {list(lad.widths)})")
     return study, (f"{spec.name} is rung {lad.rung} of ladder {spec.name.rsplit('.w', 1)[0]}: "

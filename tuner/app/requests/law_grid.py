@@ -23,7 +23,6 @@ from optuna.trial import TrialState
 from tuner.study.run.resume import counts_toward_target
 from tuner.study.specs.law_spec import budget_name
 from tuner.study.specs.spec import StudySpec
-from tuner.study.store import database as db
 from tuner.study.store import records
 from tuner.study.store import storage as st
 from tuner.study.workflows.law_fit import fit_law
@@ -51,7 +50,8 @@ def law_grid(study: optuna.Study, *, driven: bool | None = True) -> dict[str, An
     spec = st.stored_spec(study)
     law = spec.law
     storage = study._storage  # the budgets live in the storage the base study was read from
-    names = set(db.study_names(storage))
+    found = st.find_studies([budget_name(spec.name, law, i) for i in range(len(law.budgets))],
+                            storage, loaded={study.study_name: study})
     rows, studies = [], []
     for i, tokens in enumerate(law.budgets):
         name = budget_name(spec.name, law, i)
@@ -62,8 +62,8 @@ def law_grid(study: optuna.Study, *, driven: bool | None = True) -> dict[str, An
                                "held_out_batch": law.held_out_batch if held_batch else None,
                                "total": _total(spec, held or held_batch), "done": 0,
                                "running": 0, "state": "waiting"}
-        if name in names:
-            s = study if name == study.study_name else st.load_study(name, storage)
+        s = found.get(name)
+        if s is not None:
             trials = s.get_trials(deepcopy=False)
             row["done"] = sum(counts_toward_target(t) for t in trials)
             row["running"] = sum(t.state == TrialState.RUNNING for t in trials)
