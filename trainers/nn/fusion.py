@@ -1,8 +1,8 @@
 """The GPU's fused paths (``MOETUNE_FUSION=compile``): RMSNorm, rope, SwiGLU, the fp8 quantizer
 and the MoE dispatch compiled or rewritten so that each is one pass over the activations.
 
-A profile of a `proxy-l` step on an H200 (benchmarks/RESULTS.md, "Where a GPU step's time goes")
-found two thirds of the GPU's time in memory-bound element-wise work, casts, copies and atomic
+A profile of a `proxy-l` step on an H200 (benchmarks/RESULTS.md, "A GPU step: where its time
+goes") found most of the GPU's time in memory-bound element-wise work, casts, copies and atomic
 scatter-adds, each op a separate pass. `torch.compile` of these small pure functions fuses each
 into one generated kernel forward and one backward (the math is the eager code's, so results
 agree to rounding), and `trainers.nn.moe` dispatches by permutation gathers instead.
