@@ -1,6 +1,6 @@
-"""benchmarks/RESULTS.md and its archive stay navigable: each file's contents list names every
-``##`` section by the anchor GitHub gives it, and every link or quoted section title that the
-README, the docs and the code use to cite a figure there still finds its section."""
+"""benchmarks/RESULTS.md, its archive and docs/tuning.md stay navigable: each file's contents
+list names every section by the anchor GitHub gives it, and every link or quoted section title
+that the README, the docs and the code use to cite a figure in RESULTS.md still finds it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 ARCHIVE = ROOT / "benchmarks" / "RESULTS_ARCHIVE.md"
+TUNING = ROOT / "docs" / "tuning.md"
 CITING = ["README.md", "docs", "benchmarks", "trainers", "search_spaces", "tuner", "reports",
           "tests"]
 
@@ -41,16 +42,17 @@ def headings(text: str) -> list[tuple[int, str, str]]:
 
 def contents(text: str) -> list[str]:
     """The anchors the list under ``**Contents**`` links, top-level entries only."""
-    block = text.split("**Contents**", 1)[1].split("\n## ", 1)[0]
+    block = text.split("**Contents**\n\n", 1)[1].split("\n\n", 1)[0]
     return re.findall(r"^- \[.*\]\(#([^)]+)\)$", block, re.M)
 
 
-@pytest.mark.parametrize("path", [RESULTS, ARCHIVE], ids=lambda p: p.name)
-def test_contents_lists_every_section_in_order(path: Path) -> None:
+@pytest.mark.parametrize(("path", "level"), [(RESULTS, 2), (ARCHIVE, 2), (TUNING, 3)],
+                         ids=lambda p: getattr(p, "name", ""))
+def test_contents_lists_every_section_in_order(path: Path, level: int) -> None:
     text = path.read_text()
-    sections = [a for level, _, a in headings(text) if level == 2]
+    sections = [a for n, _, a in headings(text) if n == level]
     assert contents(text) == sections, (
-        f"{path.name}: the contents list must link every '## ' section in order "
+        f"{path.name}: the contents list must link every {'#' * level} section in order "
         "(a benchmark that added a section adds its line too)")
 
 
