@@ -34,7 +34,7 @@ from tuner.modeling.anchor.answer import (
 )
 from tuner.modeling.anchor.offset import Offset
 from tuner.modeling.anchor.prior import SOURCE as PRIOR_SOURCE
-from tuner.modeling.anchor.prior import RunPoint
+from tuner.modeling.anchor.prior import Prior, RunPoint
 from tuner.modeling.hardware import Hardware, get_hardware
 from tuner.modeling.laws.interface import LrLaw
 from tuner.modeling.laws.lr_at_batch import LawBatches, LrAtBatch, lr_at_batch
@@ -429,30 +429,17 @@ def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget,
     multiple = plan.dp * target.micro_batch
     warnings = _warnings(model_args, proxy, target, law) + _check_global_batch(target, plan)
     point = run_point(args, target)
-    prior = shipped_prior(target.recipes)
-    proposed, b = None, None
-    if target.global_batch is None:
-        batch_law = one_var.batch if one_var is not None else None
-        b = answer_batch(point, prior=prior,
-                         law_batch=batch_law.at(x_full) if batch_law else None,
-                         law_band=batch_law.band(x_full) if batch_law else None,
-                         law=f"the team's batch law ({one_var.name})" if one_var else "",
-                         decades_past=batch_law.decades_past(x_full) if batch_law else 0.0)
-        proposed = (b.tokens, b.rule, PRIOR_SOURCE)
+    batch_answer = (_batch_answer(point, shipped_prior(target.recipes), one_var, x_full)
+                    if target.global_batch is None else None)
     start, end, batch_rules = scaling.scale_batch(
         proxy, c_full=c_full, seq_len=target.seq_len, multiple=multiple,
-        global_batch=target.global_batch, proposed=proposed)
-    counts = cm.count_params(args)
-    ats = [lr_at_batch(law, tokens=target.tokens, batch=float(b * target.seq_len),
-                       flops_per_token=c_full / target.tokens, batches=law_batches,
-                       params=float(counts.active - counts.embedding - counts.head))
-           for b in (end, start)] if law is not None else [None, None]
+        global_batch=target.global_batch, proposed=(
+            (batch_answer.tokens, batch_answer.rule, PRIOR_SOURCE) if batch_answer else None))
     mult = args.dim / model_args.mup_base_dim if model_args.mup_base_dim else 1.0
-    if offset is not None and offset.applied:  # the prior placed where the reference stands
-        prior = shipped_prior(target.recipes, offset.family)
-    answers = [answer_lr(dataclasses.replace(point, batch=float(b * target.seq_len)),
-                         prior=prior, law=at, width_mult=mult, offset=offset)
-               for b, at in zip((end, start), ats, strict=True)]
+    ats, answers = zip(*(_lr_answer(point, float(n * target.seq_len), target, law=law,
+                                    flops_per_token=c_full / target.tokens,
+                                    law_batches=law_batches, offset=offset, width_mult=mult)
+                         for n in (end, start)), strict=True)
     lr, hidden_lr, lr_rule = _lr(model_args, proxy.lr, c_proxy, args, c_full, target, ats[0],
                                  answers[0])
     warnings += _fitted_batch_warning(ats[0], lr) + _answer_warnings(answers[0], lr, target)
@@ -476,10 +463,37 @@ def build_full_run(recipe: Recipe, model_args: ModelArgs, target: FullRunTarget,
     return FullRun(model_args=args, recipe=recipe, plan=plan, target=target, steps=steps,
                    hidden_lr=hidden_lr, rules=rules, warnings=warnings, lr_at=ats[0],
                    lr_at_start=ats[1] if start != end else None, answer=answers[0],
-                   answer_at_start=answers[1] if start != end else None, batch_answer=b,
+                   answer_at_start=answers[1] if start != end else None,
+                   batch_answer=batch_answer,
                    cost=full_run_cost(args, recipe, plan, target, c_full),
                    proxy=(proxy_info or {}) | {"tokens": proxy_tokens, "compute": c_proxy,
                                                "recipe": proxy.to_dict()})
+
+
+def _batch_answer(point: RunPoint, prior: Prior, law: StudyLaw | None,
+                  x: float) -> BatchAnswer:
+    """The final batch's anchored answer: the prior's, combined with the law's B*(x) if any."""
+    batch_law = law.batch if law is not None else None
+    if law is None or batch_law is None:
+        return answer_batch(point, prior=prior)
+    return answer_batch(point, prior=prior, law_batch=batch_law.at(x),
+                        law_band=batch_law.band(x), law=f"the team's batch law ({law.name})",
+                        decades_past=batch_law.decades_past(x))
+
+
+def _lr_answer(point: RunPoint, batch: float, target: FullRunTarget, *, flops_per_token: float,
+               law: StudyLaw | LrLaw | None, law_batches: LawBatches | None,
+               offset: Offset | None, width_mult: float) -> tuple[LrAtBatch | None, LrAnswer]:
+    """(the law read at ``batch``, the anchored answer there); ``flops_per_token``: the full
+    run's M, a law in C = M·D reads; an applied offset places the prior where the reference
+    stands (`tuner.modeling.anchor.offset`)."""
+    at = None if law is None else lr_at_batch(
+        law, tokens=point.tokens, batch=batch, flops_per_token=flops_per_token,
+        batches=law_batches, params=point.n_active)
+    family = offset.family if offset is not None and offset.applied else ""
+    return at, answer_lr(dataclasses.replace(point, batch=batch),
+                         prior=shipped_prior(target.recipes, family), law=at,
+                         width_mult=width_mult, offset=offset)
 
 
 def _lr(proxy_args: ModelArgs, proxy_lr: float, c_proxy: float, args: ModelArgs,
