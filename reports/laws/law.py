@@ -445,10 +445,11 @@ def _one_sided(judged: list[dict[str, Any]]) -> list[str]:
     """Where the judged held-out cells all miss on the same side, by more than `ONE_SIDED` on
     their geometric average, say so: bands that each hold their cell do not show that the law's
     point leaned one way past the fitted budgets. An average, not every cell past the line: on
-    this CPU's grid one seed's cells were 2.04x, 2.24x and 1.11x high, a lean a rule asking
-    every cell past 1.25x does not see. Nothing is claimed about further out in D: one budget
-    further on, this CPU's lr* flattened after its fall (0.74-1.06x over 5x in D where the laws
-    said 0.61x; benchmarks/RESULTS.md, "One budget further")."""
+    this CPU's grid one seed's cells were all high, two by well over the line and one by less,
+    a lean a rule asking every cell past the line does not see (benchmarks/RESULTS.md, "The
+    shipped law design on real trainings"). Nothing is claimed about further out in D: one
+    budget further on, this CPU's lr* flattened after its fall (benchmarks/RESULTS.md, "One
+    budget further")."""
     if len(judged) < 2:
         return []
     ratios = [c["lr_ratio"] for c in judged]

@@ -7,8 +7,9 @@ scatter-adds, each op a separate pass. `torch.compile` of these small pure funct
 into one generated kernel forward and one backward (the math is the eager code's, so results
 agree to rounding), and `trainers.nn.moe` dispatches by permutation gathers instead.
 
-Measured there: 1.19-1.20x the tokens/s of the eager code once compiled, but the compile costs
-~35 s per process with cold caches, more than a 48-step proxy-l trial saves; so the default is
+Measured there (benchmarks/RESULTS.md, "A GPU step: where its time goes"): faster than the
+eager code once compiled, but the compile with cold caches costs more than a 48-step proxy-l
+trial saves; so the default is
 ``eager`` (the CPU's code on every device) and ``compile`` is for long runs. ``blocks``
 compiles every transformer block whole on top (not yet measured). ``MOETUNE_FUSION`` is read
 once per process. A compile failure (no Triton, an inductor error) turns the fused paths off for

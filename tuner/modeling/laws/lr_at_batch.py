@@ -2,7 +2,8 @@
 
 The optimal LR moves with the batch: in Step Law's released sweep (arXiv:2503.04715, 1,911 dense
 runs, 13 batches from 32k to 4M tokens per step) a power law in D fitted at one batch and applied
-at others misses lr* by a median 3.1x, and the sign of the LR's D-exponent at a fixed batch flips
+at others misses lr* several-fold (benchmarks/RESULTS.md, "lr law in tokens and batch"), and the
+sign of the LR's D-exponent at a fixed batch flips
 across the batch range. So a law carries its LR only to a batch where it measured the coupling:
 
 - a **two-variable law** (`tuner.modeling.laws.interface.LrLaw`: `LrBatchLaw`, a table's law)

@@ -20,9 +20,9 @@ quadratic over the whole searched range anywhere).
   otherwise it is left out of lr* (the law is refitted without it, ``left_out`` names it with
   its fitted value) and the band's alternative law keeps it (below). Far past the cells the
   term is multiplied by both distances: on this CPU's shipped grid it was unresolved in two
-  seeds (t = −0.15 and −1.3) and, kept, moved their answers at the DeepSeek runs by −0.6 and
-  −3.5 to −4.1 decades, so the seeds disagreed there by three decades on a term neither had
-  measured. On Step Law's sweep it is resolved (t = 6–8 on every fitting subset) and stays.
+  seeds and, kept, moved their answers at the DeepSeek runs by decades, so the seeds disagreed
+  there on a term neither had measured (benchmarks/RESULTS.md, "lr law in tokens and
+  batch"). On Step Law's sweep it is resolved (t = 6–8 on every fitting subset) and stays.
 - Censored cells: a cell whose best run sits on the searched lr range's edge gives a bound on
   its lr* (`Cell.bound`), not a value, and enters the fit as a censored observation (the EM
   algorithm of a censored regression, `_fit_bounded`). Left out instead, they hide where the

@@ -94,8 +94,8 @@ def objective_noise(sd: float | None, objectives: Sequence[Objective]) -> dict[s
 def timed_noise(recs: Sequence[TrialRecord], objectives: Sequence[Objective]) -> dict[str, float]:
     """For a timed objective its measured noise, as a share of the value: half the median
     relative range ((max - min) / median of a probe's repeats) of the timings behind the
-    feasible ``recs`` — a bound on how far a median of the repeats moves (two studies timing
-    one signature differed by up to 8.6% where this gave ~10%: benchmarks/RESULTS.md, "Timed
+    feasible ``recs`` — a bound on how far a median of the repeats moves (it held the
+    largest difference of two studies timing one signature: benchmarks/RESULTS.md, "Timed
     cost"); no entry without a timing."""
     out: dict[str, float] = {}
     for o in objectives:

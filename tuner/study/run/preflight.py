@@ -224,7 +224,8 @@ def load_warnings(spec: StudySpec) -> list[str]:
 
 MIN_LAW_STEPS = 50  # below it a budget's optimum bent the law (benchmarks/RESULTS.md)
 # below it the held-out batch's bowl may be too flat to judge: at 64 steps two estimators of its
-# lr* differed 1.9-2.6x, at 320 they agreed within 1.14-1.40x (benchmarks/RESULTS.md)
+# lr* disagreed, at 320 they agreed (benchmarks/RESULTS.md, "The held-out batch at the held-out
+# budget")
 MIN_HELD_OUT_BATCH_STEPS = 200
 
 

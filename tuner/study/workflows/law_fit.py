@@ -50,9 +50,9 @@ misfit at the top does not cost the bottom's lever arm; the joined law's p repor
 lengthens the lever arm by its distance above the largest fitted budget, and where lr* bends
 with the budget (real trainings here: it decays more slowly toward longer budgets,
 benchmarks/RESULTS.md) it is the budget that shows the bend. In
-known-law simulations (`benchmarks/bench_law.py pooled`), predicting two decades past it: at 16
-trials per budget it brought the prediction closer (mean error 1.10x against 1.14x at noise sd
-0.03, 1.26x against 1.33x at 0.07) with a narrower band; at 8 trials the median error was
+known-law simulations (`benchmarks/bench_law.py pooled`, benchmarks/RESULTS.md, "Pooled law fit
+against per-budget optima"), predicting two decades past it: at 16 trials per budget it brought
+the prediction closer with a narrower band; at 8 trials the median error was
 unchanged and a flat held-out bowl worsened a few studies; on a bent law it cut the error by
 1.1-1.7x (no power law extrapolates a bent one well: the check's verdict says so).
 """
