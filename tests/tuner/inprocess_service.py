@@ -41,8 +41,9 @@ from service_spec import SPEC, StudyWaits  # noqa: F401 - the tests import SPEC 
 
 from tuner import testing
 from tuner.app.serve_command import _private_root, service_url
-from tuner.app.service.access.auth import Auth
+from tuner.app.service.access.auth import LOCAL, Auth
 from tuner.app.service.access.private import csrf_key
+from tuner.app.service.access.quotas import owner_limits
 from tuner.app.service.access.tokens import TokenStore
 from tuner.app.service.context import Service, ServiceConfig
 from tuner.app.service.running import driver
@@ -246,11 +247,12 @@ def inprocess_service(root: Path, *, trainer: str = "tuner.testing:slow_train",
         for module in (runner, cluster):  # a law's and a ladder's stages look it up here
             mp.setattr(module, "ray_cluster", _no_ray)
         mp.setattr(trainable, "tune", reports)
+        cfg = ServiceConfig(root=root, storage_url=url, trainer=trainer,
+                            max_running=max_running, **config)
         scheduler = Scheduler(storage=storage, storage_url=url, root=root, trainer=trainer,
-                              max_running=max_running)
-        service = Service(ServiceConfig(root=root, storage_url=url, trainer=trainer,
-                                        max_running=max_running, **config),
-                          storage, Auth(store, csrf_key(root), open_allowed=open_allowed),
+                              max_running=max_running,
+                              limits_of=owner_limits(cfg.quotas, store, local=LOCAL.name))
+        service = Service(cfg, storage, Auth(store, csrf_key(root), open_allowed=open_allowed),
                           scheduler)
         try:
             # a handler's exception is a 500 to the client, as from uvicorn, not a raise here

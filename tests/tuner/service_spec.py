@@ -67,10 +67,11 @@ class StudyWaits:
              **kw: Any) -> tuple[int, Any]:
         raise NotImplementedError
 
-    def wait_trials_running(self, name: str, *, timeout_s: float | None = None) -> None:
+    def wait_trials_running(self, name: str, *, token: str | None = None,
+                            timeout_s: float | None = None) -> None:
         """Until the study has a trial in flight."""
         def running() -> bool:
-            status, body = self.call("GET", f"/api/v1/studies/{name}")
+            status, body = self.call("GET", f"/api/v1/studies/{name}", token=token)
             return status == 200 and body["progress"]["running"] > 0
 
         wait_until(running, what=f"study {name}: a trial started",

@@ -37,6 +37,7 @@ from tuner.app.service.access.private import (
     ray_temp_dir,
     secret_file,
 )
+from tuner.app.service.access.quotas import GB, Limits, Quotas, owner_limits, user_limits
 from tuner.app.service.access.tokens import TokenStore
 from tuner.study.specs.spec import NAME_RE
 from tuner.study.store import database as db
@@ -76,6 +77,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        ("--max-width", "[ladder] widths")):
         p.add_argument(flag, type=int, default=0, metavar="N",
                        help=f"refuse a spec whose {what} is above N (default: 0, no cap)")
+    p.add_argument("--quota-studies", type=int, default=Limits().studies, metavar="N",
+                   help="studies a user may keep (ended ones until deleted; a law or ladder "
+                        "is one); past it a submit is a 429 (default: %(default)s; 0: none)")
+    p.add_argument("--quota-trainings", type=int, default=Limits().trainings, metavar="N",
+                   help="trainings a user's running studies may run at once (their "
+                        "max_concurrent); a study past it waits queued (default: "
+                        "%(default)s; 0: none)")
+    p.add_argument("--quota-disk-gb", type=float, default=Limits().disk_bytes / GB,
+                   metavar="GB", help="bytes a user's run folders may hold under --root, in "
+                   "GB (1e9); once reached, their submit and resume are a 507 (default: "
+                   "%(default)g; 0: none)")
+    p.add_argument("--user-quota", action="append", default=[], metavar="USER:KIND=N",
+                   help="USER's own limit, KIND one of studies, trainings, disk-gb; repeat "
+                        "for more; admins are not limited")
     p.add_argument("--request-deadline", type=float, default=10.0, metavar="S",
                    help="seconds a client has to send a whole request, headers and body; "
                         "then the connection is closed (default: %(default)s)")
@@ -178,10 +193,29 @@ def check_args(args: argparse.Namespace) -> None:
             raise UsageError(f"--data-root: must be an absolute path to a folder, but got "
                              f"{d!r}.")
     attach_owners(args.attach)  # the rule, before anything starts
+    quotas(args)
     if args.address and not args.storage.startswith(("postgresql", "mysql")):
         raise UsageError("--storage: a service on a Ray cluster (--address) needs a database "
                          "every node reaches (postgresql://...); a SQLite file cannot be "
                          f"shared across nodes, but got {args.storage or 'the default SQLite'}.")
+
+
+def quotas(args: argparse.Namespace) -> Quotas:
+    """Everyone's quotas and the users' own, from `serve`'s flags.
+
+    Raises:
+        UsageError: a negative limit, or a ``--user-quota`` that is not USER:KIND=N.
+    """
+    for flag in ("quota_studies", "quota_trainings", "quota_disk_gb"):
+        if not getattr(args, flag) >= 0:
+            raise UsageError(f"--{flag.replace('_', '-')}: must be >= 0 (0: no limit), but "
+                             f"got {getattr(args, flag)}.")
+    default = Limits(studies=args.quota_studies, trainings=args.quota_trainings,
+                     disk_bytes=int(args.quota_disk_gb * GB))
+    try:
+        return Quotas(default=default, users=user_limits(args.user_quota, default))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def attach_owners(pairs: list[str]) -> dict[str, str]:
@@ -272,7 +306,7 @@ def serve(args: argparse.Namespace) -> int:
     import ray
     import uvicorn
 
-    from tuner.app.service.access.auth import Auth
+    from tuner.app.service.access.auth import LOCAL, Auth
     from tuner.app.service.context import Service, ServiceConfig
     from tuner.app.service.running.scheduler import Scheduler
     from tuner.app.service.web import deadline
@@ -304,11 +338,12 @@ def serve(args: argparse.Namespace) -> int:
                            max_tokens_per_trial=args.max_tokens_per_trial,
                            max_concurrent_trials=args.max_concurrent_trials,
                            max_width=args.max_width,
-                           attach_owners=attach_owners(args.attach))
+                           attach_owners=attach_owners(args.attach), quotas=quotas(args))
     scheduler = Scheduler(storage=storage, storage_url=url, root=root, trainer=args.trainer,
                           max_running=args.max_running,
                           data_roots=(*config.data_roots, PUBLISHED_CONFIGS),
-                          resolve=config.local_ray)
+                          resolve=config.local_ray,
+                          limits_of=owner_limits(config.quotas, tokens, local=LOCAL.name))
     # without access tokens the service is its starting user's alone: they hold local.token
     local = local_token(root) if is_loopback(args.host) else None
     auth = Auth(tokens, csrf_key(root), open_allowed=is_loopback(args.host), local_token=local)

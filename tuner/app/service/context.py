@@ -34,6 +34,7 @@ from tuner.app.requests.actions import (
 from tuner.app.requests.studies import (
     detail,
     enqueue,
+    record_of,
     service_record,
     summary,
 )
@@ -42,6 +43,14 @@ from tuner.app.service.access.auth import Auth, may_change
 from tuner.app.service.access.caps import CapExceeded, Caps, check_caps
 from tuner.app.service.access.data_roots import OutsideDataRoots, check_path, is_path, spec_paths
 from tuner.app.service.access.private import reserved_name
+from tuner.app.service.access.quotas import (
+    Held,
+    QuotaExceeded,
+    Quotas,
+    check_disk,
+    check_submit,
+    folder_bytes,
+)
 from tuner.app.service.access.tokens import User
 from tuner.app.service.running.attached import MARKER, Attached
 from tuner.app.service.running.cluster_checks import check_inputs_here, check_inputs_on_cluster
@@ -85,14 +94,18 @@ class ServiceConfig:
     # `serve --attach STUDY=OWNER`: a command-line study under the root that OWNER (and the
     # admins) may cancel here; every other attached study is read-only
     attach_owners: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # each user's limits: studies kept, trainings at once, bytes of run folders (`quotas`)
+    quotas: Quotas = Quotas()
 
 
 class SubmitError(ValueError):
-    """A spec the service refuses; ``field`` names where (the message says the rule, the value)."""
+    """A spec the service refuses; ``field`` names where (the message says the rule, the value),
+    ``status`` the HTTP answer (422; 429 or 507 past a quota)."""
 
-    def __init__(self, message: str, field: str = "spec") -> None:
+    def __init__(self, message: str, field: str = "spec", status: int = 422) -> None:
         super().__init__(message)
         self.field = field
+        self.status = status
 
 
 class Service:
@@ -109,6 +122,7 @@ class Service:
         self.attached = Attached(config.root)
         self._report_locks: dict[str, threading.Lock] = {}
         self._change_locks: dict[str, threading.Lock] = {}
+        self._user_locks: dict[str, threading.Lock] = {}
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -195,6 +209,18 @@ class Service:
                               f"({taken}), but got {spec.name!r}; choose another name.",
                               field="study.name")
         self._check_caps(spec)
+        # one submit per user at a time: two at once cannot both take the last study of a quota
+        with self._user_locks.setdefault(user.name, threading.Lock()):
+            return self._submit_checked(spec, user)
+
+    def _submit_checked(self, spec: StudySpec, user: User) -> str:
+        """`submit` past the checks that read no storage: the quotas, stage names, the inputs,
+        the name free; then the study and its folders made."""
+        try:
+            check_submit(self.config.quotas.of(user.name, admin=user.admin), user.name,
+                         self.held(user.name), spec.study.max_concurrent)
+        except QuotaExceeded as e:
+            raise SubmitError(str(e), field=e.field, status=e.status) from None
         stages = self._check_stage_names(spec)
         spec = _first_stage(spec)
         problem = (check_inputs_here(spec) if self.config.local_ray else  # the one input check
@@ -261,8 +287,22 @@ class Service:
         return self._act(request.study, user, "cancel", lambda s: actions.cancel(s, request))
 
     def resume(self, request: ResumeRequest, user: User) -> str:
-        """Queue the study again (`actions.resume`) for its owner or an admin; its state after."""
-        state = self._act(request.study, user, "resume", lambda s: actions.resume(s, request))
+        """Queue the study again (`actions.resume`) for its owner or an admin; its state after.
+
+        Raises:
+            HTTPException: 507 when the owner's run folders are at their disk quota.
+        """
+
+        def run(study: optuna.Study) -> str:
+            owner = str(service_record(study).get("owner", ""))
+            try:  # an admin resuming is not limited
+                check_disk(self.config.quotas.of(owner, admin=user.admin), owner,
+                           self.held(owner))
+            except QuotaExceeded as e:
+                raise HTTPException(e.status, str(e)) from None
+            return actions.resume(study, request)
+
+        state = self._act(request.study, user, "resume", run)
         self.scheduler.wake()
         return state
 
@@ -292,6 +332,21 @@ class Service:
             except actions.Refused as e:
                 raise HTTPException(409, str(e)) from None
         self.forget(name)
+
+    def held(self, user: str) -> Held:
+        """What ``user`` holds against their quotas: the studies the service keeps for them
+        (a law's or ladder's stages are its own, not counted apart) and the bytes of the run
+        folders it made for those studies (each folder's mark names its study)."""
+        mine = {frozen.study_name for frozen in self.storage.get_all_studies()
+                if record_of(frozen.user_attrs).get("owner") == user}
+        folders = []
+        root = self.config.root
+        for folder in root.iterdir() if root.is_dir() else ():
+            mark = folder / MARKER
+            if (not folder.is_symlink() and mark.is_file()
+                    and mark.read_text().strip() in mine):
+                folders.append(folder)
+        return Held(studies=len(mine), disk_bytes=folder_bytes(folders))
 
     def _made_here(self, folder_name: str, study: str) -> Path | None:
         """``ROOT/folder_name`` when this service made it at submit for ``study`` (its mark

@@ -16,6 +16,7 @@ import datetime as dt
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,10 @@ from tuner.app.requests.studies import (
     service_record,
     set_state,
 )
+from tuner.app.service.access.quotas import Limits, may_start
 from tuner.app.service.running import driver
 from tuner.app.service.running.faults import storage_down
+from tuner.study.store import records
 from tuner.study.store import storage as st
 
 log = logging.getLogger(__name__)
@@ -42,8 +45,11 @@ class Scheduler:
 
     def __init__(self, *, storage: optuna.storages.BaseStorage, storage_url: str, root: Path,
                  trainer: str, max_running: int, interval_s: float = 1.0,
-                 data_roots: tuple[Path, ...] = (), resolve: bool = True) -> None:
+                 data_roots: tuple[Path, ...] = (), resolve: bool = True,
+                 limits_of: Callable[[str], Limits | None] | None = None) -> None:
         self._storage = storage
+        # an owner's quotas (`quotas.owner_limits`; None: none), for their trainings at once
+        self._limits_of = limits_of
         # where a spec's files may lie, checked again by each driver (`driver.run_driver`)
         self._data_roots = data_roots
         self._resolve = resolve
@@ -86,8 +92,11 @@ class Scheduler:
             self._wake.clear()
 
     def tick(self) -> None:
-        """One pass: notice lost drivers, then start the oldest queued studies."""
+        """One pass: notice lost drivers, then start the oldest queued studies whose owner's
+        running studies leave room for their trainings (`quotas.may_start`); one that must
+        wait for its owner's quota does not hold up the others'."""
         queued, active = [], 0
+        running: dict[str, int] = {}  # owner: trainings at once of their studies with a driver
         # every study's record in one read; a study is loaded only when this pass acts on it
         for frozen in self._storage.get_all_studies():
             name, rec = frozen.study_name, record_of(frozen.user_attrs)
@@ -97,17 +106,27 @@ class Scheduler:
                     _driver_lost(st.load_study(name, self._storage),
                                  after_outage=self._after_outage())
                     continue
+            owner = str(rec.get("owner", ""))
             if state in ACTIVE:
                 active += 1
+                running[owner] = running.get(owner, 0) + _trainings_at_once(frozen.user_attrs)
             elif state == "queued":
-                queued.append((str(rec.get("submitted_at", "")), name))
-        for _, name in sorted(queued)[:max(0, self._max_running - active)]:
+                queued.append((str(rec.get("submitted_at", "")), name, owner,
+                               _trainings_at_once(frozen.user_attrs)))
+        slots = self._max_running - active
+        for _, name, owner, at_once in sorted(queued):
+            if slots <= 0:
+                break
+            limits = self._limits_of(owner) if self._limits_of else None
+            if not may_start(limits, running.get(owner, 0), at_once):
+                continue  # waits for its owner's running studies
+            running[owner] = running.get(owner, 0) + at_once
+            slots -= 1
             set_state(st.load_study(name, self._storage), "starting")
             roots: dict[str, Any] = ({"data_roots": self._data_roots, "resolve": self._resolve}
                      if self._data_roots else {})  # none: the driver re-checks no path
             driver.start(name, storage_url=self._url, root=self._root, trainer=self._trainer,
                          **roots)
-
 
     def _after_outage(self) -> bool:
         """Whether the storage was down within `OUTAGE_GRACE_S` (a driver gone now ended on
@@ -133,6 +152,14 @@ def _driver_lost(study: optuna.Study, *, after_outage: bool = False) -> None:
     else:
         set_state(study, "interrupted", error=f"its driver was lost {MAX_RESTARTS + 1} times; "
                   "resume it once the cause is fixed")
+
+
+def _trainings_at_once(attrs: dict[str, Any]) -> int:
+    """The trainings a study runs at once (its stored spec's ``max_concurrent``)."""
+    spec = attrs.get(records.SPEC)
+    study = spec.get("study") if isinstance(spec, dict) else None
+    value = study.get("max_concurrent", 1) if isinstance(study, dict) else 1
+    return value if isinstance(value, int) else 1
 
 
 def _stale_start(rec: dict[str, Any], grace_s: float = 120.0) -> bool:

@@ -93,7 +93,8 @@ def create_app(service: Service) -> FastAPI:
 
     @app.exception_handler(SubmitError)
     async def submit_error(request: Request, exc: SubmitError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc), "field": exc.field}, status_code=422)
+        # 422; 429 or 507 past a user's quota (`quotas`)
+        return JSONResponse({"detail": str(exc), "field": exc.field}, status_code=exc.status)
 
     @app.exception_handler(RequestError)  # a typed request refused (`tuner.app.requests.actions`)
     async def request_error(request: Request, exc: RequestError) -> JSONResponse:

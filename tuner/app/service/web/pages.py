@@ -141,7 +141,7 @@ def register(app: FastAPI, service: Service) -> None:
         except SubmitError as e:
             form = _submit_form(service, request, spec, name, e)
             response = layout(request, "Submit", form, who)
-            response.status_code = 422
+            response.status_code = e.status
             return response
         return RedirectResponse(f"/studies/{study}", status_code=303)
 
@@ -179,13 +179,13 @@ def register(app: FastAPI, service: Service) -> None:
             else:
                 service.resume(ResumeRequest(study=name), who)
         except HTTPException as e:
-            if e.status_code != 409:  # refused in the study's state: said on a page, not JSON
-                raise
+            if e.status_code not in (409, 507):  # refused in the study's state or past the
+                raise  # owner's disk quota: said on a page, not JSON
             esc = html.escape(name)
             response = layout(request, name, f"<h1>{esc}</h1><p class='err' id='error'>"
                               f"{html.escape(str(e.detail))}</p><p><a href='/studies/{esc}'>"
                               f"back to {esc}</a></p>", who)
-            response.status_code = 409
+            response.status_code = e.status_code
             return response
         return RedirectResponse("/" if action == "delete" else f"/studies/{name}",
                                 status_code=303)
