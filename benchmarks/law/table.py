@@ -57,7 +57,8 @@ MOE_MEDIAN = 1.2  # issue 54's median target on the MoE sweep (coverage as above
 CUT_STEP = 0.25  # decades of compute between two cuts of the ``compute`` design
 
 
-def held_out(cells: list[Cell], largest: dict[float, float]) -> dict[str, Any]:
+def held_out(cells: list[Cell], largest: dict[float, float], shape: str = "auto"
+             ) -> dict[str, Any]:
     """Every model size's largest D in the table (``largest``: N -> D) left out in turn: the
     law's and the baseline's misses."""
     from tuner.modeling.laws.lr_batch_law import fit_lr_batch_law
@@ -72,25 +73,25 @@ def held_out(cells: list[Cell], largest: dict[float, float]) -> dict[str, Any]:
             notes.append(f"N {n:.4g}: its largest D ({d_max:.4g}) has no cell with an optimum "
                          "(too few runs per cell)")
             continue
-        law_rows += predict(fit_lr_batch_law(fit), test)
+        law_rows += predict(fit_lr_batch_law(fit, shape=shape), test)
         uncensored = [c for c in test if not c.censored]
         for b, miss in _baseline(cells, n, d_max, uncensored).items():
             base_rows.setdefault(b, []).extend(miss)
     return {"law": law_rows, "baseline": base_rows, "notes": notes}
 
 
-def one_n_out(cells: list[Cell]) -> list[dict[str, Any]]:
+def one_n_out(cells: list[Cell], shape: str = "auto") -> list[dict[str, Any]]:
     """Each model size left out whole and predicted from the others."""
     from tuner.modeling.laws.lr_batch_law import fit_lr_batch_law
 
     rows: list[dict[str, Any]] = []
     for n in sorted({c.params for c in cells}):
-        rows += predict(fit_lr_batch_law([c for c in cells if c.params != n]),
+        rows += predict(fit_lr_batch_law([c for c in cells if c.params != n], shape=shape),
                         [c for c in cells if c.params == n])
     return rows
 
 
-def compute_cuts(cells: list[Cell]) -> list[dict[str, Any]]:
+def compute_cuts(cells: list[Cell], shape: str = "auto") -> list[dict[str, Any]]:
     """The cells at C = 6·N·D up to a cut fitted, those up to a decade past it predicted, for
     cuts every `CUT_STEP` decades from a decade above the smallest C (a cut too low for a
     law is skipped)."""
@@ -104,7 +105,7 @@ def compute_cuts(cells: list[Cell]) -> list[dict[str, Any]]:
     for cut in np.arange(min(lows) + 1.0, max(lows), CUT_STEP):
         test = [c for c in cells if cut < log_c(c) <= cut + 1.0]
         try:
-            law = fit_lr_batch_law([c for c in cells if log_c(c) <= cut])
+            law = fit_lr_batch_law([c for c in cells if log_c(c) <= cut], shape=shape)
         except LawFitError:
             continue
         rows += [r | {"cut": float(cut)} for r in predict(law, test)]
@@ -130,7 +131,8 @@ def predict(law: Any, test: list[Cell]) -> list[dict[str, Any]]:
         rows.append({"N": c.params, "D": c.tokens, "B": c.batch, "measured": c.lr,
                      "predicted": pred, "inside": inside, "band_x": math.sqrt(hi / lo),
                      "miss": miss, "bound": c.bound if c.censored else "",
-                     "decades_d": law.decades_past(c.tokens, c.batch)["tokens"]})
+                     "decades_d": law.decades_past(c.tokens, c.batch)["tokens"],
+                     "shape": getattr(law, "shape", "")})
     return rows
 
 
@@ -170,6 +172,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loss", default="loss", help="the loss column (loss or 'smooth loss')")
     p.add_argument("--params", default="auto",
                    help="the model-size column: Na (active) where the table has it, else N")
+    p.add_argument("--shape", default="auto", choices=("auto", "log-linear", "noise-scale"),
+                   help="lr*'s form in every fit: chosen per fit by AICc (auto), or that one")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -191,15 +195,16 @@ def run(args: argparse.Namespace) -> int:
     moe = n_col == "Na"
     print(f"cells {len(cells)} (censored {sum(c.censored for c in cells)}, of them with a "
           f"bound {sum(bool(c.bound) for c in cells if c.censored)}), skipped "
-          f"{len(tc.skipped)}; loss column {args.loss!r}; N column {n_col!r}")
+          f"{len(tc.skipped)}; loss column {args.loss!r}; N column {n_col!r}; form "
+          f"{args.shape}")
     print(f"targets: median <= {MOE_MEDIAN if moe else TARGETS['median']}x, coverage >= "
           f"{TARGETS['coverage']:.0%} (issue 54; issue 39 also asked p90 <= {TARGETS['p90']}x)")
     largest = table.runs.groupby("N")["D"].max().to_dict()
-    res = held_out(cells, {float(n): float(d) for n, d in largest.items()})
+    res = held_out(cells, {float(n): float(d) for n, d in largest.items()}, args.shape)
     for note in res["notes"]:
         print("not scored:", note)
-    for name, rows in (("largest D", res["law"]), ("one N", one_n_out(cells)),
-                       ("compute", compute_cuts(cells))):
+    for name, rows in (("largest D", res["law"]), ("one N", one_n_out(cells, args.shape)),
+                       ("compute", compute_cuts(cells, args.shape))):
         _print_design(name, rows)
     _print_baseline(res["baseline"])
     for r in res["law"]:
@@ -227,6 +232,12 @@ def _print_design(name: str, rows: list[dict[str, Any]]) -> None:
               f"{s['p90']:.2f}x  worst {s['worst']:.2f}x  band coverage "
               f"{np.mean([r['inside'] for r in part]):.0%}  median band "
               f"x/{np.median([r['band_x'] for r in part]):.2f}")
+    if rows:
+        print(f"  {name}: every scored cell with its bound, band coverage "
+              f"{np.mean([r['inside'] for r in rows]):.0%} of {len(rows)}; lr*'s form in the "
+              f"fits that predicted them: " + ", ".join(
+                  f"{f} {sum(r['shape'] == f for r in rows)}" for f in sorted(
+                      {r['shape'] for r in rows})) + " (cells)")
 
 
 def _print_baseline(base: dict[float, list[float]]) -> None:

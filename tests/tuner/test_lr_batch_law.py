@@ -573,3 +573,79 @@ def test_a_tables_law_md_names_only_the_terms_it_has_and_says_what_it_left_out(t
     assert "u, v = log10 D, B minus" in md and "w = log10" not in md
     assert "Fitted at one model size, N = 1e+08" in md
     assert "The D x B term is " in md and ("it is in lr*" in md or "leaves it out" in md)
+
+
+def _noise_scale_truth(tokens: float, batch: float) -> float:
+    """log10 lr* growing as B^0.7 below a noise scale B_noise = 800·(D/2e5)^0.8 and flat above
+    it (McCandlish et al. 2018): the D-exponent is −0.56 at small batch and 0 at large."""
+    b_noise = 800 * (tokens / 2e5) ** 0.8
+    return -2.5 - math.log10(1 + (b_noise / batch) ** 0.7)
+
+
+SATURATED_BATCHES = (128.0, 512.0, 2048.0, 8192.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_saturating_truth_is_fitted_by_the_noise_scale_form_whose_band_covers_it(seed):
+    """Past the largest batch the truth is flat while a law linear in log B keeps climbing:
+    the log-linear form's band misses there, the chosen noise-scale form's holds the truth
+    (and is narrower)."""
+    rng = np.random.default_rng(seed)
+    cells = [Cell(tokens=d, batch=b, se=0.02,
+                  lr=10 ** (_noise_scale_truth(d, b) + rng.normal(0, 0.02)))
+             for d in battery.TOKENS for b in SATURATED_BATCHES]
+    linear, chosen = fit_lr_batch_law(cells, shape="log-linear"), fit_lr_batch_law(cells)
+    assert chosen.shape == "noise-scale" and linear.shape == "log-linear"
+    assert dict(chosen.aicc)["noise-scale"] < dict(chosen.aicc)["log-linear"]
+    for d, b in [(battery.TOKENS[-1], 16 * SATURATED_BATCHES[-1]),
+                 (battery.TOKENS[-1], 64 * SATURATED_BATCHES[-1])]:
+        truth = _noise_scale_truth(d, b)
+        lo, hi = linear.band(d, b)
+        assert not math.log10(lo) <= truth <= math.log10(hi)
+        n_lo, n_hi = chosen.band(d, b)
+        assert math.log10(n_lo) <= truth <= math.log10(n_hi)
+        assert n_hi / n_lo < hi / lo
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_log_linear_form_is_kept_on_a_log_linear_truth(seed) -> None:
+    law = fit_lr_batch_law(_exact_cells(noise=0.03, seed=seed, se=0.03))
+    assert law.shape == "log-linear"
+    assert dict(law.aicc)["log-linear"] <= dict(law.aicc)["noise-scale"]
+
+
+def test_a_noise_scale_law_round_trips_and_an_old_law_json_reads_as_log_linear() -> None:
+    rng = np.random.default_rng(0)
+    cells = [Cell(tokens=d, batch=b, se=0.02,
+                  lr=10 ** (_noise_scale_truth(d, b) + rng.normal(0, 0.02)))
+             for d in battery.TOKENS for b in SATURATED_BATCHES]
+    law = fit_lr_batch_law(cells)
+    back = LrBatchLaw.from_dict(json.loads(json.dumps(law.to_dict())))
+    assert back.shape == "noise-scale" and back.aicc == law.aicc
+    for d, b in [(battery.FAR_D, 4096.0), (2e5, 100.0)]:
+        assert back.at(d, b) == pytest.approx(law.at(d, b))
+        assert back.band(d, b) == pytest.approx(law.band(d, b))
+    assert "noise-scale" in law.to_dict()["form"]
+    old = fit_lr_batch_law(_exact_cells(noise=0.05), shape="log-linear").to_dict()
+    at = LrBatchLaw.from_dict(old).at(battery.FAR_D, 4096.0)
+    del old["shape"], old["aicc"]  # law.json as written before the noise-scale form
+    again = LrBatchLaw.from_dict(old)
+    assert again.shape == "log-linear" and again.at(battery.FAR_D, 4096.0) == at
+
+
+def test_the_noise_scale_forms_exponents_are_its_local_slopes() -> None:
+    law = fit_lr_batch_law([Cell(tokens=d, batch=b, se=0.01, lr=10 ** _noise_scale_truth(d, b))
+                            for d in battery.TOKENS for b in SATURATED_BATCHES])
+    assert law.shape == "noise-scale"
+    d_mid = 10 ** law.centre[0]
+    # at small batch lr* ≈ (B / B_noise)^0.7: D-exponent −0.7·0.8; far above B_noise, flat
+    assert law.tokens_exponent(1.0) == pytest.approx(-0.56, abs=0.02)
+    assert law.tokens_exponent(1e9) == pytest.approx(0.0, abs=0.02)
+    assert law.batch_exponent(d_mid) == pytest.approx(
+        (_noise_scale_truth(d_mid, 10 ** (law.centre[1] + 1e-3))
+         - _noise_scale_truth(d_mid, 10 ** (law.centre[1] - 1e-3))) / 2e-3, abs=0.02)
+
+
+def test_an_unknown_shape_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match="shape: must be one of .*but got 'quadratic'"):
+        fit_lr_batch_law(_exact_cells(), shape="quadratic")

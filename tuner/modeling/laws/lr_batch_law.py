@@ -8,8 +8,17 @@ v = log10 B, w = log10 N, each centred on the fitted cells' mean (ū, v̄, w̄).
 trial (a bowl is quadratic near its bottom only: a diverged trial at 3x the best lr would pull a
 quadratic over the whole searched range anywhere).
 
-    log10 lr*(D, B) = c0 + cD·u + cB·v + cDB·u·v  [+ cN·w]
+    log10 lr*(D, B) = c0 + cD·u + cB·v + cDB·u·v  [+ cN·w]            (log-linear)
+    log10 lr*(D, B) = c0 + cD·u [+ cN·w] − log10(1 + (B_noise(D)/B)^p)   (noise-scale)
 
+- Two forms, one chosen per fit (``shape``): both are fitted to the same cells (the same
+  weights, τ and censored cells) and the one with the smaller AICc on them is lr*
+  (`choose_shape`; a tie keeps the log-linear form). The noise-scale form
+  (`tuner.modeling.laws.noise_scale`) saturates in B past a noise scale that moves with D; the
+  log-linear one, below, bends in neither. Everything after this paragraph (the D x B term,
+  censoring, τ, the band's mixture with a law bent in D, skew) holds for either form; the
+  noise-scale form's variance at (D, B) is the delta method's, g'·Cov·g with g the gradient in
+  its parameters, and its bent alternative adds c_DD·u² to log lr_max.
 - Why this form (measured on Step Law's dense sweep, arXiv:2503.04715, benchmarks/RESULTS.md
   "lr law in tokens and batch"): there the D-exponent of lr* at a fixed batch changes sign across
   the batch range (negative at small batches, positive at large ones), which a product of power
@@ -69,6 +78,7 @@ the grid), and `fit_batch_optimum` says which and why.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -76,6 +86,7 @@ from typing import Any
 
 import numpy as np
 
+from tuner.modeling.laws import noise_scale, weighted
 from tuner.modeling.laws.interface import LawChecks
 from tuner.modeling.laws.response_surface import MIN_TRIALS, Optimum, SurfaceError, fit_optimum
 
@@ -87,6 +98,8 @@ TERMS_N = TERMS + ("w",)
 BENT = ("uu",)  # the bent law: the form plus a bend in D
 BOUNDS = {"upper": -1, "lower": 1}  # `Cell.bound`: the side of the bound lr* lies on
 EM_ITERATIONS = 50  # a censored fit's imputation rounds (it settles in a few on Step Law's)
+LOG_LINEAR, NOISE_SCALE, AUTO = "log-linear", "noise-scale", "auto"  # lr*'s forms (`shape`)
+SHAPES = (AUTO, LOG_LINEAR, NOISE_SCALE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,30 +239,43 @@ class LrBatchLaw:
     # (term, coefficient, se) of a term fitted and left out of lr* because the cells do not
     # resolve it (|t| < RESOLVED_T): the D x B term
     left_out: tuple[tuple[str, float, float], ...] = ()
+    # which form lr* is: `LOG_LINEAR` (coefficients over TERMS) or `NOISE_SCALE` (parameters
+    # over noise_scale.NAMES); the fit picks the one with the smaller AICc (`choose_shape`)
+    shape: str = LOG_LINEAR
+    aicc: tuple[tuple[str, float], ...] = ()  # (shape, AICc) of each form the fit compared
 
-    def _row(self, tokens: float, batch: float, params: float | None,
-             bent: bool = False) -> np.ndarray:
+    def _mean_grad(self, tokens: float, batch: float, params: float | None,
+                   bent: bool = False) -> tuple[float, np.ndarray]:
+        """log10 lr* at (tokens, batch[, params]) and its gradient in the law's coefficients
+        (``bent``: the alternative law's): the row of the design matrix for the log-linear
+        form, the Jacobian's for the noise-scale one."""
         u = math.log10(tokens) - self.centre[0]
         v = math.log10(batch) - self.centre[1]
-        vals = {"1": 1.0, "u": u, "v": v, "uv": u * v, "uu": u * u, "vv": v * v}
+        w = 0.0
         if "w" in self.terms:
             if not params:
                 raise ValueError("params: this law has an N term and needs the model's "
                                  f"non-embedding parameters, but got {params!r}")
-            vals["w"] = math.log10(params) - self.centre[2]
+            w = math.log10(params) - self.centre[2]
         names = (self.form_terms or self.terms + BENT) if bent else self.terms
-        return np.array([vals[t] for t in names])
+        coef = np.asarray(self.form if bent else self.coef)
+        if self.shape == NOISE_SCALE:
+            mean, grad = noise_scale.mean_and_grad(names, coef, *np.array([[u], [v], [w]]))
+            return float(mean[0]), grad[0]
+        vals = {"1": 1.0, "u": u, "v": v, "uv": u * v, "uu": u * u, "vv": v * v, "w": w}
+        x = np.array([vals[t] for t in names])
+        return float(x @ coef), x
 
     def _linear_and_bent(self, tokens: float, batch: float, params: float | None
                          ) -> tuple[float, float, float, float]:
-        """At (tokens, batch): the linear law's log10 lr* and variance, the bent law's
-        disagreement with it, and the bent law's variance beyond the linear one's."""
-        x = self._row(tokens, batch, params)
-        xb = self._row(tokens, batch, params, bent=True)
-        mid, var = float(x @ np.asarray(self.coef)), float(x @ np.asarray(self.cov) @ x)
-        diff = float(xb @ np.asarray(self.form)) - mid
-        extra = max(0.0, float(xb @ np.asarray(self.form_cov) @ xb) - var)
-        return mid, var, diff, extra
+        """At (tokens, batch): the law's log10 lr* and variance (the delta method's for the
+        noise-scale form), the bent law's disagreement with it, and the bent law's variance
+        beyond the law's."""
+        mid, g = self._mean_grad(tokens, batch, params)
+        bent, gb = self._mean_grad(tokens, batch, params, bent=True)
+        var = float(g @ np.asarray(self.cov) @ g)
+        extra = max(0.0, float(gb @ np.asarray(self.form_cov) @ gb) - var)
+        return mid, var, bent - mid, extra
 
     def log_at(self, tokens: float, batch: float, params: float | None = None) -> float:
         """log10 lr*: the fitted (linear) law's."""
@@ -327,19 +353,32 @@ class LrBatchLaw:
                 "decades_if_kept": coef * u * v}
 
     def tokens_exponent(self, batch: float) -> float:
-        """d log lr* / d log D at ``batch`` (the u·v term makes it depend on the batch)."""
+        """d log lr* / d log D at ``batch`` (the u·v term makes it depend on the batch; the
+        noise-scale form's also depends on D and is taken at the fitted cells' mean D and N)."""
+        if self.shape == NOISE_SCALE:
+            return self._slope(10 ** self.centre[0], batch, along=0)
         c = dict(zip(self.terms, self.coef))
         return c["u"] + c.get("uv", 0.0) * (math.log10(batch) - self.centre[1])
 
     def batch_exponent(self, tokens: float) -> float:
-        """d log lr* / d log B at ``tokens``."""
+        """d log lr* / d log B at ``tokens`` (the noise-scale form's at the cells' mean B and
+        N)."""
+        if self.shape == NOISE_SCALE:
+            return self._slope(tokens, 10 ** self.centre[1], along=1)
         c = dict(zip(self.terms, self.coef))
         return c["v"] + c.get("uv", 0.0) * (math.log10(tokens) - self.centre[0])
 
+    def _slope(self, tokens: float, batch: float, *, along: int) -> float:
+        """A central difference of log10 lr* in log10 D (``along`` 0) or log10 B (1)."""
+        h, n = 1e-3, 10 ** self.centre[2] if "w" in self.terms else None
+        step = (10 ** h, 1.0) if along == 0 else (1.0, 10 ** h)
+        up = self.log_at(tokens * step[0], batch * step[1], n)
+        down = self.log_at(tokens / step[0], batch / step[1], n)
+        return (up - down) / (2 * h)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"form": "log-linear in log D, log B"
-                        + (" with a D x B term" if "uv" in self.terms else "")
-                        + (" and log N" if "w" in self.terms else ""),
+        return {"form": self.describe(), "shape": self.shape,
+                "aicc": [{"shape": f, "aicc": a} for f, a in self.aicc],
                 "form_terms": list(self.form_terms or self.terms + BENT),
                 "left_out_terms": [{"term": t, "coef": c, "se": s} for t, c, s in self.left_out],
                 "terms": list(self.terms), "coef": list(self.coef),
@@ -353,9 +392,19 @@ class LrBatchLaw:
                 "params_range": list(self.params_range) if self.params_range else None,
                 "n_cells": self.n_cells, "resid_sd": self.resid_sd}
 
+    def describe(self) -> str:
+        """The form in words (law.json's ``form``)."""
+        n = " and log N" if "w" in self.terms else ""
+        if self.shape == NOISE_SCALE:
+            return (f"noise-scale: lr_max(D{', N' if n else ''}) / (1 + (B_noise(D) / B)^p), "
+                    "log lr_max and log B_noise linear in log D" + n)
+        return ("log-linear in log D, log B" + (" with a D x B term" if "uv" in self.terms
+                                                 else "") + n)
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LrBatchLaw:
-        """The law `to_dict` wrote (law.json's ``lr_batch_law``)."""
+        """The law `to_dict` wrote (law.json's ``lr_batch_law``); one written before the
+        noise-scale form existed has no ``shape`` and is log-linear."""
         pr = d.get("params_range")
         return cls(terms=tuple(d["terms"]), coef=tuple(float(c) for c in d["coef"]),
                    cov=tuple(tuple(float(c) for c in r) for r in d["cov"]),
@@ -370,47 +419,103 @@ class LrBatchLaw:
                    resid_sd=float(d["resid_sd"]),
                    form_terms=tuple(d.get("form_terms") or tuple(d["terms"]) + BENT),
                    left_out=tuple((str(x["term"]), float(x["coef"]), float(x["se"]))
-                                  for x in d.get("left_out_terms", ())))
+                                  for x in d.get("left_out_terms", ())),
+                   shape=str(d.get("shape", LOG_LINEAR)),
+                   aicc=tuple((str(x["shape"]), float(x["aicc"])) for x in d.get("aicc", ())))
 
 
-def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
+def fit_lr_batch_law(cells: Sequence[Cell], *, shape: str = AUTO) -> LrBatchLaw:
     """The law through ``cells``, a censored one as the bound it gives (module docstring).
     Cells at more than one N give the law an N term; the ranges are those of the cells whose
-    optimum is inside the searched range.
+    optimum is inside the searched range. ``shape``: `AUTO` fits both forms and keeps the one
+    with the smaller AICc (`choose_shape`), `LOG_LINEAR` or `NOISE_SCALE` fits that one.
 
     Raises:
         LawFitError: fewer than `MIN_CELLS` uncensored cells (more than the terms), or cells
-            spanning fewer than 2 token budgets or 2 batches.
+            spanning fewer than 2 token budgets or 2 batches (3 for the noise-scale form).
+        ValueError: an unknown ``shape``.
 
         >>> law = fit_lr_batch_law(cells)  # doctest: +SKIP
         >>> law.at(1e11, 2**21), law.band(1e11, 2**21), law.decades_past(1e11, 2**21)
         ... # doctest: +SKIP
     """
-    kept = [c for c in cells if c.lr > 0 and (not c.censored or c.bound in BOUNDS)]
-    inside = [c for c in kept if not c.censored]
-    with_n = len({c.params for c in kept}) > 1
-    terms: tuple[str, ...] = TERMS_N if with_n else TERMS
-    need = max(MIN_CELLS, len(terms) + 2)
-    for name, vals in (("tokens", {c.tokens for c in inside}),
-                       ("batch", {c.batch for c in inside})):
-        if len(vals) < 2:
-            raise LawFitError(f"cells: a law in tokens and batch needs at least 2 distinct "
-                              f"{name}, but got {sorted(vals)}")
-    if len(inside) < need:
-        raise LawFitError(f"cells: a law in tokens and batch needs at least {need} cells "
-                          f"whose lr optimum is inside the searched range, but got {len(inside)}")
-    logs = np.log10([[c.tokens, c.batch, c.params if with_n else 1.0] for c in kept])
-    centre = logs.mean(axis=0)
-    u, v, w = (logs - centre).T
+    if shape not in SHAPES:
+        raise ValueError(f"shape: must be one of {', '.join(SHAPES)}, but got {shape!r}")
+    data = _Cells.of(cells)
+    linear = _fit_log_linear(data) if shape != NOISE_SCALE else None
+    batches = len({c.batch for c in data.inside})
+    if shape == LOG_LINEAR or (shape == AUTO and batches < 3):
+        assert linear is not None
+        return linear
+    if batches < 3:
+        raise LawFitError(f"cells: the noise-scale form needs at least 3 distinct batch, "
+                          f"but got {batches}")
+    noisy = _fit_noise_scale(data)
+    return choose_shape(linear, noisy, data) if linear is not None else noisy
+
+
+@dataclass(frozen=True)
+class _Cells:
+    """The cells a law is fitted to, as arrays: centred logs, log10 lr, se², bound sides."""
+
+    kept: list[Cell]
+    inside: list[Cell]
+    with_n: bool
+    centre: np.ndarray
+    u: np.ndarray
+    v: np.ndarray
+    w: np.ndarray
+    y: np.ndarray
+    se2: np.ndarray
+    side: np.ndarray
+
+    @classmethod
+    def of(cls, cells: Sequence[Cell]) -> _Cells:
+        kept = [c for c in cells if c.lr > 0 and (not c.censored or c.bound in BOUNDS)]
+        inside = [c for c in kept if not c.censored]
+        with_n = len({c.params for c in kept}) > 1
+        need = max(MIN_CELLS, len(TERMS_N if with_n else TERMS) + 2)
+        for name, vals in (("tokens", {c.tokens for c in inside}),
+                           ("batch", {c.batch for c in inside})):
+            if len(vals) < 2:
+                raise LawFitError(f"cells: a law in tokens and batch needs at least 2 distinct "
+                                  f"{name}, but got {sorted(vals)}")
+        if len(inside) < need:
+            raise LawFitError(f"cells: a law in tokens and batch needs at least {need} cells "
+                              f"whose lr optimum is inside the searched range, but got "
+                              f"{len(inside)}")
+        logs = np.log10([[c.tokens, c.batch, c.params if with_n else 1.0] for c in kept])
+        centre = logs.mean(axis=0)
+        u, v, w = (logs - centre).T
+        return cls(kept=kept, inside=inside, with_n=with_n, centre=centre, u=u, v=v, w=w,
+                   y=np.log10([c.lr for c in kept]),
+                   se2=np.array([c.se for c in kept]) ** 2,
+                   side=np.array([BOUNDS.get(c.bound, 0) if c.censored else 0 for c in kept]))
+
+    def common(self) -> dict[str, Any]:
+        """The law's fields that do not depend on its form."""
+        params = [c.params for c in self.kept]
+        return {"centre": (float(self.centre[0]), float(self.centre[1]),
+                           float(self.centre[2]) if self.with_n else 0.0),
+                "skew": _skew([c.skew for c in self.inside]),
+                "tokens_range": (min(c.tokens for c in self.inside),
+                                 max(c.tokens for c in self.inside)),
+                "batch_range": (min(c.batch for c in self.inside),
+                                max(c.batch for c in self.inside)),
+                "params_range": (min(params), max(params)) if self.with_n else None,
+                "n_cells": len(self.kept)}
+
+
+def _fit_log_linear(data: _Cells) -> LrBatchLaw:
+    """The log-linear form (module docstring), the D x B term only where the cells resolve it."""
+    terms: tuple[str, ...] = TERMS_N if data.with_n else TERMS
+    u, v, w = data.u, data.v, data.w
     cols = {"1": np.ones_like(u), "u": u, "v": v, "uv": u * v, "w": w, "uu": u * u, "vv": v * v}
-    y0 = np.log10([c.lr for c in kept])
-    se0 = np.array([c.se for c in kept]) ** 2
-    side = np.array([BOUNDS.get(c.bound, 0) if c.censored else 0 for c in kept])
 
     def fit(names: tuple[str, ...]
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
         x = np.stack([cols[t] for t in names], axis=1)
-        return (x, *_fit_bounded(x, y0, se0, side))
+        return (x, *_fit_bounded(x, data.y, data.se2, data.side))
 
     x, beta, cov, tau2, y, se2 = fit(terms)
     left_out: tuple[tuple[str, float, float], ...] = ()
@@ -426,18 +531,54 @@ def fit_lr_batch_law(cells: Sequence[Cell]) -> LrBatchLaw:
     resid = y - x @ beta
     q0 = float(np.sum(resid ** 2 / se2))
     dof = len(y) - len(terms)
-    params = [c.params for c in kept]
     return LrBatchLaw(
         terms=terms, coef=tuple(beta.tolist()), cov=tuple(map(tuple, cov.tolist())),
-        centre=(float(centre[0]), float(centre[1]), float(centre[2]) if with_n else 0.0),
-        tau=math.sqrt(float(tau2)), skew=_skew([c.skew for c in inside]), dof=dof,
-        lack_of_fit_p=_chi2_p(q0, dof),
+        tau=math.sqrt(float(tau2)), dof=dof, lack_of_fit_p=_chi2_p(q0, dof),
         form=tuple(bent.tolist()), form_cov=tuple(map(tuple, bent_cov.tolist())),
         bend_shrink=shrink, form_terms=form_terms, left_out=left_out,
-        tokens_range=(min(c.tokens for c in inside), max(c.tokens for c in inside)),
-        batch_range=(min(c.batch for c in inside), max(c.batch for c in inside)),
-        params_range=(min(params), max(params)) if with_n else None, n_cells=len(kept),
-        resid_sd=float(np.sqrt(np.mean(resid ** 2))))
+        resid_sd=float(np.sqrt(np.mean(resid ** 2))), **data.common())
+
+
+def _fit_noise_scale(data: _Cells) -> LrBatchLaw:
+    """The noise-scale form (`noise_scale`), its band's alternative the same form bent in D
+    (a u² term in log lr_max), believed as the log-linear law's bend is (`_bent`)."""
+    names = noise_scale.NAMES_N if data.with_n else noise_scale.NAMES
+    args = (data.u, data.v, data.w)
+    law = noise_scale.fit(names, *args, data.y, data.se2, data.side)
+    bent = noise_scale.fit(names + BENT, *args, data.y, data.se2, data.side)
+    q = bent.theta[-1] ** 2 / bent.cov[-1, -1] if bent.cov[-1, -1] > 0 else 0.0
+    mu, _ = noise_scale.mean_and_grad(names, law.theta, *args)
+    resid = law.y - mu
+    dof = len(data.y) - len(names)
+    return LrBatchLaw(
+        terms=names, coef=tuple(law.theta.tolist()), cov=tuple(map(tuple, law.cov.tolist())),
+        tau=math.sqrt(law.tau2), dof=dof,
+        lack_of_fit_p=_chi2_p(float(np.sum(resid ** 2 / law.se2)), dof),
+        form=tuple(bent.theta.tolist()), form_cov=tuple(map(tuple, bent.cov.tolist())),
+        bend_shrink=float(q / (q + 1)), form_terms=names + BENT, shape=NOISE_SCALE,
+        resid_sd=float(np.sqrt(np.mean(resid ** 2))), **data.common())
+
+
+def choose_shape(linear: LrBatchLaw, noisy: LrBatchLaw, data: _Cells) -> LrBatchLaw:
+    """The form with the smaller AICc on the cells (−2 log-likelihood + 2k + 2k(k+1)/(n−k−1),
+    k the form's coefficients and τ, n the cells): each cell's likelihood under the form's
+    normal N(μ, se² + τ²), a censored cell's the probability of its side of the bound. AICc
+    estimates the held-out deviance, so a form wins by fitting cells it was not tuned to
+    better, not by having more parameters; on a tie the log-linear form stays."""
+    from scipy.stats import norm
+
+    scores = []
+    for law in (linear, noisy):
+        mu = np.array([law.log_at(c.tokens, c.batch, c.params or None) for c in data.kept])
+        sd = np.sqrt(data.se2 + law.tau ** 2)
+        z = (data.y - mu) / sd
+        ll = np.where(data.side == 0, norm.logpdf(z) - np.log(sd),
+                      norm.logcdf(np.where(data.side < 0, z, -z)))
+        n, k = len(data.y), len(law.terms) + 1
+        scores.append(float(-2 * ll.sum() + 2 * k + 2 * k * (k + 1) / max(n - k - 1, 1)))
+    aicc = ((LOG_LINEAR, scores[0]), (NOISE_SCALE, scores[1]))
+    best = noisy if scores[1] < scores[0] else linear
+    return dataclasses.replace(best, aicc=aicc)
 
 
 def _fit_bounded(x: np.ndarray, y: np.ndarray, se2: np.ndarray, side: np.ndarray
@@ -447,24 +588,17 @@ def _fit_bounded(x: np.ndarray, y: np.ndarray, se2: np.ndarray, side: np.ndarray
     variance replaced by the mean and variance of the law's normal at that cell, N(x·β,
     se² + τ²), cut at the bound, and the fit repeated until they settle (the EM algorithm for
     a censored regression, Tobin 1958). Also returns the y and se² the last fit used."""
-    from scipy.stats import truncnorm
-
     yy, ss = y.copy(), se2.copy()
     cut = side != 0
     for _ in range(EM_ITERATIONS):
-        tau2 = _tau2(x, yy, ss)
-        beta, cov = _wls(x, yy, 1.0 / (ss + tau2))
+        tau2 = weighted.tau2(x, yy, ss)
+        beta, cov = weighted.wls(x, yy, 1.0 / (ss + tau2))
         if not cut.any():
             break
-        mu, sd = (x @ beta)[cut], np.sqrt(se2[cut] + tau2)
-        z = (y[cut] - mu) / sd
-        lo = np.where(side[cut] > 0, z, -np.inf)
-        hi = np.where(side[cut] < 0, z, np.inf)
-        mean, var = truncnorm.stats(lo, hi, loc=mu, scale=sd, moments="mv")
-        new = np.where(np.isfinite(mean), mean, y[cut])
+        new, ss[cut] = weighted.impute_bounds(y[cut], se2[cut], (x @ beta)[cut], tau2,
+                                              side[cut])
         done = bool(np.max(np.abs(new - yy[cut])) < 1e-4)
         yy[cut] = new
-        ss[cut] = np.maximum(np.where(np.isfinite(var), var, 0.0) - tau2, se2[cut])
         if done:
             break
     return beta, cov, tau2, yy, ss
@@ -480,7 +614,7 @@ def _bent(xb: np.ndarray, y: np.ndarray, wt: np.ndarray, beta: np.ndarray
     k, extra = xb.shape[1], xb.shape[1] - len(beta)
     if len(y) <= k:
         return np.concatenate([beta, np.zeros(extra)]), np.zeros((k, k)), 0.0
-    bent, cov = _wls(xb, y, wt)
+    bent, cov = weighted.wls(xb, y, wt)
     b, c = bent[-extra:], cov[-extra:, -extra:]
     q = float(b @ np.linalg.pinv(c) @ b)
     return bent, cov, q / (q + extra) if q + extra > 0 else 0.0
@@ -504,32 +638,6 @@ def _skew(shifts: list[float]) -> float:
         return 0.0
     s = np.asarray(shifts)
     return float(abs(s.mean()) + s.std(ddof=1) / math.sqrt(len(s)))
-
-
-def _wls(x: np.ndarray, y: np.ndarray, wt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted least squares: coefficients and their covariance (X'WX)⁻¹."""
-    xtw = x.T * wt
-    cov = np.linalg.pinv(xtw @ x)
-    return cov @ xtw @ y, cov
-
-
-def _tau2(x: np.ndarray, y: np.ndarray, se2: np.ndarray) -> float:
-    """Paule–Mandel τ²: the extra variance at which the weighted residuals' χ² equals its
-    degrees of freedom (0 when the cells' own noise already explains their scatter)."""
-    dof = len(y) - x.shape[1]
-
-    def excess(t2: float) -> float:
-        wt = 1.0 / (se2 + t2)
-        beta, _ = _wls(x, y, wt)
-        return float(np.sum(wt * (y - x @ beta) ** 2) - dof)
-
-    if dof < 1 or excess(0.0) <= 0:
-        return 0.0
-    lo, hi = 0.0, float(np.var(y)) + 1.0
-    for _ in range(60):  # excess falls as τ² grows: bisect
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if excess(mid) > 0 else (lo, mid)
-    return (lo + hi) / 2
 
 
 def _chi2_p(stat: float, dof: int) -> float:
