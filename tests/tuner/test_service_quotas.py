@@ -1,7 +1,8 @@
 """Per-user quotas on the service (`tuner.app.service.access.quotas`), in process: studies kept
 (429), trainings at once (429 for a study that could never start; a queued study waits for its
 owner's), bytes of run folders (507 at submit and resume), admins not limited, a user's own
-limits; and a report built once per change of its study, however often it is read."""
+limits; a report built once per change of its study, however often it is read; and
+``--max-trials`` counting the trainings interrupted by a cancel."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from inprocess_service import SPEC, InProcessService, inprocess_service
 from service_spec import TEAM
 
+from tuner import testing
 from tuner.app.cli import main
 from tuner.app.service.access.quotas import Limits, Quotas
 
@@ -142,3 +144,33 @@ def test_serves_quota_flags_are_checked_before_anything_starts(tmp_path, argv, w
         assert main(["serve", "--root", str(tmp_path / "root"), "--port", "1", *argv]) == 2
     assert words in err.getvalue(), err.getvalue()
     assert not (tmp_path / "root").exists()
+
+
+def test_max_trials_counts_interrupted_trainings_through_cancel_and_resume(tmp_path,
+                                                                           monkeypatch):
+    """A 3-trial study under --max-trials 6: cancel and resume cycles re-run the interrupted
+    trials, and the trainer is called at most 6 times in all (it was called 12 times in 5
+    cycles); the resume that could pass the cap is a 429 naming it."""
+    calls = []
+
+    def counted(*args, **kw):
+        calls.append(1)
+        return testing.slow_train(*args, **kw)
+
+    monkeypatch.setattr(testing, "counted_train", counted, raising=False)
+    with inprocess_service(tmp_path / "root", trainer="tuner.testing:counted_train",
+                           max_trials=6) as svc:
+        assert svc.call("POST", "/api/v1/studies", {"spec": SPEC.format(name="cyc", n=3)})[0] \
+            == 201
+        refused = None
+        for _ in range(5):
+            svc.wait_trials_running("cyc")
+            assert svc.call("POST", "/api/v1/studies/cyc/cancel")[0] == 200
+            svc.wait_state("cyc", ("cancelled", "finished"))
+            status, body = svc.call("POST", "/api/v1/studies/cyc/resume")
+            if status != 200:
+                refused = (status, body)
+                break
+        assert refused is not None and refused[0] == 429, refused
+        assert "--max-trials" in refused[1]["detail"] and "interrupted" in refused[1]["detail"]
+        assert len(calls) <= 6, len(calls)

@@ -40,7 +40,7 @@ from tuner.app.requests.studies import (
 )
 from tuner.app.requests.submit import SubmitRequest, submitted_spec
 from tuner.app.service.access.auth import Auth, may_change
-from tuner.app.service.access.caps import CapExceeded, Caps, check_caps
+from tuner.app.service.access.caps import CapExceeded, Caps, check_caps, check_resume_cap
 from tuner.app.service.access.data_roots import OutsideDataRoots, check_path, is_path, spec_paths
 from tuner.app.service.access.private import reserved_name
 from tuner.app.service.access.quotas import (
@@ -300,6 +300,7 @@ class Service:
                            self.held(owner))
             except QuotaExceeded as e:
                 raise HTTPException(e.status, str(e)) from None
+            self._check_resume_cap(study)
             return actions.resume(study, request)
 
         state = self._act(request.study, user, "resume", run)
@@ -426,16 +427,28 @@ class Service:
         for field, value in spec_paths(table):
             self._check_path(field, value)
 
+    def _caps(self) -> Caps:
+        c = self.config
+        return Caps(max_trials=c.max_trials, max_tokens_per_trial=c.max_tokens_per_trial,
+                    max_concurrent_trials=c.max_concurrent_trials, max_width=c.max_width)
+
     def _check_caps(self, spec: StudySpec) -> None:
         """The operator's caps (`caps.check_caps`: every training counted; 0 is none)."""
-        c = self.config
         try:
-            check_caps(spec, Caps(max_trials=c.max_trials,
-                                  max_tokens_per_trial=c.max_tokens_per_trial,
-                                  max_concurrent_trials=c.max_concurrent_trials,
-                                  max_width=c.max_width))
+            check_caps(spec, self._caps())
         except CapExceeded as e:
             raise SubmitError(str(e), field=e.field) from None
+
+    def _check_resume_cap(self, study: optuna.Study) -> None:
+        """``--max-trials`` on a resume: the trainings the study and its stages made,
+        interrupted ones included, and those the resume can still run (`caps.check_resume_cap`;
+        a 429)."""
+        spec = st.stored_spec(study)
+        stages = st.find_studies(stage_names(spec), self.storage, loaded={study.study_name: study})
+        try:
+            check_resume_cap(spec, [study, *stages.values()], self._caps())
+        except CapExceeded as e:
+            raise HTTPException(429, str(e)) from None
 
     def _check_path(self, field: str, value: str) -> None:
         """A file a request names must lie under the data roots (`data_roots`)."""

@@ -15,14 +15,27 @@ that measures noise; `tuner.study.results.noise`):
             with ``top_noise``)
 
 ``--max-width`` caps a ladder's widths (the model dim of its rungs).
+
+A resume is judged on the trainings the study has made (`trainings_made`): every trial that
+started, interrupted ones included (each was a trainer call; a resume runs it again), and every
+stored noise re-training; it is refused when those and the most the resume can still run
+(`trainings` less the trainings already counted toward their stage's target) pass the cap, so
+cancel and resume cycles cannot multiply a study's trainings.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+import optuna
+from optuna.trial import TrialState
+
+from tuner.study.results.trial_record import is_warm_start
+from tuner.study.run.resume import counts_toward_target
 from tuner.study.specs.spec import StudySpec
+from tuner.study.store import records
 
 
 class CapExceeded(ValueError):
@@ -66,6 +79,12 @@ def trainings(spec: StudySpec) -> int:
     return _with_noise(spec, s.n_trials)
 
 
+def _trials_field(spec: StudySpec) -> str:
+    """The field a refusal of ``--max-trials`` names."""
+    return ("law.trials" if spec.law.on else "ladder.proposals" if spec.ladder.on
+            else "study.n_trials")
+
+
 def _with_noise(spec: StudySpec, n: int) -> int:
     """``n`` trials and the noise re-trainings of the stage they make up."""
     return n + min(spec.study.noise_top, n) * spec.study.noise_repeats
@@ -80,8 +99,7 @@ def check_caps(spec: StudySpec, caps: Caps) -> None:
     law = spec.law
     total = trainings(spec)
     if caps.max_trials and total > caps.max_trials:
-        field = ("law.trials" if law.on else "ladder.proposals" if spec.ladder.on
-                 else "study.n_trials")
+        field = _trials_field(spec)
         raise CapExceeded(f"{field}: a study may train at most {caps.max_trials} times on "
                           f"this service (serve --max-trials; every trial of every budget or "
                           f"rung and every noise re-training counted), but this one trains up "
@@ -97,3 +115,40 @@ def check_caps(spec: StudySpec, caps: Caps) -> None:
         if cap and value > cap:
             raise CapExceeded(f"{field}: must be <= {cap} on this service (serve {flag}), but "
                               f"got {value}.", field)
+
+
+def trainings_made(stages: Iterable[optuna.Study]) -> tuple[int, int]:
+    """(made, counted) over the studies of a run's stages: ``made`` every trial that started
+    (any state but waiting, interrupted ones included; warm-start trials trained nothing here)
+    and every stored noise re-training; ``counted`` those of them a resume does not run again
+    (`resume.counts_toward_target`, and the stored noise)."""
+    made = counted = 0
+    for study in stages:
+        noise = study.user_attrs.get(records.NOISE)
+        runs = len(noise.get("runs", ())) if isinstance(noise, dict) else 0
+        made, counted = made + runs, counted + runs
+        for t in study.get_trials(deepcopy=False):
+            if t.state == TrialState.WAITING or is_warm_start(t.user_attrs.get(records.ORIGIN)):
+                continue
+            made += 1
+            counted += counts_toward_target(t)
+    return made, counted
+
+
+def check_resume_cap(spec: StudySpec, stages: Iterable[optuna.Study], caps: Caps) -> None:
+    """Refuse to resume a study of ``spec`` (its stages' studies ``stages``) when the
+    trainings it made and the most its resume can run pass ``--max-trials``.
+
+    Raises:
+        CapExceeded: naming the cap, the trainings made and those the resume could run.
+    """
+    if not caps.max_trials:
+        return
+    made, counted = trainings_made(stages)
+    more = max(0, trainings(spec) - counted)
+    if made + more > caps.max_trials:
+        field = _trials_field(spec)
+        raise CapExceeded(f"{field}: a study may train at most {caps.max_trials} times on this "
+                          f"service (serve --max-trials; interrupted trainings counted, as each "
+                          f"was a training), but {spec.name!r} has trained {made} times and a "
+                          f"resume could train up to {more} more.", field)
