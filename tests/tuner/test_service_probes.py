@@ -27,8 +27,10 @@ from tuner.app.service.context import Service, ServiceConfig
 from tuner.app.service.running import driver
 from tuner.app.service.running.scheduler import Scheduler
 from tuner.app.service.web.api import create_app
+from tuner.study.specs.proxy import proxy_width, resolve_model_args
 from tuner.study.specs.spec import load_spec, parse_spec, read_toml
 from tuner.study.store import database as db
+from tuner.study.workflows.ladder import rung_spec
 
 SPEC = """
 [study]
@@ -183,6 +185,42 @@ def test_a_spec_within_the_caps_is_queued(tmp_path):
     status, body = s.submit(NOISE.format(name="fits", n=2, repeats=2))  # 2 + 2*2 = 6
     s.service.views.close()
     assert status == 201, body
+
+
+@pytest.mark.parametrize(("model", "field", "width"), [
+    ('preset = "proxy-l"', "model.preset", 1024),
+    (f'full = "{PUBLISHED_CONFIGS}/config_16B.json"\nproxy = "proxy-m"', "model.proxy", 384),
+    (f'full = "{PUBLISHED_CONFIGS}/config_16B.json"', "model.proxy", 128),  # proxy-s
+])
+def test_max_width_caps_a_plain_studys_proxy_too(tmp_path, model, field, width):
+    s = in_process(tmp_path / "root", max_width=64)
+    status, body = s.submit(SPEC.format(name="wide", n=1) + f"[model]\n{model}\n")
+    names = s.service.names()
+    s.service.views.close()
+    assert status == 422 and body["field"] == field, body
+    assert f"at {width}" in body["detail"] and "serve --max-width" in body["detail"]
+    assert names == []
+
+
+def test_a_proxy_within_max_width_is_queued(tmp_path):
+    s = in_process(tmp_path / "root", max_width=64)
+    status, body = s.submit(SPEC.format(name="narrow", n=1) + '[model]\npreset = "debug"\n')
+    s.service.views.close()
+    assert status == 201, body
+
+
+@pytest.mark.parametrize("text", [
+    SPEC.format(name="p", n=1) + '[model]\npreset = "proxy-m"\n',
+    SPEC.format(name="f", n=1) + f'[model]\nfull = "{PUBLISHED_CONFIGS}/config_16B.json"\n'
+                                 'proxy = "proxy-l"\n',
+    SPEC.format(name="l", n=2) + LADDER.format(widths=[64, 256], proposals=1),
+])
+def test_the_width_capped_is_the_width_trained(text):
+    """`proxy_width`, judged without reading a file, is the widest `resolve_model_args` builds
+    (a ladder's top rung)."""
+    spec = parse_spec(read_toml(text, "spec"))
+    top = rung_spec(spec, len(spec.ladder.widths) - 1, []) if spec.ladder.on else spec
+    assert proxy_width(spec) == resolve_model_args(top).dim
 
 
 @pytest.mark.parametrize(("extra", "field"), [

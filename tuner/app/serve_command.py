@@ -74,7 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                         "ladder rung, and every noise re-training)"),
                        ("--max-tokens-per-trial", "[budget] tokens_per_trial"),
                        ("--max-concurrent-trials", "[study] max_concurrent"),
-                       ("--max-width", "[ladder] widths")):
+                       ("--max-width", "model width (dim) of any training: its proxy's, "
+                                       "each [ladder] width")):
         p.add_argument(flag, type=int, default=0, metavar="N",
                        help=f"refuse a spec whose {what} is above N (default: 0, no cap)")
     p.add_argument("--quota-studies", type=int, default=Limits().studies, metavar="N",

@@ -86,11 +86,11 @@ class ServiceConfig:
     # the folders a spec's files may lie in (`data_roots`); none: only moetune's own configs
     data_roots: tuple[Path, ...] = ()
     # the operator's caps on a spec (0: none; `caps`): trainings (every trial and noise
-    # re-training), tokens_per_trial, trials at once, ladder widths
+    # re-training), tokens_per_trial, trials at once, every training's model width
     max_trials: int = 0
     max_tokens_per_trial: int = 0
     max_concurrent_trials: int = 0
-    max_width: int = 0  # a ladder rung's model width
+    max_width: int = 0  # the model width (dim) of any training
     # `serve --attach STUDY=OWNER`: a command-line study under the root that OWNER (and the
     # admins) may cancel here; every other attached study is read-only
     attach_owners: Mapping[str, str] = dataclasses.field(default_factory=dict)

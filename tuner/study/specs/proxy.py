@@ -39,3 +39,13 @@ def resolve_model_args(spec: StudySpec) -> ModelArgs:
     if spec.law.on and spec.law.mup and not args.mup_base_dim:  # µP based at this width
         args = dataclasses.replace(args, mup_base_dim=args.dim)
     return args
+
+
+def proxy_width(spec: StudySpec) -> int:
+    """The widest model (``dim``) any training of ``spec`` builds, as `resolve_model_args`
+    builds it but without reading a file (a full config is shrunk to its proxy size's width):
+    the preset's, or the proxy size's; a ladder's widest rung."""
+    if spec.ladder.on:
+        return max(spec.ladder.widths)
+    m = spec.model
+    return preset(m.preset or m.proxy or DEFAULT_PROXY).dim

@@ -14,7 +14,8 @@ that measures noise; `tuner.study.results.noise`):
             max(1, ceil(promote * trials of rung r-1)); + noise on each rung (the top one only
             with ``top_noise``)
 
-``--max-width`` caps a ladder's widths (the model dim of its rungs).
+``--max-width`` caps the width (the model dim) of every training: a plain study's or a law's
+proxy (its preset, or the proxy size a full config is shrunk to), a ladder's every rung.
 
 A resume is judged on the trainings the study has made (`trainings_made`): every trial that
 started, interrupted ones included (each was a trainer call; a resume runs it again), and every
@@ -34,6 +35,7 @@ from optuna.trial import TrialState
 
 from tuner.study.results.trial_record import is_warm_start
 from tuner.study.run.resume import counts_toward_target
+from tuner.study.specs.proxy import proxy_width
 from tuner.study.specs.spec import StudySpec
 from tuner.study.store import records
 
@@ -53,7 +55,7 @@ class Caps:
     max_trials: int = 0  # trainings of any kind, counted by `trainings`
     max_tokens_per_trial: int = 0
     max_concurrent_trials: int = 0
-    max_width: int = 0  # a ladder rung's model width
+    max_width: int = 0  # the model width (dim) of any training
 
 
 def trainings(spec: StudySpec) -> int:
@@ -105,16 +107,29 @@ def check_caps(spec: StudySpec, caps: Caps) -> None:
                           f"rung and every noise re-training counted), but this one trains up "
                           f"to {total}.", field)
     tokens = max(law.budgets) if law.on else spec.budget.tokens_per_trial
-    width = max(spec.ladder.widths) if spec.ladder.on else 0
     for field, value, cap, flag in (
             ("law.tokens" if law.on else "budget.tokens_per_trial", tokens,
              caps.max_tokens_per_trial, "--max-tokens-per-trial"),
             ("study.max_concurrent", spec.study.max_concurrent, caps.max_concurrent_trials,
-             "--max-concurrent-trials"),
-            ("ladder.widths", width, caps.max_width, "--max-width")):
+             "--max-concurrent-trials")):
         if cap and value > cap:
             raise CapExceeded(f"{field}: must be <= {cap} on this service (serve {flag}), but "
                               f"got {value}.", field)
+    _check_width(spec, caps.max_width)
+
+
+def _check_width(spec: StudySpec, cap: int) -> None:
+    """``--max-width`` on every training's model width (`proxy.proxy_width`)."""
+    width = proxy_width(spec)
+    if not cap or width <= cap:
+        return
+    if spec.ladder.on:
+        raise CapExceeded(f"ladder.widths: must be <= {cap} on this service (serve "
+                          f"--max-width), but got {width}.", "ladder.widths")
+    field = "model.preset" if spec.model.preset else "model.proxy"
+    name = spec.model.preset or spec.model.proxy or "the default proxy"
+    raise CapExceeded(f"{field}: a training's model width (dim) must be <= {cap} on this "
+                      f"service (serve --max-width), but {name!r} trains at {width}.", field)
 
 
 def trainings_made(stages: Iterable[optuna.Study]) -> tuple[int, int]:
