@@ -133,7 +133,8 @@ class LrAnswer:
                      f"{self.law.decades_tokens:.1f} decades past its data in D and "
                      f"{self.law.decades_batch:.1f} in B, weight {self.law_weight:.0%}")
         lo, hi = (v / self.width_mult for v in self.band)
-        said += (f"; {'answer' if self.disagree else 'combined'} {self.hidden_lr:.4g}, band "
+        combined = self.law_used and not self.disagree
+        said += (f"; {'combined' if combined else 'answer'} {self.hidden_lr:.4g}, band "
                  f"[{lo:.3g}, {hi:.3g}] ({self.level:.0%}, {self.width:.2f}x)")
         return " ".join(filter(None, [said + ".", self.disagree, *self.notes]))
 
