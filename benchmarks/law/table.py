@@ -37,6 +37,12 @@ predicting the left-out D at all of its batches with that one value; its band is
     python benchmarks/bench_law.py table /tmp/steplaw_dense.csv --loss "smooth loss"
     python benchmarks/bench_law.py table /tmp/steplaw_moe.csv
     python benchmarks/bench_law.py table /tmp/steplaw_moe.csv --params N   # refused: see above
+    python benchmarks/bench_law.py table /tmp/steplaw_moe.csv --shape log-linear
+
+``--shape`` is lr*'s form in every fit: ``auto`` (the default, as `moetune law fit`) lets each
+fit keep the form with the smaller AICc, ``log-linear`` or ``noise-scale`` forces one; each
+design also prints its coverage over every scored cell, bounds included, and how many of its
+predictions came from each form.
 
 It prints its figures; benchmarks/RESULTS.md's "lr law in tokens and batch" section quotes them.
 """
