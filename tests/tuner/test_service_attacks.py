@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import stat
 import subprocess
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from service_process import SPEC, Server
+
+from tests.utils.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc and `ss` (Linux)")
 
@@ -320,3 +323,57 @@ def test_the_clis_local_ray_listens_on_loopback_only(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def _holding(folder: str) -> dict[int, str]:
+    """{pid: comm} of this user's live processes with a file open under ``folder`` (every
+    process of a Ray keeps its logs open in its session folder); the dead left out."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if (not entry.name.isdigit() or entry.stat().st_uid != os.getuid()
+                    or (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"):
+                continue
+            if any(os.readlink(fd).startswith(folder) for fd in (entry / "fd").iterdir()):
+                found[int(entry.name)] = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+    return found
+
+
+def _children(pid: int) -> dict[int, str]:
+    """{pid: cmdline} of ``pid``'s children."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1]
+                                            .split()[1]) == pid:
+                out[int(entry.name)] = (entry / "cmdline").read_text().replace("\0", " ")
+        except OSError:
+            continue
+    return out
+
+
+def test_a_killed_services_ray_goes_with_it(tmp_path):
+    """kill -9 of serve alone: the raylet's dashboard and runtime-env agents had lived on for
+    about 60 s (reporting the raylet's death to the dead GCS), one listening on loopback; the
+    service's reaper ends every process of its Ray and then exits."""
+    srv = Server(tmp_path / "root").start()
+    try:
+        assert srv.proc is not None
+        children = _children(srv.proc.pid)
+        gcs = next(c for c in children.values() if "gcs_server" in c)
+        session = re.search(r"--log_dir=(\S+)/logs", gcs).group(1)
+        agents = {"ray::DashboardA", "ray::RuntimeEnv"}  # comm: 15 characters
+        wait_until(lambda: agents <= set(_holding(session).values()),
+                   what="the raylet's agents started", timeout=120)
+        os.kill(srv.proc.pid, signal.SIGKILL)  # the service alone, not its process group
+        srv.proc.wait(timeout=30)
+        for pid, cmd in children.items():  # it exits once every process of the Ray is gone
+            if "ray_reaper" in cmd:
+                wait_until(lambda pid=pid: not Path(f"/proc/{pid}/status").exists()
+                           or "State:\tZ" in Path(f"/proc/{pid}/status").read_text(),
+                           what="the reaper's end", timeout=60)
+        assert _holding(session) == {}
+    finally:
+        srv.kill()

@@ -39,6 +39,7 @@ from tuner.app.service.access.private import (
 )
 from tuner.app.service.access.quotas import GB, Limits, Quotas, owner_limits, user_limits
 from tuner.app.service.access.tokens import TokenStore
+from tuner.app.service.running.ray_reaper import start_reaper
 from tuner.study.specs.spec import NAME_RE
 from tuner.study.store import database as db
 
@@ -330,6 +331,9 @@ def serve(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
     sock = listen(args.host, args.port)  # before Ray's processes take ports of their own
     port = sock.getsockname()[1]
+    reaper = None  # kept to the end: its stdin closing with this process starts its reaping
+    if ray_temp is not None:  # its Ray's processes end with this one, kill -9 included
+        reaper = start_reaper(ray_temp, remove=ray_fallback)
     ray.init(address=args.address, include_dashboard=False, log_to_driver=False,
              namespace="moetune", _temp_dir=str(ray_temp) if ray_temp else None)
     config = ServiceConfig(root=root, storage_url=url, trainer=args.trainer,
@@ -364,7 +368,8 @@ def serve(args: argparse.Namespace) -> int:
     try:
         uvicorn.Server(server).run(sockets=[sock])
     finally:
+        ray.shutdown()  # its own Ray ends here; a cluster's drivers (detached) keep running
         if ray_fallback is not None:  # a fallback outside the root: nothing of it is kept
-            ray.shutdown()
             shutil.rmtree(ray_fallback, ignore_errors=True)
+        del reaper  # held until here: closing its pipe now, it kills what Ray left behind
     return 0
