@@ -377,3 +377,45 @@ def test_a_killed_services_ray_goes_with_it(tmp_path):
         assert _holding(session) == {}
     finally:
         srv.kill()
+
+
+def test_quotas_widths_links_and_stage_names_on_a_real_service(tmp_path):
+    """A real `moetune serve` with its quota, width and data-root flags: a user's second study
+    past --quota-studies 1 is a 429 naming it while another user's first is queued; a plain
+    study of proxy-l (dim 1024) past --max-width 64 is refused; a folder corpus with a file
+    linked from outside the data roots is refused and nothing of it read; a name shaped like
+    a law's budget is refused."""
+    root, data = tmp_path / "root", tmp_path / "data"
+    (data / "dir").mkdir(parents=True)
+    (data / "dir" / "a.txt").write_text("the quick brown fox jumps over the lazy dog. " * 400)
+    (tmp_path / "secret.txt").write_text("outside-secret " * 400)
+    (data / "dir" / "zz_link.txt").symlink_to(tmp_path / "secret.txt")
+    tokens = {}
+    for user in ("alice", "bob"):
+        out = moetune("token", "create", user, "--root", str(root))
+        assert out.returncode == 0, out.stderr
+        tokens[user] = out.stdout.strip()
+    srv = Server(root, extra=("--quota-studies", "1", "--max-width", "64",
+                              "--data-root", str(data))).start()
+    try:
+        def submit(user: str, spec: str) -> tuple[int, dict]:
+            return srv.call("POST", "/api/v1/studies", {"spec": spec}, token=tokens[user])
+
+        assert submit("alice", SPEC.format(name="first", n=1))[0] == 201
+        status, body = submit("alice", SPEC.format(name="second", n=1))
+        assert status == 429 and body["field"] == "quota.studies", body
+        assert "--quota-studies" in body["detail"]
+        status, body = submit("bob", SPEC.format(name="wide", n=1)
+                              + '[model]\npreset = "proxy-l"\n')
+        assert status == 422 and body["field"] == "model.preset", body
+        status, body = submit("bob", SPEC.format(name="linked", n=1)
+                              + f'[data]\ncorpus = "{data / "dir"}"\n')
+        assert status == 422 and body["field"] == "data.corpus", body
+        status, body = submit("bob", SPEC.format(name="victim.t1000", n=1))
+        assert status == 422 and body["field"] == "study.name", body
+        assert submit("bob", SPEC.format(name="bobs", n=1))[0] == 201  # none of them counted
+        leaked = [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()
+                  and b"outside-secret" in p.read_bytes()]
+        assert leaked == []
+    finally:
+        srv.stop()
