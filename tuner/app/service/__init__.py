@@ -2,9 +2,11 @@
 
 Four floors (docs/architecture.md), each importing only from those below it:
 
-- `access`: tokens and sessions, auth, the operator's caps, private files, data roots.
+- `access`: tokens and sessions, auth, the operator's caps, each user's quotas, private files,
+  data roots.
 - `running`: study drivers as detached Ray actors (a study keeps running when the HTTP process
-  restarts), the scheduler that starts queued studies, cluster input checks, storage faults.
+  restarts), the scheduler that starts queued studies, cluster input checks, storage faults,
+  the reaper that ends the local Ray with the service.
 - this package's own `context` (`Service`: every action the API and the pages offer, on the
   study storage) and `views` (the cache that polled reads go through).
 - `web`: the FastAPI application (JSON API with an OpenAPI description), the server-rendered
