@@ -144,8 +144,7 @@ def lr_batch_lines(data: dict[str, Any]) -> list[str]:
     law = LrBatchLaw.from_dict(d)
     (d0, d1), (b0, b1) = law.tokens_range, law.batch_range
     return head + [
-        "Modeled: log10 lr* linear in log D, log B"
-        + (" and log D·log B" if "uv" in law.terms else "") + f", through {law.n_cells} "
+        f"Modeled: lr* {law.describe()}, through {law.n_cells} "
         f"(budget, batch) cells (D {d0:.4g}–{d1:.4g} tokens, B {b0:.4g}–{b1:.4g} tokens per "
         f"step). D-exponent of lr*: {law.tokens_exponent(b0):+.3f} at B = {b0:.4g}, "
         f"{law.tokens_exponent(b1):+.3f} at B = {b1:.4g}; B-exponent "

@@ -92,11 +92,7 @@ def law_table_markdown(data: dict[str, Any]) -> str:
         f"Source: `{src['path']}`, {src['runs']} runs; columns "
         + ", ".join(f"{k} = `{v}`" for k, v in src["columns"].items())
         + f"; batch × {src['batch_unit']:g} tokens per unit.", "",
-        "Modeled: lr*(D, B) = 10^(c0 + cD·u + cB·v + cDB·u·v"
-        + (" + cN·w" if "w" in coef else "")
-        + ("), u, v, w = log10 D, B, N" if "w" in coef else "), u, v = log10 D, B")
-        + " minus the fitted cells' mean ("
-        + f"{', '.join(_g(10 ** c) for c in law['centre'][:3 if 'w' in coef else 2])}).", "",
+        _form_line(law, coef), "",
         *_interaction(law), *_sizes(data, "w" in coef),
         "| term | coefficient |", "|---|---|",
         *[f"| {t} | {_g(c, '.4f')} |" for t, c in coef.items()], "",
@@ -114,6 +110,19 @@ def law_table_markdown(data: dict[str, Any]) -> str:
         *[f"| {_g(e['B'])} | {_g(e['tokens_exponent'], '+.3f')} |" for e in data["exponents"]],
         "", *_batch_optimum(data["batch_optimum"]), *_cells(data)]
     return "\n".join(lines) + "\n"
+
+
+def _form_line(law: dict[str, Any], coef: dict[str, float]) -> str:
+    """The form the fit chose, in words (`LrBatchLaw.describe`); the log-linear one with its
+    terms spelled out."""
+    fitted = LrBatchLaw.from_dict(law)
+    if fitted.shape != "log-linear":
+        return f"Modeled: lr*(D, B) {fitted.describe()} (the form the fit chose by AICc)."
+    return ("Modeled: lr*(D, B) = 10^(c0 + cD·u + cB·v + cDB·u·v"
+            + (" + cN·w" if "w" in coef else "")
+            + ("), u, v, w = log10 D, B, N" if "w" in coef else "), u, v = log10 D, B")
+            + " minus the fitted cells' mean ("
+            + f"{', '.join(_g(10 ** c) for c in law['centre'][:3 if 'w' in coef else 2])}).")
 
 
 def _interaction(law: dict[str, Any]) -> list[str]:

@@ -649,3 +649,16 @@ def test_the_noise_scale_forms_exponents_are_its_local_slopes() -> None:
 def test_an_unknown_shape_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match="shape: must be one of .*but got 'quadratic'"):
         fit_lr_batch_law(_exact_cells(), shape="quadratic")
+
+
+def test_a_tables_law_md_states_the_form_the_fit_chose(tmp_path):
+    """law.md printed the log-linear formula over a noise-scale fit's coefficients; it names
+    the form law.json records."""
+    from reports.laws.law_table import law_table_markdown
+
+    _, path = _fit_table_law(tmp_path)
+    data = json.loads(Path(path).read_text())
+    as_noise = dict(data["lr_batch_law"], shape="noise-scale")
+    other = LrBatchLaw.from_dict(as_noise)
+    text = law_table_markdown(dict(data, lr_batch_law=as_noise))
+    assert other.describe() in text and "cB·v + cDB·u·v" not in text
