@@ -31,7 +31,10 @@ def build(tmp: Path) -> tuple[Any, Any, str]:
     from tuner.app.service.access.auth import Auth
     from tuner.app.service.access.tokens import TokenStore
     from tuner.app.service.context import Service, ServiceConfig
-    from tuner.app.service.web.api import create_app
+    try:  # the application's module before its routers were split out was web.api
+        from tuner.app.service.web.main import create_app
+    except ImportError:
+        from tuner.app.service.web.api import create_app  # type: ignore[no-redef]
     from tuner.study.store.database import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -27,7 +27,6 @@ def build_app() -> Any:
     from tuner.app.service import context
     from tuner.app.service.access.auth import Auth
     from tuner.app.service.access.tokens import TokenStore
-    from tuner.app.service.web import api
     from tuner.study.store import database as db
     from tuner.study.store import records
     root = Path(tempfile.mkdtemp(prefix="moetune-asgi-"))
@@ -41,7 +40,11 @@ def build_app() -> Any:
             else Auth(tokens))
     service = context.Service(context.ServiceConfig(root=root, storage_url=url), storage, auth,
                               scheduler=None)  # type: ignore[arg-type]  # no scheduler needed
-    return api.create_app(service)
+    try:  # the application's module before its routers were split out was web.api
+        from tuner.app.service.web.main import create_app
+    except ImportError:
+        from tuner.app.service.web.api import create_app  # type: ignore[no-redef]
+    return create_app(service)
 
 
 async def one(app: Any) -> int:

@@ -49,7 +49,7 @@ from tuner.app.service.context import Service, ServiceConfig
 from tuner.app.service.running import driver
 from tuner.app.service.running import scheduler as scheduler_module
 from tuner.app.service.running.scheduler import Scheduler
-from tuner.app.service.web.api import create_app
+from tuner.app.service.web.main import create_app
 from tuner.study.run import runner
 from tuner.study.store import database as db
 from tuner.study.trial import cluster, trainable

@@ -183,7 +183,7 @@ def test_sign_out_ends_the_session_on_the_server(exposed):
     srv, tokens = exposed
     b = sign_in(srv, tokens["eve"])
     status, page, _ = b.request("GET", "/submit")
-    csrf = re.search(r"name='csrf' value='([0-9a-f]+)'", page).group(1)
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
     assert b.request("POST", "/signout", {"csrf": csrf})[0] == 303
     # the browser forgets the cookie; one kept by an attacker is dead too
     assert srv.call("GET", "/api/v1/whoami", headers={"Cookie": b.cookie})[0] == 401

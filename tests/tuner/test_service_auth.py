@@ -83,32 +83,32 @@ def test_browser_sign_in_session_and_csrf(team):
     b.cookie = cookie.split(";")[0]
     status, page, _ = b.request("GET", "/submit")
     assert status == 200 and "sign out (bob)" in page
-    csrf = re.search(r"name='csrf' value='([0-9a-f]+)'", page).group(1)
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
     spec = SPEC.format(name="bobs", n=2)
     status, _, _ = b.request("POST", "/submit", {"spec": spec})  # a forged form: no CSRF token
     assert status == 403
     assert srv.call("GET", "/api/v1/studies/bobs", token=tokens["bob"])[0] == 404  # nothing made
     status, page, _ = b.request("POST", "/submit", {"spec": "[study]\nname = 3\n",
                                                     "csrf": csrf})
-    assert status == 422 and "data-field='study.name'" in page  # the error next to the field
+    assert status == 422 and 'data-field="study.name"' in page  # the error next to the field
     said = re.search(r"<b>study\.name</b>: ([^<]*)</p>", page).group(1)
     assert said.startswith("must be") and "study.name" not in said  # the field named once
-    assert page.index("name='name'") < page.index("id='error'") < page.index("<textarea")
+    assert page.index('name="name"') < page.index('id="error"') < page.index("<textarea")
     status, page, _ = b.request("POST", "/submit", {
         "spec": "[study]\nname = 'x'\n[model]\npreset = 'nope'\n", "csrf": csrf})
-    assert status == 422 and "data-field='model.preset'" in page
+    assert status == 422 and 'data-field="model.preset"' in page
     said = re.search(r"<b>model\.preset</b>: ([^<]*)</p>", page).group(1)
     assert "model.preset" not in said
     # beside the spec it names: after the name's input, right before the spec's text area
-    assert page.index("name='name'") < page.index("id='error'") < page.index("<textarea")
-    assert re.search(r"id='error'[^>]*>.*?</p><div class=' field-error'><textarea", page)
+    assert page.index('name="name"') < page.index('id="error"') < page.index("<textarea")
+    assert re.search(r'id="error"[^>]*>.*?</p>\s*<div class="field-error">\s*<textarea', page)
     status, _, headers = b.request("POST", "/submit", {"spec": spec, "csrf": csrf})
     assert status == 303 and headers["location"] == "/studies/bobs"
     status, page, _ = b.request("GET", "/studies/bobs")
     assert status == 200 and "owner <b>bob</b>" in page
     # the buttons of the state it is in: a queued or running study can only be cancelled
-    shown = re.findall(r"action='/studies/bobs/(\w+)' data-when='[^']*'>", page)
-    hidden = re.findall(r"action='/studies/bobs/(\w+)' data-when='[^']*' hidden>", page)
+    shown = re.findall(r'action="/studies/bobs/(\w+)"\s+data-when="[^"]*">', page)
+    hidden = re.findall(r'action="/studies/bobs/(\w+)"\s+data-when="[^"]*" hidden>', page)
     assert shown == ["cancel"] and sorted(hidden) == ["delete", "resume"], (shown, hidden)
     other = Browser(srv)
     other.cookie = b.cookie.replace(b.cookie[-6:], "000000")  # tampered signature

@@ -12,6 +12,7 @@ from browser import Browser as BrowserSession
 from browser import find_browser
 from service_process import SPEC, Server
 from service_spec import create_team_tokens
+from tests.utils.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +80,21 @@ def test_a_real_browser_signs_in_submits_watches_reports_and_cancels(team, tmp_p
         b.wait_for(f"Number((document.getElementById('progress').textContent.match("
                    f"/^(\\d+)\\/8/) || [])[1]) > {first}", timeout_s=120)
         assert b.evaluate("window.__same_page === true")  # updated live, not reloaded
+        # the page's script and style are files the page's policy allows, and nothing of ours
+        # broke it; an inline script put in by anyone else does not run
+        refused = [p["entry"]["text"] for m, p in b.events if m == "Log.entryAdded"
+                   and "Content Security Policy" in p["entry"]["text"]]
+        assert refused == []
+        assert b.evaluate("getComputedStyle(document.querySelector('nav')).backgroundColor") \
+            == "rgb(31, 41, 55)"  # moetune.css applied
+        assert b.evaluate("const s = document.createElement('script');"
+                          "s.textContent = 'window.__inline = 1';"
+                          "document.body.appendChild(s); window.__inline === undefined")
+        # the refusal is reported where the check above looked (DevTools events come in
+        # with the answers to calls, hence the empty evaluate)
+        wait_until(lambda: b.evaluate("0") == 0 and any(
+            "Content Security Policy" in p["entry"]["text"] for m, p in b.events
+            if m == "Log.entryAdded"), what="the inline script's refusal in the log", timeout=30)
         assert b.evaluate("document.querySelectorAll('#trials tbody tr').length") >= 1
         assert b.evaluate("document.querySelectorAll('#front circle').length") >= 1
         # the knee's ties as the reports say them (no noise measured in this study)

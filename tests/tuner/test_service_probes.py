@@ -26,7 +26,7 @@ from tuner.app.service.access.tokens import TokenStore
 from tuner.app.service.context import Service, ServiceConfig
 from tuner.app.service.running import driver
 from tuner.app.service.running.scheduler import Scheduler
-from tuner.app.service.web.api import create_app
+from tuner.app.service.web.main import create_app
 from tuner.study.specs.proxy import proxy_width, resolve_model_args
 from tuner.study.specs.spec import load_spec, parse_spec, read_toml
 from tuner.study.store import database as db

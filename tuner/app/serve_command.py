@@ -312,7 +312,7 @@ def serve(args: argparse.Namespace) -> int:
     from tuner.app.service.context import Service, ServiceConfig
     from tuner.app.service.running.scheduler import Scheduler
     from tuner.app.service.web import deadline
-    from tuner.app.service.web.api import create_app
+    from tuner.app.service.web.main import create_app
     url = service_url(root, args.storage)
     try:
         storage = db.open_storage(url)

@@ -1,7 +1,7 @@
 """Headers every response of the service carries, so a page of ours cannot be framed by
-another site (clickjacking) or sniffed into another type, and our own pages run only their own
-inline script and style and talk only to this service; a study's report only its own inline
-script and style, talking to nobody.
+another site (clickjacking) or sniffed into another type; our own pages run only the script
+and style files they are served with (no inline script or style) and talk only to this service;
+a study's report runs only its own inline script and style, talking to nobody.
 
 A plain ASGI middleware (like `body_limit.BodyLimit`): it adds the headers when the response
 starts, with no task or stream per request. The full Content-Security-Policy goes on the pages
@@ -16,10 +16,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 ALWAYS = ((b"x-frame-options", b"DENY"), (b"x-content-type-options", b"nosniff"),
           (b"referrer-policy", b"same-origin"))
+# the pages' script and style are files of ours (`/assets`): no inline script or style runs
 PAGE_CSP = (b"content-security-policy",
-            b"default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' "
-            b"'unsafe-inline'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
-            b"form-action 'self'; frame-ancestors 'none'")
+            b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            b"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 PAGE_PATHS = ("/", "/submit", "/signin", "/signout", "/studies/")
 # a study's report.html (`reports.html`): plotly.js inline and nothing else; it may load
 # nothing and send nothing anywhere. plotly.js's default bundle builds functions at run time,
