@@ -12,6 +12,7 @@ from browser import Browser as BrowserSession
 from browser import find_browser
 from service_process import SPEC, Server
 from service_spec import create_team_tokens
+
 from tests.utils.waiting import wait_until
 
 

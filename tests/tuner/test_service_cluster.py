@@ -49,7 +49,6 @@ def postgres_url():
     return POSTGRES
 
 
-@pytest.mark.slow
 def test_a_cluster_service_survives_its_own_restart(postgres_url, tmp_path):
     cluster = subprocess.Popen([sys.executable, "-c", CLUSTER], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True)

@@ -72,7 +72,6 @@ def the_next_study_runs(srv: Server) -> None:
     srv.wait_state("next", ("finished",), timeout_s=240)
 
 
-@pytest.mark.slow
 def test_postgres_stopped_mid_study(private_postgres, tmp_path):
     srv = Server(tmp_path / "root", extra=("--storage", private_postgres.url,
                                            "--max-running", "1")).start()
@@ -105,7 +104,6 @@ def _small_disk(size_mb: int) -> Path | None:
     return where if done.returncode == 0 else None
 
 
-@pytest.mark.slow
 def test_the_roots_disk_full_mid_study():
     disk = _small_disk(48)
     if disk is None:
