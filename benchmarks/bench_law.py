@@ -9,6 +9,7 @@
     beyond     the grid one budget further: its held-out budget fitted, 5x past it predicted
     held-batch the grid's held-out batch at its held-out budget: 320 steps, not 64
     anchored   the published recipes' prior backtested, and the grid's fits combined with it
+    other-lab  Step Law's sweeps fitted as a team's law, read at every published recipe
 
 Each mode's module in benchmarks/law/ says what it measures and its exact commands
 (``python benchmarks/bench_law.py MODE --help`` prints it); each writes its own section of

@@ -6,4 +6,4 @@ from __future__ import annotations
 # mode -> module under benchmarks.law: each has add_arguments(parser) and run(args) -> int
 MODES = {"one-batch": "one_batch", "batch": "batch", "pooled": "pooled", "table": "table",
          "backtest": "backtest", "grid": "grid", "beyond": "beyond",
-         "held-batch": "held_batch", "anchored": "anchored"}
+         "held-batch": "held_batch", "anchored": "anchored", "other-lab": "other_lab"}

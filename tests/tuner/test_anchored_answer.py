@@ -58,16 +58,24 @@ def test_a_far_law_barely_moves_the_prior_and_a_near_narrow_one_dominates() -> N
 def test_a_team_law_a_decade_from_the_target_that_disagrees_is_followed_within_its_band():
     """The team measured its own optimum one decade below the target, narrowly, 6x above what
     published practice gives: the two disagree beyond their bands; the answer follows the
-    team's law inside the law's band, says so with both numbers, and never claims a band
-    narrower than the evidence it follows."""
+    team's law inside the law's band, says so with both numbers and what can settle it, and
+    its band holds the law's whole band and reaches down to the prior's value (one of the two
+    is wrong; nothing measured says which), no further."""
     prior = shipped_prior()
     p = prior.read_lr(V3)
     law = reading(p.value * 6, 1.8)
     ans = answer_lr(V3, prior=prior, law=law)
     assert law.band[0] <= ans.lr <= law.band[1]
-    assert ans.band == pytest.approx(law.band)
+    assert ans.lr == pytest.approx(law.lr)
+    assert ans.band[0] == pytest.approx(p.value) and ans.band[1] == pytest.approx(law.band[1])
     assert "DISAGREE" in ans.disagree and f"{law.lr:.3g}" in ans.disagree \
-        and f"{p.value:.3g}" in ans.disagree
+        and f"{p.value:.3g}" in ans.disagree and "--reference" in ans.disagree
+    # the other way round: a narrow prior, a wide law far above it: the prior's value with its
+    # own band, whose coverage the recipe table measures; the disagreement said
+    wide = reading(p.value * 1000, 20.0)
+    other = answer_lr(V3, prior=prior, law=wide)
+    assert other.lr == pytest.approx(p.value) and other.band == pytest.approx(p.band)
+    assert "the answer is the narrower, the prior, with its own band" in other.disagree
 
 
 def test_a_law_that_refuses_at_this_batch_does_not_move_the_answer() -> None:
@@ -127,8 +135,15 @@ def test_combine_weighs_by_inverse_variance_where_the_two_agree() -> None:
     c = combine(0.0, 0.2, 0.1, 0.1)
     assert c.weight == pytest.approx(0.8) and c.mu == pytest.approx(0.08)
     assert c.sd == pytest.approx(math.sqrt(1 / (25 + 100))) and not c.disagree
+    assert (c.lo, c.hi) == pytest.approx((c.mu - 1.959964 * c.sd, c.mu + 1.959964 * c.sd))
     far = combine(0.0, 0.2, 1.0, 0.1)
     assert far.disagree and far.mu == 1.0 and far.sd == 0.1 and far.weight == 1.0
+    # the team's narrower band, reaching the prior's value on its side
+    assert far.lo == pytest.approx(0.0) and far.hi == pytest.approx(1.0 + 1.959964 * 0.1)
+    # the prior narrower: its own band
+    kept = combine(0.0, 0.1, 1.0, 0.2)
+    assert kept.disagree and kept.weight == 0.0 and kept.mu == 0.0
+    assert (kept.lo, kept.hi) == pytest.approx((-1.959964 * 0.1, 1.959964 * 0.1))
 
 
 def test_the_table_backtest_meets_its_targets_and_the_command_prints_it(capsys) -> None:

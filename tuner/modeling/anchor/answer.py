@@ -8,11 +8,19 @@ run through the export's own hook (`tuner.modeling.laws.lr_at_batch`), and where
 (chi^2 of their difference within its 95% point) they are combined in log10 space by inverse
 variance, each weighed by its own band there: a narrow law near the target dominates, a CPU law
 seven decades short barely moves the prior. Where they disagree beyond their bands, both cannot
-be right and an average of the two would claim a band that neither supports: the answer is then
-the narrower of the two alone, with its own band, and says so with both numbers (a team's law
-measured a decade from the target outweighs what other labs chose; a far law whose band is
-wider than the prior's does not move it). A law that refuses its LR at the run's batch (fitted
-at one batch: no measured coupling) does not move the answer; the answer says why.
+be right and an average of the two would claim a band that neither supports: the answer's value
+is then the narrower of the two (a team's law measured a decade from the target outweighs what
+other labs chose; a far law whose band is wider than the prior's does not move it). Its band
+is the prior's own where the prior is the narrower: that band's coverage is measured, each
+recipe of the table predicted without it. Where the team's law is the narrower, its band reaches
+out to the prior's value: a law's band at the full run is measured nowhere, one of the two is
+wrong and nothing here says which, so a band that left the prior out would miss whenever the
+law is the wrong one. Read at each published recipe with Step Law's dense sweep standing in for
+a team's law, the law's own band held 6 of 20 published LRs there and this band 13 of 20
+(benchmarks/RESULTS.md, "Another lab's law read at the published recipes"). The answer says so
+with both numbers, and what can settle it (a reference study, the team's own runs). A law that
+refuses its LR at the run's batch (fitted at one batch: no measured coupling) does not move the
+answer; the answer says why.
 
 LRs are compared like with like: the prior is one LR for every parameter (standard
 parametrization), so under µP the team law's base LR enters as the hidden matrices' LR
@@ -60,26 +68,34 @@ def shipped_prior(team: Path | None = None, family: str = "") -> Prior:
 
 @dataclass(frozen=True, kw_only=True)
 class Combined:
-    """Two readings in log10 space combined by inverse variance (module docstring)."""
+    """Two readings in log10 space combined by inverse variance (module docstring); ``lo``
+    and ``hi`` bound the 95% band in decades (asymmetric where the two disagree)."""
 
     mu: float
     sd: float
     weight: float  # the second reading's weight (0 or 1 where they disagree)
     chi2: float  # of their difference, one degree of freedom
     disagree: bool
+    lo: float
+    hi: float
 
 
 def combine(mu_a: float, sd_a: float, mu_b: float, sd_b: float) -> Combined:
-    """(mu_a, sd_a) and (mu_b, sd_b), decades: combined by inverse variance where they agree,
-    else the narrower alone (module docstring)."""
+    """(mu_a, sd_a) the prior and (mu_b, sd_b) the team's reading, decades: combined by
+    inverse variance where they agree; else the narrower's value, and the band the prior's
+    own when the prior is the narrower, the team's reaching the prior's value when the team's
+    is (module docstring)."""
     chi2 = (mu_a - mu_b) ** 2 / (sd_a**2 + sd_b**2)
     if chi2 > Z95**2:
-        b_wins = sd_b < sd_a
-        return Combined(mu=mu_b if b_wins else mu_a, sd=sd_b if b_wins else sd_a,
-                        weight=float(b_wins), chi2=chi2, disagree=True)
+        if sd_a <= sd_b:
+            return Combined(mu=mu_a, sd=sd_a, weight=0.0, chi2=chi2, disagree=True,
+                            lo=mu_a - Z95 * sd_a, hi=mu_a + Z95 * sd_a)
+        return Combined(mu=mu_b, sd=sd_b, weight=1.0, chi2=chi2, disagree=True,
+                        lo=min(mu_b - Z95 * sd_b, mu_a), hi=max(mu_b + Z95 * sd_b, mu_a))
     wa, wb = 1 / sd_a**2, 1 / sd_b**2
-    return Combined(mu=(wa * mu_a + wb * mu_b) / (wa + wb), sd=math.sqrt(1 / (wa + wb)),
-                    weight=wb / (wa + wb), chi2=chi2, disagree=False)
+    mu, sd = (wa * mu_a + wb * mu_b) / (wa + wb), math.sqrt(1 / (wa + wb))
+    return Combined(mu=mu, sd=sd, weight=wb / (wa + wb), chi2=chi2, disagree=False,
+                    lo=mu - Z95 * sd, hi=mu + Z95 * sd)
 
 
 def band_sd(band: tuple[float, float], level: float = LEVEL) -> float:
@@ -175,20 +191,25 @@ def answer_lr(point: RunPoint, *, prior: Prior, law: LrAtBatch | None = None,
         if not law.form_error:  # its band carries no bend past its data
             law_sd = math.hypot(law_sd, FORM_SD_PER_DECADE * law.decades_tokens)
         c = combine(mu, sd, law_mu, max(law_sd, 1e-6))
-        mu, sd, weight, used = c.mu, c.sd, c.weight, True
+        mu, weight, used, lo, hi = c.mu, c.weight, True, c.lo, c.hi
         if c.disagree:
-            who = law_name(law) if c.weight else "the prior"
+            band = ("its band reaches the prior's value, since one of the two is wrong and "
+                    "nothing measured here says which" if c.weight else
+                    "with its own band (its coverage measured over the recipe table)")
             disagree = (f"THE TEAM'S LAW AND THE PRIOR DISAGREE beyond their bands: "
                         f"{law_name(law)} {law.lr / width_mult:.3g} against the prior's "
                         f"{p.value:.3g} ({10 ** abs(law_mu - math.log10(p.value)):.2g}x apart, "
-                        f"chi^2 {c.chi2:.1f}): the answer is the narrower, {who}, alone, with "
-                        "its own band.")
-    elif law is not None:
-        notes.append(f"{law_name(law)} does not move it: {law.refusal.rstrip('.')}.")
-    half = Z95 * sd
+                        f"chi^2 {c.chi2:.1f}): the answer is the narrower, "
+                        f"{law_name(law) if c.weight else 'the prior'}, {band}. A reference "
+                        "study beside the team's law (--reference) or the team's own past full "
+                        "runs (--recipes) place the team among the labs and can settle it.")
+    else:
+        lo, hi = mu - Z95 * sd, mu + Z95 * sd
+        if law is not None:
+            notes.append(f"{law_name(law)} does not move it: {law.refusal.rstrip('.')}.")
     hidden = 10**mu
     return LrAnswer(lr=hidden * width_mult, hidden_lr=hidden,
-                    band=(10 ** (mu - half) * width_mult, 10 ** (mu + half) * width_mult),
+                    band=(10**lo * width_mult, 10**hi * width_mult),
                     level=LEVEL, batch=point.batch, prior=p, law=law, law_weight=weight,
                     law_used=used, disagree=disagree, width_mult=width_mult,
                     prior_summary=prior.summary(), notes=notes, offset=offset)
@@ -218,15 +239,14 @@ def answer_batch(point: RunPoint, *, prior: Prior, law_batch: float | None = Non
         return BatchAnswer(tokens=p.value, band=p.band, rule=said, law_weight=0.0)
     law_sd = math.hypot(band_sd(law_band), FORM_SD_PER_DECADE * decades_past)
     c = combine(math.log10(p.value), band_sd(p.band), math.log10(law_batch), max(law_sd, 1e-6))
-    half = Z95 * c.sd
     said += (f"; {law} gives {law_batch:.4g} [{law_band[0]:.3g}, {law_band[1]:.3g}] "
              f"{decades_past:.1f} decades past its budgets (its sd widened by "
              f"{FORM_SD_PER_DECADE:g} decades per decade for a law that may bend), weight "
              f"{c.weight:.0%}; {'answer' if c.disagree else 'combined'} {10 ** c.mu:.4g} tokens")
     if c.disagree:
-        said += (f" (THE TWO DISAGREE beyond their bands, chi^2 {c.chi2:.1f}: the narrower "
-                 "alone)")
-    return BatchAnswer(tokens=10**c.mu, band=(10 ** (c.mu - half), 10 ** (c.mu + half)),
+        said += (f" (THE TWO DISAGREE beyond their bands, chi^2 {c.chi2:.1f}: the narrower's "
+                 "value; the team's band reaching the prior's value where it is the team's)")
+    return BatchAnswer(tokens=10**c.mu, band=(10**c.lo, 10**c.hi),
                        rule=said, law_weight=c.weight)
 
 
