@@ -26,7 +26,7 @@ from benchmarks.law.common import spec_text  # noqa: E402
 
 def test_every_mode_is_a_subcommand_of_the_one_entry_point(capsys):
     assert set(MODES) == {"one-batch", "batch", "pooled", "table", "backtest", "grid", "beyond",
-                          "held-batch", "anchored"}
+                          "held-batch", "anchored", "other-lab"}
     for mode in MODES:
         with pytest.raises(SystemExit) as e:
             bench_law.main([mode, "--help"])
@@ -304,3 +304,41 @@ def test_held_batch_results_judge_each_seed_beside_the_grids_check():
     assert "lr* within 1.5x: 1 of 1 seeds" in text and "within 2 noise sd" in text
     assert "- Seed 0's trials (lr: val_loss): 0.001: 2.100, 0.0087: 2.000." in lines
     assert lines[-1] == "- n." and "Measured: " in text and "Modeled: " in text
+
+
+# --- other-lab: another lab's table law read at the published recipes ----------------------------
+
+def test_other_lab_reads_a_table_law_at_every_recipe_and_its_band_reaches_the_prior(tmp_path):
+    """A synthetic sweep in Step Law's columns (bs in sequences of 2,048 tokens), fitted as the
+    mode fits it, read at every AdamW recipe: where the law is the narrower and disagrees, the
+    answer's band holds the law's band and reaches the prior's value, so it holds every
+    published LR the law's own band held."""
+    import numpy as np
+    import pandas as pd
+
+    from benchmarks.law import other_lab
+    from tuner.modeling.anchor.recipe_table import load_recipes
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in (2e8, 4e8, 8e8):
+        for d in (4e9, 1e10, 2.5e10):
+            for bs in (64, 256, 1024):
+                best = -2.0 - 0.25 * math.log10(d / 1e10) + 0.3 * math.log10(bs / 256) \
+                    - 0.2 * math.log10(n / 4e8)
+                for x in best + 0.15 * np.arange(-4, 5):
+                    rows.append({"N": n, "D": d, "bs": bs, "lr": 10**x,
+                                 "loss": 2.5 + 0.5 * (x - best) ** 2 + rng.normal(0, 0.002),
+                                 "smooth loss": 2.5})
+    csv = tmp_path / "sweep.csv"
+    pd.DataFrame(rows).to_csv(csv, index=False)
+    law = other_lab._fit(str(csv))
+    got = other_lab.rows_for(law)
+    assert [r["recipe"] for r in got] == [r.name for r in load_recipes() if r.in_prior]
+    reached = [r["answer"] for r in got if r["answer"]["disagree"] and r["answer"]["weight"] == 1]
+    assert reached, "the synthetic law disagrees with practice somewhere: the case under test"
+    assert all(a["width"] > a["own_width"] * 1.01 for a in reached)  # out to the prior's value
+    for a in (r["answer"] for r in got):
+        assert a["in"] or not a["in_own"]  # reaching out never loses a published LR
+    lines = other_lab._lines("synthetic", law, got)
+    assert any("the rule before" in line for line in lines)
