@@ -19,6 +19,7 @@ from tuner.app.service.access.tokens import User
 from tuner.app.service.context import Service, ServiceConfig, SubmitError
 from tuner.study.specs.spec import MAX_KEY_PARTS
 from tuner.study.store import database as db
+from tuner.study.store import storage as st
 
 # the resume tests' two-trial spec, its space in a file beside it (`_files`)
 SPEC = RESUME_SPEC.format(n=2).replace('name = "rnd"', 'name = "sub"').split(
@@ -129,6 +130,24 @@ def test_a_service_submit_reads_the_toml_under_its_body_limit(service):
                        User(name="ann", admin=False))
     assert e.value.field == "space"
     assert service.names() == []
+
+
+@pytest.mark.parametrize("section", [
+    "[law]\ntokens = [300, 1_000, 3_000, 10_000]\ntrials = 2\nbudget = 1\n",
+    "[ladder]\nwidths = [32, 64]\npromote = 0.5\nrung = 1\n",
+], ids=["law-budget", "ladder-rung"])
+def test_a_service_queues_one_stage_of_a_law_or_ladder_as_the_one_study_it_is(service, section):
+    """A spec that is one stage (``[law] budget = 1``, ``[ladder] rung = 1``) is one study, as
+    the command line runs it (`stage_runner.first_stage`, by the spec's kind): the service
+    stores that spec, not the whole law or ladder from its first stage, whose later stages'
+    names and folders its submit never checked."""
+    name = service.submit(SubmitRequest(spec=RESUME_SPEC.format(n=2) + section),
+                          User(name="ann", admin=False))
+    stored = st.stored_spec(service.study(name))
+    assert stored.kind == "study"
+    assert (stored.law.budget, stored.ladder.rung) == (
+        (1, 0) if section.startswith("[law]") else (0, 1))
+    assert sorted(p.name for p in service.config.root.iterdir() if p.is_dir()) == [name]
 
 
 def test_submit_to_a_server_with_resume_is_refused_before_sending(tmp_path, capsys):
