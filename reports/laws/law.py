@@ -23,7 +23,7 @@ from tuner.modeling.anchor.backtest import backtest_markdown, shipped_backtest
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
 from tuner.modeling.full_run import LAW_BAND_LIMIT
 from tuner.modeling.laws import power_law as pl
-from tuner.modeling.laws.lr_batch_law import RESOLVED_T, LrBatchLaw
+from tuner.modeling.laws.forms import read_lr_law
 from tuner.modeling.laws.pooled_law import LACK_OF_FIT_P
 from tuner.modeling.published_recipes import published_recipe
 from tuner.study.specs.spec import StudySpec
@@ -134,53 +134,32 @@ def law_markdown(data: dict[str, Any]) -> str:
 
 
 def lr_batch_lines(data: dict[str, Any]) -> list[str]:
-    """law.md's section on the lr law in tokens and batch (`tuner.modeling.laws.lr_batch_law`)."""
+    """law.md's section on the lr law in tokens and batch: its form, cells and value at the
+    largest cell, with what the form itself says of its fit and of its D x B term
+    (`tuner.modeling.laws.interface.LrForm`, read by its form: `forms.read_lr_law`)."""
     head = ["## lr* in tokens and batch", ""]
     d = data.get("lr_batch_law")
     if not d:
         note = data.get("lr_batch_note") or "not fitted"
         return head + [f"No law in tokens and batch: {note}. This law's lr holds at the batch "
                        "it was measured at only; an export at another batch refuses it."]
-    law = LrBatchLaw.from_dict(d)
+    law = read_lr_law(d)
     (d0, d1), (b0, b1) = law.tokens_range, law.batch_range
+    notes = "".join(f"{n} " for n in law.notes())
     return head + [
         f"Modeled: lr* {law.describe()}, through {law.n_cells} "
         f"(budget, batch) cells (D {d0:.4g}–{d1:.4g} tokens, B {b0:.4g}–{b1:.4g} tokens per "
-        f"step). D-exponent of lr*: {law.tokens_exponent(b0):+.3f} at B = {b0:.4g}, "
-        f"{law.tokens_exponent(b1):+.3f} at B = {b1:.4g}; B-exponent "
-        f"{law.batch_exponent(d0):+.3f} at D = {d0:.4g}, {law.batch_exponent(d1):+.3f} at "
-        f"D = {d1:.4g}. Scatter beyond the cells' noise τ = {law.tau:.3g} decades (lack of "
-        f"fit p = {num(law.lack_of_fit_p)}). Past the cells, lr* and its band are the mixture "
-        f"of this law and one bent in D, the bend believed in the share the cells tell it from "
-        f"their noise ({law.bend_shrink:.0%}); the band also carries the bowls' asymmetry "
-        f"({law.skew:.3g} decades). At the largest budget and batch: lr* "
-        f"{law.at(d1, b1):.3g}, band {_span(law.band(d1, b1))}."] + _interaction_lines(data)
+        f"step). {notes}At the largest budget and batch: lr* "
+        f"{law.at(d1, b1):.3g}, band {_span(law.band(d1, b1))}."] + law.term_lines(
+            _full_run_point(data))
 
 
-def _interaction_lines(data: dict[str, Any]) -> list[str]:
-    """Whether the cells resolve the D x B term, and what it gives at the full run: far out it
-    is multiplied by both distances, so it can decide the answer there."""
-    law = LrBatchLaw.from_dict(data["lr_batch_law"])
-    d1, b1 = law.tokens_range[1], law.batch_range[1]
-    here = law.interaction(d1, b1)
-    if here is None:
-        return []
-    line = (f"The D x B term is {here['coef']:+.3f} ± {here['se']:.3f} (|t| = "
-            f"{abs(here['t']):.1f}): "
-            + ("the cells resolve it." if here["resolved"] else
-               "the cells do not tell it from zero, so lr* leaves it out (|t| < "
-               f"{RESOLVED_T:g}) and the band mixes in the law that keeps it."))
+def _full_run_point(data: dict[str, Any]) -> tuple[float, float] | None:
+    """The full run's (tokens, batch) where law.md's data holds them: the batch the LR is
+    read at, else the final batch."""
     full = data.get("full_run") or {}
     batch = full.get("lr_at_batch") or full.get("batch")
-    if batch and full.get("tokens"):
-        far = law.interaction(full["tokens"], batch)
-        assert far is not None
-        where = f"At the full run ({full['tokens']:.3g} tokens, {batch:.4g} tokens per step)"
-        line += (f" {where} it gives {far['decades']:+.2f} decades of log10 lr*."
-                 if not far["left_out"] else
-                 f" {where} it would give {far['decades_if_kept']:+.2f} decades of log10 lr*: "
-                 "a part of the answer the grid did not measure.")
-    return ["", line]
+    return (full["tokens"], batch) if batch and full.get("tokens") else None
 
 
 def _answer(data: dict[str, Any]) -> list[str]:

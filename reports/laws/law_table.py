@@ -1,28 +1,28 @@
 """``moetune law fit``'s report: the law in tokens and batch from a table of runs, as law.md,
 law.json and law.png.
 
-The fit is `tuner.modeling.laws.lr_batch_law` on the table's cells (`reports.laws.run_table`): each
-(N, D, B) cell's lr optimum, the law lr*(D, B) [× N^cN with several model sizes] with its band,
-and the batch optimum B*(D) where the grid places it. law.json carries the law as
-``lr_batch_law`` (`LrBatchLaw.to_dict`, read back by `LrBatchLaw.from_dict`). The figure: lr*
-against B, one colour per (N, D) row, the cells' optima with their ±2 se, the law's line and
-band across the fitted batches.
+The fit is `tuner.modeling.laws.forms.fit_lr_law` on the table's cells (`reports.laws.run_table`):
+each (N, D, B) cell's lr optimum, the registered form of lr* that fits them best (lr*(D, B)
+[× N^cN with several model sizes], `tuner.modeling.laws.lr_batch_law`, among them) with its
+band, and the batch optimum B*(D) where the grid places it. law.json carries the law as
+``lr_batch_law`` (its ``to_dict``, read back by `tuner.modeling.laws.forms.read_lr_law`); the
+form's own lines in law.md come from the law (`tuner.modeling.laws.interface.LrForm`). The
+figure: lr* against B, one colour per (N, D) row, the cells' optima with their ±2 se, the law's
+line and band across the fitted batches.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from reports.laws.run_table import RunTable, TableCells, table_cells
-from tuner.modeling.laws.lr_batch_law import (
-    LawFitError,
-    LrBatchLaw,
-    fit_batch_optimum,
-    fit_lr_batch_law,
-)
+from reports.laws.run_table import RunTable, table_cells
+from tuner.modeling.laws.forms import fit_lr_law, read_lr_law
+from tuner.modeling.laws.interface import LrForm
+from tuner.modeling.laws.lr_batch_law import Cell, LawFitError, fit_batch_optimum
 
 MAX_NAMED = 4  # skipped cells a failed fit's error names one by one (the rest counted)
 
@@ -36,13 +36,20 @@ def table_law_data(table: RunTable, *, seed: int = 0) -> dict[str, Any]:
     """
     tc = table_cells(table, seed=seed)
     try:
-        law = fit_lr_batch_law(tc.cells)
+        law = fit_lr_law(tc.cells)
     except LawFitError as e:
         raise LawFitError(f"{e}{skipped_words(tc.skipped, len(tc.cells))}") from None
-    return {"source": table.describe(), "lr_batch_law": law.to_dict(),
-            "cells": [_cell(c, law) for c in tc.cells], "skipped": list(tc.skipped),
-            "batch_optimum": fit_batch_optimum(tc.cells).to_dict(),
-            "exponents": _exponents(law, tc)}
+    return cells_law_data(law, tc.cells, source=table.describe(), skipped=tc.skipped)
+
+
+def cells_law_data(law: LrForm, cells: Sequence[Cell], *, source: dict[str, Any],
+                   skipped: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """law.md's numbers for ``law`` fitted through ``cells`` of the table ``source``
+    describes (``skipped``: its cells without an optimum)."""
+    return {"source": source, "lr_batch_law": law.to_dict(),
+            "cells": [_cell(c, law) for c in cells], "skipped": list(skipped),
+            "batch_optimum": fit_batch_optimum(cells).to_dict(),
+            "exponents": _exponents(law, cells)}
 
 
 def skipped_words(skipped: tuple[dict[str, Any], ...], placed: int) -> str:
@@ -58,15 +65,15 @@ def skipped_words(skipped: tuple[dict[str, Any], ...], placed: int) -> str:
             + " (`moetune law fit --help` states what a cell needs)")
 
 
-def _cell(c: Any, law: LrBatchLaw) -> dict[str, Any]:
-    params = c.params if "w" in law.terms else None
+def _cell(c: Cell, law: LrForm) -> dict[str, Any]:
+    params = c.params if law.params_range else None
     return {"N": c.params, "D": c.tokens, "B": c.batch, "lr": c.lr, "se": c.se,
             "loss": c.loss, "censored": c.censored, "law": law.at(c.tokens, c.batch, params)}
 
 
-def _exponents(law: LrBatchLaw, tc: TableCells) -> list[dict[str, float]]:
-    """The law's local exponents at each fitted batch and budget."""
-    batches = sorted({c.batch for c in tc.cells})
+def _exponents(law: LrForm, cells: Sequence[Cell]) -> list[dict[str, float]]:
+    """The law's local D-exponent at each fitted batch."""
+    batches = sorted({c.batch for c in cells})
     return [{"B": b, "tokens_exponent": law.tokens_exponent(b)} for b in batches]
 
 
@@ -85,26 +92,19 @@ def _g(v: Any, fmt: str = ".3g") -> str:
 
 
 def law_table_markdown(data: dict[str, Any]) -> str:
-    src, law = data["source"], data["lr_batch_law"]
-    coef = dict(zip(law["terms"], law["coef"]))
+    src, law = data["source"], read_lr_law(data["lr_batch_law"])
+    (d0, d1), (b0, b1) = law.tokens_range, law.batch_range
     lines = [
         "# lr law in tokens and batch (fitted from a table of runs)", "",
         f"Source: `{src['path']}`, {src['runs']} runs; columns "
         + ", ".join(f"{k} = `{v}`" for k, v in src["columns"].items())
         + f"; batch × {src['batch_unit']:g} tokens per unit.", "",
-        _form_line(law, coef), "",
-        *_interaction(law), *_sizes(data, "w" in coef),
-        "| term | coefficient |", "|---|---|",
-        *[f"| {t} | {_g(c, '.4f')} |" for t, c in coef.items()], "",
-        f"Cells fitted: {law['n_cells']} (their lr optimum inside the searched range); "
-        f"rms residual {_g(law['resid_sd'])} decades; scatter beyond the cells' own noise "
-        f"τ = {_g(law['tau'])} decades (lack of fit p = {_g(law['lack_of_fit_p'])}: "
-        "small means the form misses the cells by more than their noise, and τ carries that "
-        "into the band).", "",
-        f"Fitted range: D {_g(law['tokens_range'][0])}–{_g(law['tokens_range'][1])} tokens, "
-        f"B {_g(law['batch_range'][0])}–{_g(law['batch_range'][1])} tokens per step"
-        + (f", N {_g(law['params_range'][0])}–{_g(law['params_range'][1])}"
-           if law.get("params_range") else "") + ". Every use states its distance past it.", "",
+        law.formula(), "",
+        *_interaction(law), *_sizes(data, law.params_range is not None),
+        *law.coefficient_lines(),
+        f"Fitted range: D {_g(d0)}–{_g(d1)} tokens, B {_g(b0)}–{_g(b1)} tokens per step"
+        + (f", N {_g(law.params_range[0])}–{_g(law.params_range[1])}"
+           if law.params_range else "") + ". Every use states its distance past it.", "",
         "## The D-exponent of lr* at each batch", "",
         "| B (tokens/step) | d log lr* / d log D |", "|---|---|",
         *[f"| {_g(e['B'])} | {_g(e['tokens_exponent'], '+.3f')} |" for e in data["exponents"]],
@@ -112,24 +112,11 @@ def law_table_markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _form_line(law: dict[str, Any], coef: dict[str, float]) -> str:
-    """The form the fit chose, in words (`LrBatchLaw.describe`); the log-linear one with its
-    terms spelled out."""
-    fitted = LrBatchLaw.from_dict(law)
-    if fitted.shape != "log-linear":
-        return f"Modeled: lr*(D, B) {fitted.describe()} (the form the fit chose by AICc)."
-    return ("Modeled: lr*(D, B) = 10^(c0 + cD·u + cB·v + cDB·u·v"
-            + (" + cN·w" if "w" in coef else "")
-            + ("), u, v, w = log10 D, B, N" if "w" in coef else "), u, v = log10 D, B")
-            + " minus the fitted cells' mean ("
-            + f"{', '.join(_g(10 ** c) for c in law['centre'][:3 if 'w' in coef else 2])}).")
-
-
-def _interaction(law: dict[str, Any]) -> list[str]:
+def _interaction(law: LrForm) -> list[str]:
     """Whether the cells resolve the D x B term: one they cannot tell from zero is left out of
-    lr* (law.json lists it so), and its share far out is carried by the band."""
-    fitted = LrBatchLaw.from_dict(law)
-    here = fitted.interaction(fitted.tokens_range[1], fitted.batch_range[1])
+    lr* (law.json lists it so), and its share far out is carried by the band; nothing for a
+    form without one."""
+    here = law.interaction(law.tokens_range[1], law.batch_range[1])
     if here is None:
         return []
     said = (f"The D x B term is {here['coef']:+.3f} ± {here['se']:.3f} (|t| = "
@@ -180,7 +167,7 @@ def law_table_figure(data: dict[str, Any], path: Path) -> Path:
     import numpy as np
     from matplotlib.figure import Figure
 
-    law = LrBatchLaw.from_dict(data["lr_batch_law"])
+    law = read_lr_law(data["lr_batch_law"])
     fig = Figure(figsize=(8, 5))
     ax = fig.add_subplot()
     rows = sorted({(c["N"], c["D"]) for c in data["cells"]})
@@ -193,7 +180,7 @@ def law_table_figure(data: dict[str, Any], path: Path) -> Path:
                     color=colour,
                     yerr=[[c["lr"] * (1 - 10 ** (-2 * c["se"])) for c in cs],
                           [c["lr"] * (10 ** (2 * c["se"]) - 1) for c in cs]])
-        p = n if "w" in law.terms else None
+        p = n if law.params_range else None
         ax.plot(bs, [law.at(d, b, p) for b in bs], color=colour, lw=1,
                 label=f"N {n:.3g}, D {d:.3g}")
         band = np.array([law.band(d, b, p) for b in bs])

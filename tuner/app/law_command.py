@@ -1,8 +1,8 @@
 """``moetune law fit RUNS.csv|.parquet``: the lr law in tokens and batch from runs a team
-already has (`reports.laws.run_table`, `reports.laws.law_table`; the law is
-`tuner.modeling.laws.lr_batch_law`'s, the same a law study fits). ``moetune law backtest``:
-the published recipes' prior the export anchors on, each recipe predicted without it
-(`tuner.modeling.anchor.backtest`).
+already has (`reports.laws.run_table`, `reports.laws.law_table`; the law is the registered
+form that fits the cells best, `tuner.modeling.laws.forms`, as a law study's is).
+``moetune law backtest``: the published recipes' prior the export anchors on, each recipe
+predicted without it (`tuner.modeling.anchor.backtest`).
 
     moetune law fit runs.csv --out law/
     moetune law fit dense_lr_bs_loss.csv --column B=bs --batch-unit 2048 \\
@@ -23,6 +23,7 @@ from tuner.app.requests.errors import UsageError
 from tuner.modeling.anchor.backtest import backtest_markdown, table_backtest
 from tuner.modeling.anchor.prior import fit_prior
 from tuner.modeling.anchor.recipe_table import load_recipes
+from tuner.modeling.laws.forms import read_lr_law
 from tuner.modeling.laws.lr_batch_law import MIN_CELLS, WINDOW, LawFitError
 from tuner.modeling.laws.response_surface import MIN_TRIALS
 
@@ -74,10 +75,8 @@ def law_fit(args: argparse.Namespace) -> int:
     except (RunTableError, LawFitError) as e:
         raise UsageError(str(e)) from None
     paths = write_table_law(data, Path(args.out))
-    law = data["lr_batch_law"]
-    print(f"law: {law['n_cells']} cells, tau {law['tau']:.3g} decades, lack of fit p "
-          f"{law['lack_of_fit_p']:.3g}; wrote {', '.join(str(p) for p in paths.values())}",
-          file=sys.stderr)
+    print(f"law: {read_lr_law(data['lr_batch_law']).fit_summary()}; wrote "
+          f"{', '.join(str(p) for p in paths.values())}", file=sys.stderr)
     return 0
 
 

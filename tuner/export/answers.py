@@ -7,6 +7,7 @@ can give the LR instead (``--law``); the service reads no file a request names.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,8 +19,8 @@ from tuner.export.pick import Pick, finished_trials
 from tuner.modeling.anchor.offset import Offset, OffsetError, measure_offset
 from tuner.modeling.full_run import FullRun, FullRunTarget, load_target
 from tuner.modeling.hardware import get_hardware
-from tuner.modeling.laws.interface import LawChecks
-from tuner.modeling.laws.lr_batch_law import LrBatchLaw
+from tuner.modeling.laws.forms import UnknownFormError, read_lr_law
+from tuner.modeling.laws.interface import LawChecks, LrForm
 from tuner.study.specs.ladder_spec import rung_name
 from tuner.study.specs.law_spec import base_name
 from tuner.study.specs.spec import StudySpec
@@ -115,7 +116,9 @@ def table_law(path: Path, study: Any) -> tuple[TableLaw, str]:
         raise ValueError(f"--law: must hold a law in tokens and batch (key 'lr_batch_law', "
                          f"written by `moetune law fit`), but {where} has none.")
     try:
-        law = LrBatchLaw.from_dict(entry)
+        law = read_lr_law(entry)
+    except UnknownFormError as e:
+        raise ValueError(f"--law: lr_batch_law.{e} (in {where}).") from None
     except (KeyError, TypeError, ValueError, IndexError) as e:
         raise ValueError(f"--law: its 'lr_batch_law' must be as `moetune law fit` writes it, "
                          f"but {where} lacks or mangles {e}.") from None
@@ -132,10 +135,11 @@ def table_law(path: Path, study: Any) -> tuple[TableLaw, str]:
 
 @dataclass(frozen=True)
 class TableLaw:
-    """A law of ``moetune law fit`` under the name the export gives it: a table's law, not the
-    study's (it has no held-out budget; `tuner.export.export.law_warnings` says so)."""
+    """A law of ``moetune law fit``, of any registered form, under the name the export gives
+    it: a table's law, not the study's (it has no held-out budget;
+    `tuner.export.export.law_warnings` says so)."""
 
-    law: LrBatchLaw
+    law: LrForm
     name: str
 
     def at(self, tokens: float, batch: float, params: float | None = None) -> float:
@@ -156,7 +160,7 @@ class TableLaw:
         return self.law.params_range
 
     def checks(self) -> LawChecks:
-        return LawChecks(origin="table", form_error=True)
+        return dataclasses.replace(self.law.checks(), origin="table")
 
 
 def reference_offset(study: Any, reference: str, run_dir: Path, storage: str) -> Offset:

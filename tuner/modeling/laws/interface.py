@@ -16,9 +16,14 @@ has a batch law), and its terms' D x B share where it has one. The forms:
   `tuner.modeling.laws.lr_at_batch.lr_at_batch`, which carries its LR only where the batch was
   measured.
 
-A new form is its own module with these methods; `tuner.modeling.laws.lr_at_batch.lr_at_batch`
-reads it at the batch the export writes, and the answer (`tuner.modeling.anchor.answer`) weighs
-that reading against the published recipes' prior.
+A form a law can take (`LrForm`) is an `LrLaw` that also says itself: the cells and ranges it
+was fitted on, its D-exponent, its form in words and the lines law.md prints of it, and its
+law.json entry. The forms are registered in `tuner.modeling.laws.forms`, which fits every one
+on a law's cells and keeps the best, and reads any one back from law.json. A new form is its
+own module with these methods and one line in that registry;
+`tuner.modeling.laws.lr_at_batch.lr_at_batch` reads it at the batch the export writes, and the
+answer (`tuner.modeling.anchor.answer`) weighs that reading against the published recipes'
+prior.
 """
 
 from __future__ import annotations
@@ -72,3 +77,49 @@ class LrLaw(Protocol):
     def interaction(self, tokens: float, batch: float) -> dict[str, Any] | None: ...
 
     def checks(self) -> LawChecks: ...
+
+
+@runtime_checkable
+class LrForm(LrLaw, Protocol):
+    """A form of the lr law that `tuner.modeling.laws.forms` fits and reads: an `LrLaw` that
+    also writes its law.json entry and the text law.md prints of it (a law study's and a
+    table's), so no report asks which form it holds."""
+
+    @property
+    def n_cells(self) -> int:
+        """The cells it was fitted through."""
+
+    @property
+    def tokens_range(self) -> tuple[float, float]:
+        """The tokens D its uncensored cells span."""
+
+    @property
+    def batch_range(self) -> tuple[float, float]:
+        """The batches B (tokens per step) its uncensored cells span."""
+
+    def tokens_exponent(self, batch: float) -> float:
+        """d log lr* / d log D at ``batch`` (0 for a form flat in D)."""
+
+    def describe(self) -> str:
+        """The form in words (law.json's ``form``; law.md's "Modeled: lr* ...")."""
+
+    def notes(self) -> list[str]:
+        """A law study's law.md: sentences on the fit between its cells and its value at the
+        largest cell (exponents, scatter, what its band carries); may be empty."""
+
+    def term_lines(self, full_run: tuple[float, float] | None) -> list[str]:
+        """A law study's law.md: the lines on its D x B term, and what that term gives at the
+        full run's (tokens, batch) when known; empty for a form without one."""
+
+    def formula(self) -> str:
+        """A table's law.md: the form's line ("Modeled: ..."), its coefficients named."""
+
+    def coefficient_lines(self) -> list[str]:
+        """A table's law.md: its coefficients and how well they fit the cells."""
+
+    def fit_summary(self) -> str:
+        """One line for the terminal: the cells and how well it fits them."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its law.json entry; `tuner.modeling.laws.forms.read_lr_law` reads it back (an entry
+        of any form but the default names it under ``forms.FORM_KEY``)."""

@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -401,6 +401,70 @@ class LrBatchLaw:
         return ("log-linear in log D, log B" + (" with a D x B term" if "uv" in self.terms
                                                  else "") + n)
 
+    def notes(self) -> list[str]:
+        """A law study's law.md: its exponents at the fitted cells' edges, its scatter, and what
+        its band carries past the cells (the mixture with the bent law, the bowls' asymmetry)."""
+        (d0, d1), (b0, b1) = self.tokens_range, self.batch_range
+        return [
+            f"D-exponent of lr*: {self.tokens_exponent(b0):+.3f} at B = {b0:.4g}, "
+            f"{self.tokens_exponent(b1):+.3f} at B = {b1:.4g}; B-exponent "
+            f"{self.batch_exponent(d0):+.3f} at D = {d0:.4g}, {self.batch_exponent(d1):+.3f} "
+            f"at D = {d1:.4g}.",
+            f"Scatter beyond the cells' noise τ = {self.tau:.3g} decades (lack of fit p = "
+            f"{_g(self.lack_of_fit_p)}).",
+            "Past the cells, lr* and its band are the mixture of this law and one bent in D, "
+            "the bend believed in the share the cells tell it from their noise "
+            f"({self.bend_shrink:.0%}); the band also carries the bowls' asymmetry "
+            f"({self.skew:.3g} decades)."]
+
+    def term_lines(self, full_run: tuple[float, float] | None) -> list[str]:
+        """A law study's law.md: whether the cells resolve the D x B term, and what it gives at
+        the full run's (tokens, batch): far out it is multiplied by both distances, so it can
+        decide the answer there."""
+        here = self.interaction(self.tokens_range[1], self.batch_range[1])
+        if here is None:
+            return []
+        line = (f"The D x B term is {here['coef']:+.3f} ± {here['se']:.3f} (|t| = "
+                f"{abs(here['t']):.1f}): "
+                + ("the cells resolve it." if here["resolved"] else
+                   "the cells do not tell it from zero, so lr* leaves it out (|t| < "
+                   f"{RESOLVED_T:g}) and the band mixes in the law that keeps it."))
+        if full_run is not None:
+            tokens, batch = full_run
+            far = self.interaction(tokens, batch)
+            assert far is not None
+            where = f"At the full run ({tokens:.3g} tokens, {batch:.4g} tokens per step)"
+            line += (f" {where} it gives {far['decades']:+.2f} decades of log10 lr*."
+                     if not far["left_out"] else
+                     f" {where} it would give {far['decades_if_kept']:+.2f} decades of log10 "
+                     "lr*: a part of the answer the grid did not measure.")
+        return ["", line]
+
+    def formula(self) -> str:
+        """A table's law.md: the chosen form (`describe`); the log-linear one with its terms
+        spelled out and the fitted cells' mean they are centred on."""
+        if self.shape != LOG_LINEAR:
+            return f"Modeled: lr*(D, B) {self.describe()} (the form the fit chose by AICc)."
+        w = "w" in self.terms
+        return ("Modeled: lr*(D, B) = 10^(c0 + cD·u + cB·v + cDB·u·v" + (" + cN·w" if w else "")
+                + ("), u, v, w = log10 D, B, N" if w else "), u, v = log10 D, B")
+                + " minus the fitted cells' mean ("
+                + f"{', '.join(_g(10 ** c) for c in self.centre[:3 if w else 2])}).")
+
+    def coefficient_lines(self) -> list[str]:
+        """A table's law.md: the coefficients by term, the residual, τ and the lack of fit."""
+        return ["| term | coefficient |", "|---|---|",
+                *[f"| {t} | {_g(c, '.4f')} |" for t, c in zip(self.terms, self.coef)], "",
+                f"Cells fitted: {self.n_cells} (their lr optimum inside the searched range); "
+                f"rms residual {_g(self.resid_sd)} decades; scatter beyond the cells' own noise "
+                f"τ = {_g(self.tau)} decades (lack of fit p = {_g(self.lack_of_fit_p)}: "
+                "small means the form misses the cells by more than their noise, and τ carries "
+                "that into the band).", ""]
+
+    def fit_summary(self) -> str:
+        return (f"{self.n_cells} cells, tau {self.tau:.3g} decades, lack of fit p "
+                f"{self.lack_of_fit_p:.3g}")
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LrBatchLaw:
         """The law `to_dict` wrote (law.json's ``lr_batch_law``); one written before the
@@ -565,20 +629,45 @@ def choose_shape(linear: LrBatchLaw, noisy: LrBatchLaw, data: _Cells) -> LrBatch
     normal N(μ, se² + τ²), a censored cell's the probability of its side of the bound. AICc
     estimates the held-out deviance, so a form wins by fitting cells it was not tuned to
     better, not by having more parameters; on a tie the log-linear form stays."""
-    from scipy.stats import norm
-
-    scores = []
-    for law in (linear, noisy):
-        mu = np.array([law.log_at(c.tokens, c.batch, c.params or None) for c in data.kept])
-        sd = np.sqrt(data.se2 + law.tau ** 2)
-        z = (data.y - mu) / sd
-        ll = np.where(data.side == 0, norm.logpdf(z) - np.log(sd),
-                      norm.logcdf(np.where(data.side < 0, z, -z)))
-        n, k = len(data.y), len(law.terms) + 1
-        scores.append(float(-2 * ll.sum() + 2 * k + 2 * k * (k + 1) / max(n - k - 1, 1)))
+    scores = [_aicc(data.y, data.se2, data.side,
+                    np.array([law.log_at(c.tokens, c.batch, c.params or None)
+                              for c in data.kept]), tau=law.tau, k=len(law.terms) + 1)
+              for law in (linear, noisy)]
     aicc = ((LOG_LINEAR, scores[0]), (NOISE_SCALE, scores[1]))
     best = noisy if scores[1] < scores[0] else linear
     return dataclasses.replace(best, aicc=aicc)
+
+
+def cells_aicc(cells: Sequence[Cell], log_at: Callable[[Cell], float], *, tau: float,
+               k: int) -> float:
+    """A law's AICc on ``cells`` (`choose_shape`'s measure, so every form of lr* is judged on
+    one scale, `tuner.modeling.laws.forms`): ``log_at`` its log10 lr* at a cell, ``tau`` its
+    scatter beyond the cells' noise, ``k`` its coefficients and τ. The cells a fit keeps are
+    scored: those with an lr, a censored one only with the side of its bound known."""
+    kept = [c for c in cells if c.lr > 0 and (not c.censored or c.bound in BOUNDS)]
+    side = np.array([BOUNDS.get(c.bound, 0) if c.censored else 0 for c in kept])
+    return _aicc(np.log10([c.lr for c in kept]), np.array([c.se for c in kept]) ** 2, side,
+                 np.array([log_at(c) for c in kept]), tau=tau, k=k)
+
+
+def law_aicc(law: LrBatchLaw, cells: Sequence[Cell]) -> float:
+    """lr*(D, B)'s AICc on ``cells`` (`cells_aicc`): its chosen shape's coefficients and τ."""
+    return cells_aicc(cells, lambda c: law.log_at(c.tokens, c.batch, c.params or None),
+                      tau=law.tau, k=len(law.terms) + 1)
+
+
+def _aicc(y: np.ndarray, se2: np.ndarray, side: np.ndarray, mu: np.ndarray, *, tau: float,
+          k: int) -> float:
+    """−2 log-likelihood + 2k + 2k(k+1)/(n−k−1) of the cells ``y`` (log10 lr*, variance
+    ``se2``, ``side`` of a bound or 0) under the law's normal N(``mu``, se² + τ²)."""
+    from scipy.stats import norm
+
+    sd = np.sqrt(se2 + tau ** 2)
+    z = (y - mu) / sd
+    ll = np.where(side == 0, norm.logpdf(z) - np.log(sd),
+                  norm.logcdf(np.where(side < 0, z, -z)))
+    n = len(y)
+    return float(-2 * ll.sum() + 2 * k + 2 * k * (k + 1) / max(n - k - 1, 1))
 
 
 def _fit_bounded(x: np.ndarray, y: np.ndarray, se2: np.ndarray, side: np.ndarray
@@ -648,6 +737,11 @@ def _chi2_p(stat: float, dof: int) -> float:
 
 def _past(x: float, span: tuple[float, float]) -> float:
     return max(0.0, math.log10(x / span[1]), math.log10(span[0] / x))
+
+
+def _g(v: float, fmt: str = ".3g") -> str:
+    """A number for law.md; "—" where it is not finite (a τ test with no degrees of freedom)."""
+    return "—" if not math.isfinite(v) else format(v, fmt)
 
 
 def _pair(v: Sequence[Any]) -> tuple[float, float]:

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.modeling.laws.interface import LawChecks
-from tuner.modeling.laws.lr_batch_law import LrBatchLaw
+from tuner.modeling.laws.interface import LawChecks, LrLaw
 
 DEEPSEEK_LLM_SOURCE = ("DeepSeek LLM (arXiv:2401.02954) eq. 1: eta_opt = 0.3118*C^-0.1250, "
                        "B_opt = 0.2920*C^0.3271 tokens")
@@ -79,7 +78,7 @@ class StudyLaw:
     method: str = "per-budget"  # the lr law: "pooled" (`tuner.modeling.laws.pooled_law`) or a line
     lack_of_fit_p: float | None = None  # pooled: whether one power law holds (small: not)
     # the lr law in tokens and batch, when the study searched lr at 3 or more batches
-    lr_batch: LrBatchLaw | None = None
+    lr_batch: LrLaw | None = None
 
     def x(self, tokens: float, flops_per_token: float) -> float:
         return tokens if self.variable == "tokens" else flops_per_token * tokens

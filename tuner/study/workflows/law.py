@@ -32,7 +32,7 @@ from typing import Any
 
 import optuna
 
-from tuner.modeling.laws.lr_batch_law import LrBatchLaw
+from tuner.modeling.laws.interface import LrLaw
 from tuner.study.run import resume as rs
 from tuner.study.run.preflight import Found
 from tuner.study.specs.law_spec import LawSection, budget_name
@@ -221,9 +221,10 @@ def _held_out_batch_spec(spec: StudySpec, store: optuna.storages.BaseStorage,
     return budget_spec(spec, len(law.budgets) - 1, predicted=prediction, point=point)
 
 
-def batch_prediction(lr_batch: LrBatchLaw, tokens: int, batch: float) -> dict[str, Any]:
-    """A held-out batch's prediction as its spec stores it (``law.predicted``): lr*(D, B) at
-    (``tokens``, ``batch`` tokens per step), its band and its distance past the fitted cells."""
+def batch_prediction(lr_batch: LrLaw, tokens: int, batch: float) -> dict[str, Any]:
+    """A held-out batch's prediction as its spec stores it (``law.predicted``): the law in tokens
+    and batch at (``tokens``, ``batch`` tokens per step), its band and its distance past the
+    fitted cells."""
     return {"tokens": tokens, "batch": float(batch), "lr": lr_batch.at(tokens, batch),
             "lr_band": list(lr_batch.band(tokens, batch)),
             "decades_past": lr_batch.decades_past(tokens, batch)}

@@ -15,9 +15,11 @@ LLM's M), C = M·D, B the final batch in tokens per step (batch_end × seq_len).
 x = D under µP and x = C in standard parametrization (`tuner.study.specs.law_spec`).
 
 Where the budgets' trials ran at 3 or more batches with lr searched at each, the lr law in tokens
-and batch, lr*(D, B), goes through one cell per (budget, batch) (``lr_batch``,
-`tuner.modeling.laws.lr_batch_law`): the law an export reads at the batch it writes. Without it a
-law's lr holds at the batch it was measured at only (`tuner.modeling.laws.lr_at_batch`).
+and batch goes through one cell per (budget, batch) (``lr_batch``): of the registered forms
+(`tuner.modeling.laws.forms`; lr*(D, B), `tuner.modeling.laws.lr_batch_law`, among them) the
+one with the smallest AICc on the cells, the law an export reads at the batch it writes.
+Without it a law's lr holds at the batch it was measured at only
+(`tuner.modeling.laws.lr_at_batch`).
 
 For a line through the optima, an optimum on the edge of the range its budget searched is
 censored: the optimum lies beyond it, so that budget is left out of that law (``lr_budgets``,
@@ -67,15 +69,15 @@ from typing import Any
 import optuna
 
 from tuner.modeling.cost_model import count_params, non_embedding_flops_per_token
+from tuner.modeling.laws.forms import fit_lr_law
+from tuner.modeling.laws.interface import LrForm
 from tuner.modeling.laws.lr_batch_law import (
     WINDOW,
     Cell,
     LawFitError,
-    LrBatchLaw,
     cell_from_optimum,
     cell_optimum,
     censored_bound,
-    fit_lr_batch_law,
     skew_shift,
 )
 from tuner.modeling.laws.pooled_law import PooledLaw, PooledLawError, fit_pooled_law
@@ -147,8 +149,9 @@ class LawFit:
     lr_left_out: tuple[tuple[int, float], ...] = ()
     held_out_in_law: bool = False  # the held-out budget's search ended: the laws include it
     # the lr law in tokens and batch through the (budget, batch) cells, where the trials ran at
-    # 3 or more batches (`lr_batch_law`); else None and why
-    lr_batch: LrBatchLaw | None = None
+    # 3 or more batches (`lr_batch_law`: the registered form that fits them best); else None
+    # and why
+    lr_batch: LrForm | None = None
     lr_batch_note: str = ""
     predicted_batch: dict[str, Any] = field(default_factory=dict)  # as stored in the held-out
     # batch's spec before it ran
@@ -395,17 +398,18 @@ def fit_law(spec: StudySpec, studies: Sequence[tuple[int, optuna.Study]], *,
 
 
 def lr_batch_law(budgets: Sequence[BudgetResult], *, seed: int = 0
-                 ) -> tuple[LrBatchLaw | None, str]:
-    """The lr law in tokens and batch (`tuner.modeling.laws.lr_batch_law`) through the cells of
-    ``budgets``' own trials, one per (budget, batch) with its lr searched, where the trials ran
-    at 3 or more batches; (None, why not) otherwise. In tokens D whatever the study's
-    variable: at one width, C = M·D moves with D alone."""
+                 ) -> tuple[LrForm | None, str]:
+    """The lr law in tokens and batch through the cells of ``budgets``' own trials, one per
+    (budget, batch) with its lr searched, where the trials ran at 3 or more batches: the
+    registered form with the smallest AICc on them (`tuner.modeling.laws.forms.fit_lr_law`;
+    lr*(D, B), `tuner.modeling.laws.lr_batch_law`, among them); (None, why not) otherwise.
+    In tokens D whatever the study's variable: at one width, C = M·D moves with D alone."""
     batches = {t[1] for b in budgets for t in b.trials}
     if len(batches) < 3:
         return None, (f"the trials ran at {len(batches)} batch(es); a law in tokens and batch "
                       "needs lr searched at 3 or more")
     try:
-        return fit_lr_batch_law(law_cells(budgets, seed=seed)), ""
+        return fit_lr_law(law_cells(budgets, seed=seed)), ""
     except LawFitError as e:
         return None, str(e)
 
