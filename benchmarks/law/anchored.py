@@ -81,8 +81,8 @@ def _law_lines() -> list[str]:
     from tuner.modeling.anchor.recipe_table import load_recipes
     from tuner.modeling.full_run import FullRunTarget, build_full_run, load_target, run_point
     from tuner.modeling.hardware import get_hardware
+    from tuner.modeling.laws.forms import read_lr_law
     from tuner.modeling.laws.lr_at_batch import lr_at_batch
-    from tuner.modeling.laws.lr_batch_law import LrBatchLaw
     from tuner.modeling.published_recipes import PUBLISHED
 
     seeds = json.loads((BENCH / "law_grid.json").read_text())["seeds"]
@@ -103,7 +103,7 @@ def _law_lines() -> list[str]:
     for seed, fit in sorted(seeds.items()):
         if not fit.get("lr_batch_law"):
             continue
-        law = LrBatchLaw.from_dict(fit["lr_batch_law"])
+        law = read_lr_law(fit["lr_batch_law"])
         full = build_full_run(Recipe(), proxy, target, proxy_tokens=524_288, law=law)
         a, at = full.answer, full.lr_at
         assert a is not None and at is not None and at.lr is not None

@@ -51,9 +51,9 @@ TABLE_HEADING = "## Backtest of a table's law against DeepSeek's published recip
 def table_backtest(path: Path) -> None:
     """The ``--table`` section (module docstring)."""
     from tuner.export.backtest import backtest, backtest_table
-    from tuner.modeling.laws.lr_batch_law import LrBatchLaw
+    from tuner.modeling.laws.forms import read_lr_law
 
-    law = LrBatchLaw.from_dict(json.loads(path.read_text())["lr_batch_law"])
+    law = read_lr_law(json.loads(path.read_text())["lr_batch_law"])
     rows = backtest(law, proxy=preset("debug"))  # no µP: the one LR, as the table's runs
     lines = [f"Command: `moetune law fit STEPLAW.csv --column B=bs --batch-unit 2048 --vary "
              f"'smooth loss' --out {path.parent}`, then `python benchmarks/bench_law.py "
@@ -84,7 +84,7 @@ def table_backtest(path: Path) -> None:
 def grid_backtest() -> list[str]:
     """The shipped grid design's rows: each seed of benchmarks/law_grid.json with a law."""
     from tuner.export.backtest import _times, backtest, backtest_table
-    from tuner.modeling.laws.lr_batch_law import LrBatchLaw
+    from tuner.modeling.laws.forms import read_lr_law
 
     seeds = json.loads((BENCH / "law_grid.json").read_text())["seeds"]
     proxy = dataclasses.replace(preset("debug"), mup_base_dim=preset("debug").dim)
@@ -98,7 +98,7 @@ def grid_backtest() -> list[str]:
     for seed, fit in sorted(seeds.items()):
         if not fit.get("lr_batch_law"):
             continue
-        law = LrBatchLaw.from_dict(fit["lr_batch_law"])
+        law = read_lr_law(fit["lr_batch_law"])
         rows = backtest(law, proxy=proxy)
         ratios += [r["ratio"] for r in rows if r["ratio"] is not None]
         past += [(r["decades_past_tokens"], r["decades_past_batch"]) for r in rows]

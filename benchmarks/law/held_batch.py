@@ -72,13 +72,13 @@ def seed_spec(seed: int, root: Path) -> Any:
 def prediction(seed: int) -> dict[str, Any]:
     """lr*(D, B) of seed ``seed``'s grid law at the held-out batch's cell, as
     `tuner.study.workflows.law` writes a held-out batch's prediction."""
-    from tuner.modeling.laws.lr_batch_law import LrBatchLaw
+    from tuner.modeling.laws.forms import read_lr_law
     from tuner.study.workflows.law import batch_prediction
 
     stored = read_json(GRID, {"seeds": {}})["seeds"].get(str(seed)) or {}
     if not stored.get("lr_batch_law"):
         raise SystemExit(f"{GRID}: no lr*(D, B) law stored for seed {seed}")
-    law = LrBatchLaw.from_dict(stored["lr_batch_law"])
+    law = read_lr_law(stored["lr_batch_law"])
     batch = float(stored_batch_end() * SEQ_LEN)
     return batch_prediction(law, TOKENS, batch) | {"n_cells": law.n_cells,
                                                     "law_tokens_range": list(law.tokens_range)}
