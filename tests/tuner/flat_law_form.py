@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from tuner.modeling.laws import weighted
-from tuner.modeling.laws.forms import FORM_KEY, LawForm
-from tuner.modeling.laws.interface import LawChecks
+from tuner.modeling.laws.forms import LawForm
+from tuner.modeling.laws.interface import FORM_KEY, LawChecks
 from tuner.modeling.laws.lr_batch_law import Cell, LawFitError, cells_aicc
 
 KEY = "flat-in-d"

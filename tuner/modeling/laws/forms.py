@@ -1,6 +1,6 @@
 """The forms a law of the optimal LR can take, as a registry: each form's key (what law.json
-writes under `FORM_KEY`), how it is fitted from cells, how it is read back from its law.json
-entry, and its goodness of fit for the choice between forms.
+writes under `tuner.modeling.laws.interface.FORM_KEY`), how it is fitted from cells, how it is
+read back from its law.json entry, and its goodness of fit for the choice between forms.
 
 Everything that fits an lr* law (a law study's fit, ``moetune law fit``) calls `fit_lr_law`,
 and everything that reads one from law.json (law.md, ``moetune export --law``) calls
@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from tuner.modeling.laws import lr_batch_law
-from tuner.modeling.laws.interface import LrForm
+from tuner.modeling.laws.interface import FORM_KEY, LrForm
 from tuner.modeling.laws.lr_batch_law import Cell, LawFitError
 
-FORM_KEY = "law_form"  # law.json's key naming an lr* law's form (absent: `DEFAULT_FORM`)
-DEFAULT_FORM = "lr-batch"  # lr*(D, B): written before forms had keys, so its entry has none
+# lr*(D, B): its law.json entry names no form (`FORM_KEY`), as it was written before forms
+# had keys
+DEFAULT_FORM = "lr-batch"
 
 L = TypeVar("L", bound=LrForm)
 

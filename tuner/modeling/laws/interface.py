@@ -33,6 +33,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 ORIGINS = ("study", "table")
+# law.json's key naming an lr* law's form (`LrForm.to_dict`), read by
+# `tuner.modeling.laws.forms.read_lr_law`; an entry without it is lr*(D, B)
+FORM_KEY = "law_form"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,4 +125,4 @@ class LrForm(LrLaw, Protocol):
 
     def to_dict(self) -> dict[str, Any]:
         """Its law.json entry; `tuner.modeling.laws.forms.read_lr_law` reads it back (an entry
-        of any form but the default names it under ``forms.FORM_KEY``)."""
+        of any form but lr*(D, B) names its form under `FORM_KEY`)."""
