@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
+from law_pair import TOKENS, reference, write_law
 
 from tuner.app.cli import main
 from tuner.modeling.anchor.answer import answer_lr, shipped_prior
@@ -18,16 +18,8 @@ from tuner.modeling.anchor.offset import OffsetError, measure_offset
 from tuner.modeling.anchor.prior import RunPoint
 from tuner.modeling.anchor.recipe_table import load_recipes
 from tuner.modeling.laws.lr_batch_law import Cell
-from tuner.study.specs.proxy import resolve_model_args
-from tuner.study.specs.spec import load_spec
 from tuner.study.store import database as db
-from tuner.study.store import records
-from tuner.study.store import storage as st
-from tuner.study.trial.samplers import make_sampler
-from tuner.study.workflows.law import budget_spec
 
-LAW_TOML = Path(__file__).resolve().parents[2] / "search_spaces" / "law.toml"
-TOKENS = (16_384.0, 49_152.0, 147_456.0, 524_288.0)
 BATCHES = (128.0, 512.0, 2048.0)
 V3 = RunPoint.of(next(r for r in load_recipes() if r.name == "DeepSeek-V3"))
 
@@ -36,10 +28,6 @@ def cells(lr_star, *, se: float = 0.03, seed: int = 0) -> list[Cell]:
     rng = np.random.default_rng(seed)
     return [Cell(tokens=t, batch=b, lr=lr_star(t, b) * 10 ** rng.normal(0, se), se=se,
                  loss=2.0) for t in TOKENS for b in BATCHES]
-
-
-def reference(t: float, b: float) -> float:
-    return 3e-3 * (t / 1e5) ** -0.2 * (b / 1024) ** 0.4
 
 
 def test_a_constant_offset_holds_on_the_largest_budget_and_is_applied() -> None:
@@ -79,36 +67,12 @@ def test_an_applied_offset_moves_the_prior_placed_at_the_reference_family() -> N
     assert kept.lr == pytest.approx(alone.lr) and "NOT applied" in kept.rule()
 
 
-def _law(store, name: str, factor: float) -> None:
-    """A law study ``name`` on law.toml's grid, every cell's lr bowl at ``factor`` times
-    `reference`'s lr*, 7 lrs per cell, written through the storage API."""
-    spec = load_spec(LAW_TOML, overrides={"study.name": name, "study.n_trials": 21,
-                                          "study.sampler": "random", "study.noise_repeats": 0,
-                                          "law.held_out": 0, "law.held_out_batch": 0})
-    args = resolve_model_args(spec)
-    for i, tokens in enumerate(TOKENS):
-        bspec = budget_spec(spec, i)
-        study = st.create_study(bspec, store, make_sampler(bspec))
-        for seqs in (1, 4, 16):
-            star = factor * reference(tokens, seqs * 128.0)
-            for k, lr in enumerate(star * 10 ** np.linspace(-0.6, 0.6, 7)):
-                study.enqueue_trial({"lr": float(lr), "batch_end": seqs})
-                t = study.ask()
-                bspec.space.suggest(t)
-                loss = 2.0 + math.log10(lr / star) ** 2 + 0.002 * math.sin(k + seqs + i)
-                t.set_user_attr(records.RECIPE, bspec.space.to_recipe(t.params).to_dict())
-                t.set_user_attr(records.MODEL_ARGS, args.to_dict())
-                t.set_user_attr(records.OUTCOME, "complete")
-                t.set_user_attr(records.METRICS, {"val_loss": loss, "token_budget": tokens})
-                study.tell(t, [loss])
-
-
 def test_export_with_a_reference_law_applies_the_measured_offset(tmp_path, capsys) -> None:
     root = tmp_path / "runs"
     (root / "team").mkdir(parents=True)
     store = db.open_storage(db.storage_url(root / "team"))
-    _law(store, "team", 2.0)
-    _law(store, "ref", 1.0)
+    write_law(store, "team", 2.0)
+    write_law(store, "ref", 1.0)
     out = tmp_path / "full.json"
     argv = ["export", "team", "--root", str(root), "--target", "deepseek-v3-671b", "--gpus",
             "2048", "--tokens", "14.8e12", "--out", str(out), "--reference", "ref"]

@@ -170,7 +170,7 @@ def run_export(args: argparse.Namespace) -> int:
         study = open_study(args.study, Path(args.root) / args.study, args.storage)
         done = export(study, request, run_dir=Path(args.root) / args.study,
                       storage=args.storage, file=file, law_file=args.law,
-                      reference=args.reference)
+                      recipes=args.recipes)
         if args.out is not None:
             # the launch config last: a file that is there is a whole export's
             for name, text in reversed(done.files.items()):

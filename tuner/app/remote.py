@@ -219,13 +219,13 @@ def _report(client: Client, args: argparse.Namespace) -> int:
 
 def _export(client: Client, args: argparse.Namespace) -> int:
     from tuner.app.export_command import check_out, write_out
-    from tuner.app.requests.actions import MESSAGES_HEADER, ExportRequest
+    from tuner.app.requests.actions import MESSAGES_HEADER, ExportRequest, local_only
 
     request = ExportRequest.from_namespace(args)  # refused here as locally, before sending
     check_out(args.out)
-    if getattr(args, "law", None) is not None:  # the service reads no file a request names
-        raise UsageError("--law: reads a law.json on this machine, so it works without "
-                         "--server only: export locally, or give the LR with --lr.")
+    for key in ("law", "recipes"):  # files on this machine: the service reads none of them
+        if getattr(args, key, None) is not None:
+            raise local_only(key, getattr(args, key))
     body, content_type, headers = client.response(
         "POST", f"/api/v1/studies/{_q(args.study)}/export", request.options())
     files = (_unzip(body) if content_type.startswith("application/zip")

@@ -24,6 +24,7 @@ import socket
 import sys
 from pathlib import Path
 
+from trainers.config.validation import FieldError
 from trainers.presets import PUBLISHED_CONFIGS
 from tuner.app.commands import DEFAULT_ROOT
 from tuner.app.requests.errors import UsageError
@@ -40,6 +41,7 @@ from tuner.app.service.access.private import (
 from tuner.app.service.access.quotas import GB, Limits, Quotas, owner_limits, user_limits
 from tuner.app.service.access.tokens import TokenStore
 from tuner.app.service.running.ray_reaper import start_reaper
+from tuner.modeling.anchor.recipe_table import load_recipes
 from tuner.study.specs.spec import NAME_RE
 from tuner.study.store import database as db
 
@@ -98,6 +100,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "then the connection is closed (default: %(default)s)")
     p.add_argument("--trainer", default="trainers:train",
                    help="MODULE:FUNCTION with trainers.train's signature (default: %(default)s)")
+    p.add_argument("--recipes", type=Path, metavar="RECIPES_TOML",
+                   help="the team's own past full runs, in the recipe table's form "
+                        "(docs/full_run.md): read first by the published recipes' prior of "
+                        "every export on this service, as `moetune export --recipes` locally "
+                        "(a request cannot name a file)")
     p.set_defaults(handler=serve)
 
     t = subparsers.add_parser("token", help="create or list the service's access tokens")
@@ -196,6 +203,7 @@ def check_args(args: argparse.Namespace) -> None:
                              f"{d!r}.")
     attach_owners(args.attach)  # the rule, before anything starts
     quotas(args)
+    team_recipes(args.recipes)
     if args.address and not args.storage.startswith(("postgresql", "mysql")):
         raise UsageError("--storage: a service on a Ray cluster (--address) needs a database "
                          "every node reaches (postgresql://...); a SQLite file cannot be "
@@ -218,6 +226,22 @@ def quotas(args: argparse.Namespace) -> Quotas:
         return Quotas(default=default, users=user_limits(args.user_quota, default))
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def team_recipes(path: Path | None) -> list[str]:
+    """The names of the team's own runs in ``--recipes`` (none without it), read as every
+    export will read them (`load_recipes`).
+
+    Raises:
+        UsageError: the file cannot be read, or a row breaks a rule; the message names the
+            row, the column, the rule and the value.
+    """
+    if path is None:
+        return []
+    try:
+        return [r.name for r in load_recipes(team=path) if r.team]
+    except FieldError as e:
+        raise UsageError(f"--recipes: {e}") from None
 
 
 def attach_owners(pairs: list[str]) -> dict[str, str]:
@@ -343,7 +367,8 @@ def serve(args: argparse.Namespace) -> int:
                            max_tokens_per_trial=args.max_tokens_per_trial,
                            max_concurrent_trials=args.max_concurrent_trials,
                            max_width=args.max_width,
-                           attach_owners=attach_owners(args.attach), quotas=quotas(args))
+                           attach_owners=attach_owners(args.attach), quotas=quotas(args),
+                           recipes=args.recipes.resolve() if args.recipes else None)
     scheduler = Scheduler(storage=storage, storage_url=url, root=root, trainer=args.trainer,
                           max_running=args.max_running,
                           data_roots=(*config.data_roots, PUBLISHED_CONFIGS),
@@ -356,6 +381,10 @@ def serve(args: argparse.Namespace) -> int:
     print(f"moetune service on http://{args.host}:{port}/ (storage {db.shown(url)}; "
           f"Ray {'at ' + args.address if args.address else 'local'})", file=sys.stderr,
           flush=True)
+    if config.recipes is not None:
+        print(f"every export's prior reads the team's own runs first: "
+              f"{', '.join(team_recipes(config.recipes))} (--recipes {config.recipes}; edit it "
+              "with the service stopped)", file=sys.stderr, flush=True)
     if local is not None and not tokens.any():
         print(f"no access token exists: the service answers you alone, to requests that carry "
               f"the token in {root / LOCAL_TOKEN_FILE} (sign in with it; the CLI: "

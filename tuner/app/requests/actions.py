@@ -31,8 +31,10 @@ from tuner.export.answers import ladder_answer, law_answer, reference_offset, ta
 from tuner.export.backtest import backtest_lines
 from tuner.export.export import export_study
 from tuner.export.pick import PICKS, Pick
+from tuner.modeling.anchor.answer import shipped_prior
 from tuner.modeling.full_run import DEFAULT_MFU, ExportError
 from tuner.modeling.hardware import HARDWARE
+from tuner.study.specs.spec import NAME_RE
 from tuner.study.store import storage as st
 from tuner.study.store.control import clear_stop, request_stop
 from tuner.study.workflows.stage import StageTaken, check_owned
@@ -81,9 +83,26 @@ _FLOATS = ("tokens", "max_memory_gb", "min_tokens_per_s", "memory_fraction", "mf
 _STRS = ("target", "hardware", "format")
 _OPTIONAL = frozenset({"global_batch", "tp", "pp", "ep", "max_memory_gb", "min_tokens_per_s",
                        "lr"})
-# the command line's own options of `moetune export`: where the studies are and where the file
-# goes; a service owns its storage and sends the files back as the response
-WHERE = ("root", "storage", "out")
+_OWN_STORAGE = "the service owns its storage; the file comes back as the response"
+# the command line's own options of `moetune export`, each with why a service refuses it: where
+# the studies are and where the file goes, and the files on the client's machine (a service
+# reads no file a request names)
+LOCAL_ONLY = {
+    "root": _OWN_STORAGE, "storage": _OWN_STORAGE, "out": _OWN_STORAGE,
+    "recipes": "the service reads no file a request names; the team's own past full runs reach "
+               "every export of a service through its operator's `moetune serve --recipes "
+               "FILE`, or export locally with --recipes",
+    "law": "the service reads no file a request names; export locally with --law, or give the "
+           "LR with --lr",
+}
+
+
+def local_only(key: str, value: Any) -> RequestError:
+    """The refusal of ``key``, an option of the command line's export only (`LOCAL_ONLY`), by a
+    service or by the ``--server`` client before it sends anything."""
+    flag = _flag(key)
+    return RequestError(f"{flag}: not an option of the service's export ({LOCAL_ONLY[key]}), "
+                        f"but got {flag} {str(value)!r}.", field=flag)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,9 +131,17 @@ class ExportRequest:
     lr: float | None = None  # the full run's LR (µP: the base LR), instead of any rule's
     lr_at_fitted_batch: bool = False  # write a law's LR measured at another batch, labelled
     lr_wide_band: bool = False  # write a law's LR whose band at the full run is over 4x
+    # a law study of a reference configuration in the export's storage, whose measured offset
+    # moves the prior (`tuner.export.answers.reference_offset`); a study's name, not a file
+    reference: str | None = None
 
     def __post_init__(self) -> None:
         _check_study(self.study)
+        if self.reference is not None and not (isinstance(self.reference, str)
+                                               and NAME_RE.fullmatch(self.reference)):
+            raise RequestError(f"--reference: must be a study's name (a law study of the "
+                               f"reference configuration), but got --reference "
+                               f"{self.reference!r}.", field="--reference")
         for flag in ("lr_at_fitted_batch", "lr_wide_band"):
             if not isinstance(getattr(self, flag), bool):
                 name = "--" + flag.replace("_", "-")
@@ -195,10 +222,8 @@ class ExportRequest:
             if not isinstance(key, str) or not key.replace("_", "").isalnum():
                 raise RequestError(f"export: unknown option {key!r}.", field="export")
             flag = _flag(key)
-            if key in WHERE:
-                raise RequestError(f"{flag}: not an option of the service's export (the "
-                                   "service owns its storage; the file comes back as the "
-                                   "response).", field=flag)
+            if key in LOCAL_ONLY:
+                raise local_only(key, value)
             if key not in names:
                 raise RequestError(f"{flag}: not an option of export; its options are "
                                    f"{sorted(names)}.", field=flag)
@@ -248,13 +273,18 @@ class Exported:
 
     def messages(self, fmt: str) -> list[str]:
         """What ``moetune export`` says on stderr, after its ``moetune export: `` prefix: the
-        warnings, the format's notes, which study answered, the trial and its modeled cost, a
-        law's backtest. The command line prints them, and a service sends them with the files
-        (`MESSAGES_HEADER`) for its ``--server`` client to print, so the two say the same."""
+        warnings, the format's notes, which study answered, the team's own runs the prior read,
+        the trial and its modeled cost, a law's backtest. The command line prints them, and a
+        service sends them with the files (`MESSAGES_HEADER`) for its ``--server`` client to
+        print, so the two say the same."""
         full, picked = self.full, self.picked
         out = [f"warning: {w}" for w in full.warnings]
         out += [f"note: {n}" for n in formats.NOTES[fmt](full)]
         out += [self.said] if self.said else []
+        if full.target.recipes is not None:  # --recipes, or the service's serve --recipes
+            team = [r.name for r in shipped_prior(full.target.recipes).rows if r.team]
+            out.append("prior: the published recipes and the team's own runs, read first: "
+                       + (", ".join(team) or "none that an AdamW prior reads"))
         # picked.how may end in a sentence's period: no ".;" where the plan follows
         out.append(f"trial {picked.record.number}: {picked.how.rstrip('.')}; {full.plan}; "
                    f"checkpoint_ratio {full.recipe.checkpoint_ratio:.3g}; "
@@ -273,25 +303,27 @@ MESSAGES_HEADER = "X-Moetune-Messages"
 
 def export(study: optuna.Study, request: ExportRequest, *, run_dir: Path, storage: str,
            file: str | None = None, law_file: Path | None = None,
-           reference: str | None = None) -> Exported:
+           recipes: Path | None = None) -> Exported:
     """Export ``study`` as ``request`` says: a ladder answers with its top rung, a law study
-    with its laws (`tuner.export.answers`); the files are `formats.export_files`'s, the launch
-    config named ``file`` (default `formats.file_name`). ``run_dir`` and ``storage``: where the
-    study lives (its rungs and budgets live beside it). ``law_file`` (the command line's
-    ``--law``): a law.json of ``moetune law fit`` whose lr*(D, B) gives the LR instead.
-    ``reference`` (the command line's ``--reference``): a law study of a reference
-    configuration in the same storage, whose offset to this law moves the prior
-    (`tuner.export.answers.reference_offset`).
+    with its laws (`tuner.export.answers`), moved by the offset against ``request.reference``
+    (a law study of a reference configuration in the same storage:
+    `tuner.export.answers.reference_offset`); the files are `formats.export_files`'s, the
+    launch config named ``file`` (default `formats.file_name`). ``run_dir`` and ``storage``:
+    where the study lives (its rungs and budgets live beside it). What each front end adds from
+    its own files: ``law_file`` (the command line's ``--law``), a law.json of ``moetune law
+    fit`` whose lr*(D, B) gives the LR instead; ``recipes`` (the command line's ``--recipes``, a
+    service's ``serve --recipes``), the team's own past full runs, read first by the prior.
 
     Raises:
-        RequestError: the target cannot be read, nothing can be exported, or the file name does
-            not suit the format; the field is named.
+        RequestError: the target or the recipes cannot be read, the reference is not a law
+            study there, nothing can be exported, or the file name does not suit the format;
+            the field is named.
     """
 
     try:
-        target = parse_target(request.namespace())
-        offset = (reference_offset(study, reference, run_dir, storage)
-                  if reference is not None else None)
+        target = parse_target(argparse.Namespace(**vars(request.namespace()), recipes=recipes))
+        offset = (reference_offset(study, request.reference, run_dir, storage)
+                  if request.reference is not None else None)
         study, measured_at = ladder_answer(study, run_dir, storage)
         study, law, law_said = law_answer(study, run_dir, storage)
         if law_file is not None:

@@ -1,5 +1,6 @@
 """How `moetune serve` was started (`ServiceConfig`): its root and storage, how many studies run
-at once, the spec files it may read, the operator's caps and each user's quotas."""
+at once, the spec files it may read, the operator's caps, each user's quotas and the team's own
+recipes every export reads."""
 
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ class ServiceConfig:
     attach_owners: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # each user's limits: studies kept, trainings at once, bytes of run folders (`quotas`)
     quotas: Quotas = Quotas()
+    # `serve --recipes FILE`: the team's own past full runs (the recipe table's form, checked
+    # at start), read first by the prior of every export here, as `export --recipes` locally
+    recipes: Path | None = None
 
     def caps(self) -> Caps:
         """The operator's caps as `caps.check_caps` takes them."""

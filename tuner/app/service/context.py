@@ -251,7 +251,10 @@ class Service:
 
     def export_download(self, request: ExportRequest) -> tuple[bytes, str, str, list[str]]:
         """(body, file name, media type, stderr lines) of the download ``request`` asks for
-        (`downloads.export_download`).
+        (`downloads.export_download`), with the operator's team recipes (``serve
+        --recipes``). ``request.reference`` names a study of this service's storage (the
+        exported study's, for an attached one): any signed-in user may read any study, so
+        another user's law study may be the reference.
 
         Raises:
             actions.RequestError: the export refuses a value, naming its flag.
@@ -262,4 +265,5 @@ class Service:
             checks.check_file("--target", request.target, self.config)
         return downloads.export_download(study, request,
                                          run_dir=self.config.root / study.study_name,
-                                         storage=self._storage_url(study))
+                                         storage=self._storage_url(study),
+                                         recipes=self.config.recipes)

@@ -52,17 +52,19 @@ def report_key(study: optuna.Study) -> str:
 
 
 def export_download(study: optuna.Study, request: ExportRequest, *, run_dir: Path,
-                    storage: str) -> Download:
+                    storage: str, recipes: Path | None = None) -> Download:
     """Every file ``moetune export --out`` writes for ``request`` (`actions.export`), named
     after the study and the format (`formats.file_name`): one zip when there are several (a
     model config and its sidecar), else the launch config itself; with what the local export
-    says on stderr (`actions.Exported.messages`).
+    says on stderr (`actions.Exported.messages`). ``recipes``: the operator's team recipes
+    (``serve --recipes``), read first by the prior as the local export's ``--recipes``.
 
     Raises:
         actions.RequestError: the export refuses a value, naming its flag.
     """
     file = formats.file_name(request.format, f"{study.study_name}-{request.format}")
-    done = actions.export(study, request, run_dir=run_dir, storage=storage, file=file)
+    done = actions.export(study, request, run_dir=run_dir, storage=storage, file=file,
+                          recipes=recipes)
     said = done.messages(request.format)
     if len(done.files) == 1:
         return done.text.encode(), file, "text/plain", said

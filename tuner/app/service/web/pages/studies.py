@@ -43,10 +43,11 @@ def study_page(name: str, request: Request, service: ServiceDep, who: PageUser) 
 def export_form(name: str, request: Request, service: ServiceDep, who: PageUser,
                 csrf: str = Form(""), pick: str = Form("knee"), target: str = Form(""),
                 hardware: str = Form("h800"), gpus: str = Form(""), tokens: str = Form(""),
-                format: str = Form("native")) -> Response:
+                format: str = Form("native"), reference: str = Form("")) -> Response:
     service.auth.check_csrf(request, csrf)
     options: dict[str, Any] = {"pick": pick.split(), "target": target, "hardware": hardware,
-                               "gpus": gpus, "tokens": tokens, "format": format}
+                               "gpus": gpus, "tokens": tokens, "format": format,
+                               "reference": reference.strip() or None}  # empty: none
     body, filename, media_type = service.export(ExportRequest.from_options(name, options))
     return Response(body, media_type=media_type,
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
