@@ -22,7 +22,7 @@ from tuner.modeling.laws.forms import LawForm
 from tuner.modeling.laws.interface import FORM_KEY, LawChecks
 from tuner.modeling.laws.lr_batch_law import Cell, LawFitError, cells_aicc
 
-KEY = "flat-in-d"
+KEY = "test-flat-in-d"  # apart from any shipped form's key, so it never stands in for one
 MIN_CELLS = 4  # 2 coefficients, τ and a degree of freedom
 
 
