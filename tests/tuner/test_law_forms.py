@@ -37,6 +37,16 @@ def registry(monkeypatch):
     return forms.FORMS
 
 
+@pytest.fixture
+def two_forms(monkeypatch):
+    """A registry of lr*(D, B) and the test-only form flat in D alone, so the choice between
+    them is the tests' whatever else is registered."""
+    both = {forms.DEFAULT_FORM: forms.FORMS[forms.DEFAULT_FORM],
+            flat_law_form.KEY: flat_law_form.FORM}
+    monkeypatch.setattr(forms, "FORMS", both)
+    return both
+
+
 def _cells(truth: str = "loglinear", seed: int = 0) -> list[Cell]:
     """One cell per (D, B) of the battery's grid, each from its own noisy bowl."""
     rng = np.random.default_rng(seed)
@@ -112,24 +122,24 @@ def test_every_form_declines_too_few_cells_and_scores_the_cells_it_fits(fitted, 
     assert math.isfinite(registry[key].aicc(law, cells))
 
 
-def test_the_fit_keeps_the_form_with_the_smallest_aicc(registry):
+def test_the_fit_keeps_the_form_with_the_smallest_aicc(two_forms):
     """Cells flat in D: the form flat in D (2 coefficients) wins over lr*(D, B) (4); cells on
     a truth with D and D x B terms: lr*(D, B) stays. Without the flat form registered, flat
     cells get lr*(D, B)."""
     flat = _flat_cells()
     assert isinstance(forms.fit_lr_law(flat), flat_law_form.FlatInDLaw)
     assert isinstance(forms.fit_lr_law(_cells()), LrBatchLaw)
-    del registry[flat_law_form.KEY]
+    del two_forms[flat_law_form.KEY]
     assert isinstance(forms.fit_lr_law(flat), LrBatchLaw)
 
 
-def test_a_form_that_declines_leaves_the_choice_to_the_others(registry):
+def test_a_form_that_declines_leaves_the_choice_to_the_others(two_forms):
     """Four cells at two budgets: lr*(D, B) needs six and declines; the form flat in D fits."""
     cells = [c for c in _flat_cells() if c.tokens in battery.TOKENS[:2]][:4]
     with pytest.raises(LawFitError):
         forms.FORMS[forms.DEFAULT_FORM].fit(cells)
     assert isinstance(forms.fit_lr_law(cells), flat_law_form.FlatInDLaw)
-    del registry[flat_law_form.KEY]
+    del two_forms[flat_law_form.KEY]
     with pytest.raises(LawFitError, match="needs at least"):
         forms.fit_lr_law(cells)
 
@@ -158,7 +168,7 @@ def _write_flat_runs(path) -> None:
 
 
 def test_a_registered_form_reaches_law_fit_its_law_md_and_the_export_with_law(
-        registry, tmp_path, capsys):
+        two_forms, tmp_path, capsys):
     """`moetune law fit` on runs flat in D writes the flat form (law.json names it, law.md
     states it); `moetune export --law` reads it at the batch it writes, and the LR there is
     that law's."""
