@@ -9,8 +9,8 @@ has a batch law), and its terms' D x B share where it has one. The forms:
 
 - `tuner.modeling.laws.lr_batch_law.LrBatchLaw`: lr*(D, B) through (budget, batch) cells, a law
   study's (``origin`` ``study``);
-- `tuner.export.answers.TableLaw`: the same law fitted from a table of runs by ``moetune law
-  fit`` (``origin`` ``table``: no held-out budget);
+- `tuner.export.answers.TableLaw`: a law of any registered form fitted from a table of runs by
+  ``moetune law fit`` (``origin`` ``table``: no held-out budget);
 - `tuner.modeling.laws.power_law.StudyLaw`: a law study's laws in D alone (and its lr*(D, B) when
   it searched 3 or more batches); read at a batch through
   `tuner.modeling.laws.lr_at_batch.lr_at_batch`, which carries its LR only where the batch was
